@@ -1,0 +1,243 @@
+"""The public face: ``@fusec.fuse`` and the :class:`Fused` object it returns.
+
+A Fused object traces its function once per *signature* (each argument's dtype, rank and which
+dims are 0 or 1; Python scalars by value), keeps the traced graph, and re-infers shapes for a new
+size of the same signature instead of tracing again (unless the function read a concrete size).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fusec.arrayspec import ArraySpec
+from fusec.errors import FusecError, FusecTypeError, FusecValueError, TraceError
+from fusec.ir import dtypes
+from fusec.ir.graph import Graph, rebind
+from fusec.ir.interpret import interpret
+from fusec.ir.trace import output_node, trace_function
+
+_SHAPES_KEPT = 64  # graphs kept per signature, one per distinct set of input shapes
+
+
+@dataclass
+class TracedFunction:
+    """One signature's trace: the graph, how outputs are packed, and graphs re-inferred per shape."""
+
+    graph: Graph
+    structure: str  # "single" | "tuple" | "list"
+    shape_specialized: bool
+    by_shapes: dict[tuple, Graph] = field(default_factory=dict)
+
+    def pack(self, values: list[Any]) -> Any:
+        if self.structure == "single":
+            return values[0]
+        return tuple(values) if self.structure == "tuple" else list(values)
+
+
+def _backend(value: Any) -> str | None:
+    if isinstance(value, np.ndarray):
+        return "numpy"
+    if isinstance(value, ArraySpec):
+        return "spec"
+    module = type(value).__module__
+    if module.startswith("cupy"):
+        return "cupy"
+    return None
+
+
+def _dim_pattern(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d if d in (0, 1) else -1 for d in shape)
+
+
+def _scalar_key(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return ("nan",)
+    if isinstance(value, float):
+        return (float, value, math.copysign(1.0, value))
+    if isinstance(value, np.generic):
+        return (value.dtype.str, value.tobytes())
+    return (type(value).__name__, value)
+
+
+class Fused:
+    """A function compiled by fusec. Call it like the original; inspect it with ``trace``/``explain``.
+
+    - ``f(*arrays)`` with NumPy arrays runs the NumPy reference backend and returns NumPy arrays;
+      with CuPy arrays it runs on the GPU and returns CuPy arrays (results of full reductions are
+      0-d arrays).
+    - ``f(..., out=arrays)`` writes the results into the given arrays (same-kind casting) and
+      returns them.
+    - ``f.trace(*args)`` returns the traced IR graph; arguments may be :class:`fusec.ArraySpec`.
+    """
+
+    def __init__(self, fn: Callable[..., Any], *, name: str | None = None):
+        if not callable(fn):
+            raise FusecTypeError(f"fusec.fuse needs a function, got {type(fn).__name__}")
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "fused")
+        self._signature = inspect.signature(fn)
+        self._traces: dict[tuple, TracedFunction] = {}
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"<fusec.Fused {self.name}>"
+
+    # -- arguments -----------------------------------------------------------------------------
+    def _params(self, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise FusecTypeError(f"{self.name}(): {exc}") from None
+        bound.apply_defaults()
+        params: list[tuple[str, Any]] = []
+        for name, value in bound.arguments.items():
+            kind = self._signature.parameters[name].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                params.extend((f"{name}{i}", v) for i, v in enumerate(value))
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                params.extend(value.items())
+            else:
+                params.append((name, value))
+        return params
+
+    def _check_arguments(self, params: list[tuple[str, Any]]) -> str:
+        """The backend of the array arguments ("numpy", "cupy" or "spec"); errors on a mix."""
+        seen: dict[str, str] = {}
+        for name, value in params:
+            backend = _backend(value)
+            if backend is None:
+                if isinstance(value, (list, tuple, dict, set, str, bytes)):
+                    raise FusecTypeError(
+                        f"argument '{name}' of {self.name} is a {type(value).__name__}",
+                        hint="pass arrays (NumPy or CuPy), NumPy scalars or Python numbers",
+                    )
+                continue
+            dtypes.as_dtype(value.dtype)
+            seen.setdefault(backend, name)
+        if len(seen) > 1:
+            first, second = sorted(seen.items())[:2]
+            raise FusecTypeError(
+                f"{self.name} got {first[0]} argument '{first[1]}' and {second[0]} argument '{second[1]}'",
+                hint="pass all arrays from one library (convert with cupy.asarray or .get())",
+            )
+        return next(iter(seen), "numpy")
+
+    def _key(self, params: list[tuple[str, Any]]) -> tuple:
+        key = []
+        for _, value in params:
+            if _backend(value) is not None or (isinstance(value, np.ndarray)):
+                key.append(("array", np.dtype(value.dtype).str, _dim_pattern(tuple(value.shape))))
+            else:
+                key.append(("value", _scalar_key(value)))
+        return tuple(key)
+
+    # -- tracing -------------------------------------------------------------------------------
+    def trace(self, *args: Any, **kwargs: Any) -> Graph:
+        """The traced IR graph for these arguments (arrays or :class:`fusec.ArraySpec`)."""
+        params = self._params(args, kwargs)
+        self._check_arguments(params)
+        return self._graph(params)
+
+    def _graph(self, params: list[tuple[str, Any]]) -> Graph:
+        return self._traced(params)[1]
+
+    def _traced(self, params: list[tuple[str, Any]]) -> tuple[TracedFunction, Graph]:
+        key = self._key(params)
+        shapes = tuple(tuple(v.shape) for _, v in params if _backend(v) is not None)
+        with self._lock:
+            traced = self._traces.get(key)
+            if traced is None:
+                traced = self._trace_new(params)
+                traced.by_shapes[shapes] = traced.graph
+                self._traces[key] = traced
+            graph = traced.by_shapes.get(shapes)
+            if graph is None:
+                # a new size of a known signature: re-infer shapes, unless the function read a size
+                if traced.shape_specialized:
+                    graph = self._trace_new(params).graph
+                else:
+                    graph = rebind(traced.graph, [tuple(s) for s in shapes])
+                if len(traced.by_shapes) >= _SHAPES_KEPT:
+                    traced.by_shapes.pop(next(iter(traced.by_shapes)))
+                traced.by_shapes[shapes] = graph
+        return traced, graph
+
+    def _trace_new(self, params: list[tuple[str, Any]]) -> TracedFunction:
+        inputs, result, specialized = trace_function(self.fn, params)
+        if isinstance(result, (tuple, list)):
+            structure = "tuple" if isinstance(result, tuple) else "list"
+            values = list(result)
+            if not values:
+                raise TraceError(f"{self.name} returned an empty {structure}",
+                                 hint="return the arrays it computes")
+        else:
+            structure, values = "single", [result]
+        outputs = tuple(output_node(v, i) for i, v in enumerate(values))
+        graph = Graph(self.name, tuple(inputs), outputs)
+        return TracedFunction(graph, structure, specialized)
+
+    # -- running -------------------------------------------------------------------------------
+    def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+        params = self._params(args, kwargs)
+        backend = self._check_arguments(params)
+        if backend == "spec":
+            raise FusecTypeError(
+                f"{self.name} was called with an ArraySpec, which describes an array but holds no data",
+                hint="call it with arrays; use .explain/.trace with ArraySpec arguments",
+            )
+        traced, graph = self._traced(params)
+        arrays = [v for _, v in params if _backend(v) is not None]
+        if backend == "cupy":
+            import cupy
+
+            results = interpret(graph, arrays, xp=cupy)
+        else:
+            results = interpret(graph, arrays, xp=np)
+        if out is not None:
+            results = _write_out(self.name, results, out, np if backend == "numpy" else __import__("cupy"))
+        return traced.pack(results)
+
+
+def _write_out(name: str, results: list[Any], out: Any, xp: Any) -> list[Any]:
+    """Copy results into the caller's ``out`` arrays with same-kind casting, as NumPy's ``out=``."""
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    if len(outs) != len(results):
+        raise FusecValueError(f"{name} returns {len(results)} arrays but out= has {len(outs)}")
+    for i, (res, dst) in enumerate(zip(results, outs)):
+        if not isinstance(dst, xp.ndarray):
+            raise FusecTypeError(f"out[{i}] of {name} must be a {xp.__name__} array, got {type(dst).__name__}")
+        if tuple(dst.shape) != tuple(res.shape):
+            raise FusecValueError(f"out[{i}] of {name} has shape {tuple(dst.shape)}, the result has "
+                                  f"{tuple(res.shape)}")
+        if not np.can_cast(res.dtype, dst.dtype, "same_kind"):
+            raise FusecTypeError(f"cannot write the {res.dtype} result {i} of {name} into out[{i}] of dtype "
+                                 f"{dst.dtype} with casting rule 'same_kind'")
+        xp.copyto(dst, res, casting="same_kind")
+    return outs
+
+
+def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None) -> Any:
+    """Compile a NumPy/CuPy-style function into fused kernels.
+
+    Use as ``@fusec.fuse`` or ``@fusec.fuse(name="softmax")``. The function is traced on its first
+    call with each new signature (dtypes, ranks, which dims are 0 or 1; Python scalar arguments by
+    value, so pass values that change every call as 0-d arrays). It may use NumPy or CuPy ufuncs,
+    operators, reductions with ``axis``/``keepdims``, ``where``, ``astype``, broadcasting with
+    ``None``/``...``/``expand_dims``/``broadcast_to`` and transposes, and may return one array or a
+    tuple. Anything else raises a :class:`fusec.FusecError` naming your file and line.
+    """
+    if fn is None:
+        return lambda f: Fused(f, name=name)
+    return Fused(fn, name=name)
+
+
+__all__ = ["Fused", "fuse", "FusecError"]

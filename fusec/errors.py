@@ -1,0 +1,97 @@
+"""fusec's errors.
+
+Every error fusec raises is a :class:`FusecError`. Where NumPy itself would raise (a broadcast
+mismatch, a bad axis, ``uint8 + 300``), the fusec error also derives from NumPy's class, so
+``except ValueError:`` keeps working. Messages name the user's file and line when one is known,
+say what went wrong, and say what to do instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import numpy as np
+
+_FUSEC_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _package_dir(name: str) -> str | None:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.origin:
+        return None
+    return os.path.dirname(os.path.abspath(spec.origin))
+
+
+_SKIP_DIRS = tuple(
+    d for d in (_FUSEC_DIR, os.path.dirname(os.path.abspath(np.__file__)), _package_dir("cupy")) if d
+)
+
+
+def _skipped(filename: str) -> bool:
+    if filename.startswith(("<frozen", "<__array_function__")):
+        return True
+    return os.path.abspath(filename).startswith(_SKIP_DIRS)
+
+
+def user_location() -> str | None:
+    """The ``file:line`` of the innermost stack frame that is the user's (not fusec, NumPy, CuPy)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not _skipped(filename):
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+class FusecError(Exception):
+    """Base of every fusec error: a message, the user's ``file:line`` and a hint."""
+
+    def __init__(self, message: str, *, loc: str | None = None, hint: str | None = None):
+        if loc is None:
+            loc = user_location()
+        self.message = message
+        self.loc = loc
+        self.hint = hint
+        text = f"{loc}: {message}" if loc else message
+        if hint:
+            text += f"\n  hint: {hint}"
+        self._text = text
+        Exception.__init__(self, text)
+
+    def __str__(self) -> str:
+        return self._text
+
+
+class TraceError(FusecError):
+    """A construct that cannot be traced (Python control flow on a traced value, ...)."""
+
+
+class UnsupportedError(TraceError):
+    """A function, method, argument or indexing form fusec does not support."""
+
+
+class FusecTypeError(FusecError, TypeError):
+    """A dtype with no matching loop, an unsupported dtype, a bad argument type."""
+
+
+class FusecValueError(FusecError, ValueError):
+    """A broadcast mismatch, an empty reduction without identity, a duplicate axis."""
+
+
+class FusecAxisError(FusecError, np.exceptions.AxisError):
+    """An axis out of range, as NumPy's ``AxisError``."""
+
+
+class FusecOverflowError(FusecError, OverflowError):
+    """A Python integer that does not fit the dtype it combines with (``uint8 + 300``)."""
+
+
+class ParseError(FusecError, ValueError):
+    """IR text that does not parse; the message names the line."""
+
+
+class VerifyError(FusecError):
+    """An IR graph that breaks a structural, shape or dtype rule."""

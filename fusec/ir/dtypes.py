@@ -1,0 +1,111 @@
+"""The dtypes fusec supports, their short names in IR text, and NumPy 2's promotion rules.
+
+Promotion is NumPy's own (NEP 50: Python scalars are weak, NumPy scalars and arrays strong): the
+tracer asks ``ufunc.resolve_dtypes`` and ``np.result_type`` rather than keeping a table of ours.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fusec.errors import FusecOverflowError, FusecTypeError
+
+SHORT_NAMES: dict[np.dtype, str] = {
+    np.dtype(np.bool_): "bool",
+    np.dtype(np.int8): "i8",
+    np.dtype(np.int16): "i16",
+    np.dtype(np.int32): "i32",
+    np.dtype(np.int64): "i64",
+    np.dtype(np.uint8): "u8",
+    np.dtype(np.uint16): "u16",
+    np.dtype(np.uint32): "u32",
+    np.dtype(np.uint64): "u64",
+    np.dtype(np.float16): "f16",
+    np.dtype(np.float32): "f32",
+    np.dtype(np.float64): "f64",
+}
+FROM_SHORT: dict[str, np.dtype] = {v: k for k, v in SHORT_NAMES.items()}
+SUPPORTED: tuple[np.dtype, ...] = tuple(SHORT_NAMES)
+
+BOOL = np.dtype(np.bool_)
+INT64 = np.dtype(np.int64)
+UINT64 = np.dtype(np.uint64)
+FLOAT16 = np.dtype(np.float16)
+FLOAT32 = np.dtype(np.float32)
+FLOAT64 = np.dtype(np.float64)
+
+
+def as_dtype(spec: object) -> np.dtype:
+    """A supported ``np.dtype`` from anything NumPy accepts as a dtype, or ``f32``-style names."""
+    if isinstance(spec, str) and spec in FROM_SHORT:
+        return FROM_SHORT[spec]
+    try:
+        dt = np.dtype(spec)  # type: ignore[call-overload]
+    except TypeError as exc:
+        raise FusecTypeError(f"{spec!r} is not a dtype") from exc
+    if dt not in SHORT_NAMES:
+        raise FusecTypeError(
+            f"dtype {dt} is not supported by fusec",
+            hint="supported: " + ", ".join(str(d) for d in SUPPORTED) + " (complex is not yet supported)",
+        )
+    return dt.newbyteorder("=") if dt.byteorder not in "=|" else dt
+
+
+def short(dt: np.dtype) -> str:
+    """``float32`` -> ``f32``."""
+    return SHORT_NAMES[np.dtype(dt)]
+
+
+def is_bool(dt: np.dtype) -> bool:
+    return dt.kind == "b"
+
+
+def is_int(dt: np.dtype) -> bool:
+    """Signed or unsigned integer (not bool)."""
+    return dt.kind in "iu"
+
+
+def is_unsigned(dt: np.dtype) -> bool:
+    return dt.kind == "u"
+
+
+def is_float(dt: np.dtype) -> bool:
+    return dt.kind == "f"
+
+
+def sum_dtype(dt: np.dtype) -> np.dtype:
+    """NumPy's default accumulator of ``sum``/``prod``: small ints to int64, small uints to uint64."""
+    if dt.kind == "b" or (dt.kind == "i" and dt.itemsize < 8):
+        return INT64
+    if dt.kind == "u" and dt.itemsize < 8:
+        return UINT64
+    return dt
+
+
+def mean_dtype(dt: np.dtype) -> tuple[np.dtype, np.dtype]:
+    """(accumulator, result) of NumPy's ``mean``/``var``: ints to float64; float16 via float32."""
+    if dt.kind in "biu":
+        return FLOAT64, FLOAT64
+    if dt == FLOAT16:
+        return FLOAT32, FLOAT16
+    return dt, dt
+
+
+def scalar_constant(value: object, dt: np.dtype) -> object:
+    """``value`` converted to a Python scalar of ``dt``, raising OverflowError as NumPy 2 does."""
+    try:
+        arr = np.asarray(value, dtype=dt)
+    except OverflowError as exc:
+        raise FusecOverflowError(
+            f"Python integer {value} does not fit {dt}",
+            hint=f"use a value inside {dt}'s range, or cast the array first (x.astype(...))",
+        ) from exc
+    return arr.item()
+
+
+def fits(value: int, dt: np.dtype) -> bool:
+    """Whether the Python int ``value`` is representable in the integer or float dtype ``dt``."""
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return info.min <= value <= info.max
+    return True

@@ -1,0 +1,160 @@
+"""Shape and dtype rules of every op kind: what a node's type must be, given its operands.
+
+One function, :func:`infer`, used when a node is built (tracer, parser, passes) and again by the
+verifier. IR ops are strict: an elementwise op's operands already have the dtypes of NumPy's loop
+(the tracer inserts the casts), so ``add(i32, u32)`` is an error here, while ``add(i64, i64)``
+after two casts is fine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from fusec.errors import FusecAxisError, FusecTypeError, FusecValueError
+from fusec.ir import dtypes
+from fusec.ir.ops import NO_IDENTITY, OPS, Kind, OpDef
+
+Shape = tuple[int, ...]
+
+
+def broadcast_shapes(*shapes: Shape, what: str = "operands") -> Shape:
+    """NumPy's broadcasting of ``shapes``, with an error naming them all."""
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*shapes))
+    except ValueError:
+        listed = " and ".join(str(tuple(s)) for s in shapes)
+        raise FusecValueError(
+            f"{what} could not be broadcast together with shapes {listed}",
+            hint="make the trailing dimensions equal or 1 (x[:, None], np.expand_dims, x.T)",
+        ) from None
+
+
+def normalize_axes(axes: Any, ndim: int, *, allow_tuple: bool = True) -> tuple[int, ...]:
+    """NumPy's axis argument (None, int, negative, tuple) as a sorted tuple of non-negative ints."""
+    if axes is None:
+        return tuple(range(ndim))
+    if isinstance(axes, (tuple, list)):
+        if not allow_tuple:
+            raise FusecTypeError("axis must be an int or None here, not a tuple")
+        items = list(axes)
+    else:
+        items = [axes]
+    out = []
+    for a in items:
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+            raise FusecTypeError(f"axis {a!r} is not an integer")
+        a = int(a)
+        if not -ndim <= a < ndim:
+            raise FusecAxisError(f"axis {a} is out of bounds for array of dimension {ndim}")
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise FusecValueError(f"duplicate value in 'axis': {tuple(items)}")
+    return tuple(sorted(out))
+
+
+def reduced_shape(shape: Shape, axes: tuple[int, ...], keepdims: bool) -> Shape:
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _elementwise_dtype(op: OpDef, in_dtypes: list[np.dtype]) -> np.dtype:
+    if op.name == "where":
+        cond, a, b = in_dtypes
+        if cond != dtypes.BOOL or a != b:
+            raise FusecTypeError(f"where needs (bool, T, T) operands, got ({cond}, {a}, {b})")
+        return a
+    assert op.ufunc is not None
+    try:
+        resolved = op.ufunc.resolve_dtypes(tuple(in_dtypes) + (None,) * op.ufunc.nout)
+    except TypeError:
+        raise FusecTypeError(
+            f"{op.name} has no loop for dtypes ({', '.join(map(str, in_dtypes))})"
+        ) from None
+    ins, out = list(resolved[: op.ufunc.nin]), resolved[op.ufunc.nin]
+    if ins != in_dtypes:
+        raise FusecTypeError(
+            f"{op.name} operands ({', '.join(map(str, in_dtypes))}) need casts to "
+            f"({', '.join(map(str, ins))}) first"
+        )
+    return out
+
+
+def infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: np.dtype | None,
+          shape: Shape | None) -> tuple[np.dtype, Shape]:
+    """The (dtype, shape) a node must have. ``dtype``/``shape`` are given for ops that need them
+    (``input``, ``const``, ``size``, ``cast`` need a dtype; ``input`` and ``broadcast_to`` a shape)."""
+    op = OPS.get(op_name)
+    if op is None:
+        raise FusecValueError(f"unknown op '{op_name}'")
+    if len(operands) != op.arity:
+        raise FusecValueError(f"{op_name} takes {op.arity} operands, got {len(operands)}")
+    shapes = [o.shape for o in operands]
+    in_dtypes = [o.dtype for o in operands]
+
+    if op.kind is Kind.SOURCE:
+        if dtype is None:
+            raise FusecTypeError(f"{op_name} needs a dtype")
+        if op_name == "input":
+            if shape is None:
+                raise FusecValueError("input needs a shape")
+            return dtype, tuple(shape)
+        if op_name == "const":
+            return dtype, ()
+        normalize_axes(list(attrs["axes"]), len(shapes[0]))  # size: check axes only
+        return dtype, ()
+
+    if op.kind is Kind.ELEMENTWISE:
+        out_shape = broadcast_shapes(*shapes, what=f"operands of {op_name}")
+        if op_name == "cast":
+            if dtype is None:
+                raise FusecTypeError("cast needs a target dtype")
+            return dtype, out_shape
+        return _elementwise_dtype(op, in_dtypes), out_shape
+
+    if op.kind is Kind.REDUCTION:
+        (x_shape,), (x_dtype,) = shapes, in_dtypes
+        axes = normalize_axes(list(attrs["axes"]), len(x_shape))
+        if tuple(attrs["axes"]) != axes:
+            raise FusecValueError(f"{op_name} axes must be sorted and non-negative, got {attrs['axes']}")
+        if op.accepts and x_dtype.kind not in op.accepts:
+            raise FusecTypeError(f"{op_name} needs a {op.accepts} operand, got {x_dtype}")
+        if op_name in NO_IDENTITY and any(x_shape[a] == 0 for a in axes):
+            numpy_name = "maximum" if "max" in op_name else "minimum"
+            raise FusecValueError(
+                f"zero-size array to reduction operation {numpy_name} which has no identity",
+                hint=f"{op_name} of an empty extent is undefined; check the shape before calling",
+            )
+        if op_name in ("argmax", "argmin") and len(axes) not in (1, len(x_shape)):
+            raise FusecValueError(f"{op_name} reduces one axis or all of them, got {axes}")
+        out_dtype = dtypes.INT64 if op.index_result else x_dtype
+        return out_dtype, reduced_shape(x_shape, axes, bool(attrs["keepdims"]))
+
+    # layout
+    (x_shape,) = shapes
+    (x_dtype,) = in_dtypes
+    if op_name == "expand_dims":
+        axes = tuple(attrs["axes"])
+        out_ndim = len(x_shape) + len(axes)
+        if normalize_axes(list(axes), out_ndim) != axes:
+            raise FusecValueError(f"expand_dims axes must be sorted and non-negative, got {axes}")
+        it = iter(x_shape)
+        return x_dtype, tuple(1 if i in axes else next(it) for i in range(out_ndim))
+    if op_name == "squeeze":
+        axes = normalize_axes(list(attrs["axes"]), len(x_shape))
+        if any(x_shape[a] != 1 for a in axes):
+            raise FusecValueError(f"cannot squeeze axes {axes} of shape {x_shape}: not of size 1")
+        return x_dtype, tuple(d for i, d in enumerate(x_shape) if i not in axes)
+    if op_name == "transpose":
+        perm = tuple(attrs["perm"])
+        if sorted(perm) != list(range(len(x_shape))):
+            raise FusecValueError(f"axes {perm} don't match an array of dimension {len(x_shape)}")
+        return x_dtype, tuple(x_shape[p] for p in perm)
+    # broadcast_to
+    target = tuple(attrs["shape"])
+    if len(target) < len(x_shape) or broadcast_shapes(x_shape, target, what="broadcast_to") != target:
+        raise FusecValueError(f"cannot broadcast an array of shape {x_shape} to {target}")
+    return x_dtype, target

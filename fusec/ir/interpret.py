@@ -1,0 +1,95 @@
+"""The reference interpreter: execute a Graph with exactly NumPy's semantics, one array call per op.
+
+Written against an array namespace ``xp`` (``numpy`` or ``cupy``): with NumPy it is the oracle
+every test compares against; with CuPy it is the unfused baseline (one kernel per op) that the
+benchmarks and ``explain`` compare fused kernels with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from fusec.ir.graph import Graph, Node
+from fusec.ir.ops import Kind
+
+
+def _cast(xp: Any, x: Any, dt: np.dtype) -> Any:
+    return x.astype(dt, copy=False) if x.dtype != dt else x
+
+
+def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
+    """The value of ``node`` given its operands' values, as NumPy computes it (dtype exact)."""
+    op = node.opdef
+    if node.op == "const":
+        return xp.asarray(node.attr("value"), dtype=node.dtype)
+    if node.op == "size":
+        (x,) = node.operands
+        count = math.prod(x.shape[a] for a in node.attr("axes"))
+        return xp.asarray(count, dtype=node.dtype)
+    if op.kind is Kind.ELEMENTWISE:
+        if node.op == "cast":
+            return xp.asarray(args[0]).astype(node.dtype)
+        if node.op == "where":
+            return xp.where(*args)
+        fn = getattr(xp, op.ufunc.__name__)
+        return fn(*args)
+    if op.kind is Kind.REDUCTION:
+        (x,) = args
+        axes = tuple(node.attr("axes"))
+        keepdims = bool(node.attr("keepdims"))
+        if node.op in ("argmax", "argmin"):
+            fn = getattr(xp, node.op)
+            if len(axes) == 1 and x.ndim > 1:
+                return fn(x, axis=axes[0], keepdims=keepdims)
+            flat = fn(x.reshape(-1) if x.ndim else x)
+            return xp.asarray(flat).reshape(node.shape)
+        if node.op in ("nanmax", "nanmin"):
+            ufunc = xp.fmax if node.op == "nanmax" else xp.fmin
+            return ufunc.reduce(x, axis=axes, keepdims=keepdims) if x.ndim else x.copy()
+        fn = getattr(xp, node.op)
+        return fn(x, axis=axes, keepdims=keepdims)
+    (x,) = args
+    if node.op == "expand_dims":
+        return xp.expand_dims(x, tuple(node.attr("axes"))) if node.attr("axes") else x
+    if node.op == "squeeze":
+        return xp.squeeze(x, tuple(node.attr("axes"))) if node.attr("axes") else x
+    if node.op == "transpose":
+        return xp.transpose(x, tuple(node.attr("perm")))
+    if node.op == "broadcast_to":
+        return xp.broadcast_to(x, tuple(node.attr("shape")))
+    raise AssertionError(f"no reference for {node.op}")
+
+
+def run_nodes(xp: Any, nodes: Iterable[Node], env: dict[Node, Any],
+              on_value: Callable[[Node, Any], None] | None = None) -> dict[Node, Any]:
+    """Evaluate ``nodes`` (in order) into ``env``, which already holds the values they read."""
+    ctx = np.errstate(all="ignore") if xp is np else contextlib.nullcontext()
+    with ctx:
+        for node in nodes:
+            if node in env:
+                continue
+            value = xp.asarray(evaluate_node(xp, node, [env[o] for o in node.operands]))
+            if value.dtype != node.dtype or tuple(value.shape) != node.shape:
+                raise AssertionError(
+                    f"interpreter produced {value.dtype}{value.shape} for {node!r}")
+            env[node] = value
+            if on_value is not None:
+                on_value(node, value)
+    return env
+
+
+def interpret(graph: Graph, args: list[Any] | Mapping[Node, Any], xp: Any = np) -> list[Any]:
+    """Run ``graph`` on ``args`` (one array per input, in order); returns one array per output."""
+    env: dict[Node, Any] = dict(args) if isinstance(args, Mapping) else {}
+    if not isinstance(args, Mapping):
+        if len(args) != len(graph.inputs):
+            raise ValueError(f"{graph.name} takes {len(graph.inputs)} inputs, got {len(args)}")
+        for node, value in zip(graph.inputs, args):
+            env[node] = xp.asarray(value)
+    run_nodes(xp, graph.nodes, env)
+    return [env[o] for o in graph.outputs]

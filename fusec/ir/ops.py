@@ -1,0 +1,250 @@
+"""The op table: the one place an op is defined.
+
+Each :class:`OpDef` gives an op's IR text name, its kind, its arity, the NumPy ufunc (or callable)
+that is both its reference semantics and its dtype rule, its relative cost, and for reductions the
+identity and the elementwise op that combines partial results. Fusion speaks of kinds, never of op
+names; the interpreter, the tracer and the op-sweep tests read this table, so adding an op is one
+entry here (plus its CUDA expression, in ``fusec/codegen/cuda_ops.py``).
+
+Kinds:
+- ``source``: no data operands read (``input``, ``const``, ``size``);
+- ``elementwise``: NumPy broadcasting of same-dtype operands (casts are explicit ``cast`` nodes);
+- ``reduction``: over ``axes``, with ``keepdims``;
+- ``layout``: index remapping only (``expand_dims``, ``squeeze``, ``transpose``, ``broadcast_to``).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fusec.ir import dtypes
+
+
+class Kind(enum.Enum):
+    SOURCE = "source"
+    ELEMENTWISE = "elementwise"
+    REDUCTION = "reduction"
+    LAYOUT = "layout"
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """One op. ``ufunc`` is NumPy's ufunc for elementwise ops: reference and dtype rule at once."""
+
+    name: str
+    kind: Kind
+    arity: int
+    ufunc: np.ufunc | None = None
+    cost: int = 1
+    commutative: bool = False
+    doc: str = ""
+    # reductions: the elementwise op that combines two partials, and whether the result is an index
+    combine: str | None = None
+    index_result: bool = False
+    # dtype kinds ("b", "i", "u", "f") the op accepts; None means whatever the ufunc has loops for
+    accepts: str | None = None
+    # values the op-sweep tests keep out of the inputs because NumPy's own result is undefined
+    # (float-to-int casts of inf, integer reciprocal of 0, ...): a predicate on (dtype, values)
+    sweep_mask: Callable[..., Any] | None = field(default=None, repr=False)
+    numpy_names: tuple[str, ...] = ()
+
+    @property
+    def is_elementwise(self) -> bool:
+        return self.kind is Kind.ELEMENTWISE
+
+    @property
+    def is_reduction(self) -> bool:
+        return self.kind is Kind.REDUCTION
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def _define(op: OpDef) -> None:
+    assert op.name not in OPS, op.name
+    OPS[op.name] = op
+
+
+def _ew(name: str, ufunc: np.ufunc, *, cost: int = 1, commutative: bool = False, doc: str = "",
+        sweep_mask: Callable[..., Any] | None = None) -> None:
+    _define(OpDef(name, Kind.ELEMENTWISE, ufunc.nin, ufunc=ufunc, cost=cost, commutative=commutative,
+                  doc=doc or f"numpy.{ufunc.__name__}", sweep_mask=sweep_mask,
+                  numpy_names=(ufunc.__name__,)))
+
+
+def _int_reciprocal_mask(dt: np.dtype, values: list[np.ndarray]) -> np.ndarray | bool:
+    # NumPy's integer reciprocal of 0 is a float-to-int cast of inf: undefined.
+    return (values[0] == 0) if dt.kind in "iu" else False
+
+
+def _int_negative_power_mask(dt: np.dtype, values: list[np.ndarray]) -> np.ndarray | bool:
+    # NumPy raises ValueError for an integer to a negative integer power.
+    return (values[1] < 0) if dt.kind == "i" else False
+
+
+# --- sources -----------------------------------------------------------------------------------
+_define(OpDef("input", Kind.SOURCE, 0, doc="a function argument"))
+_define(OpDef("const", Kind.SOURCE, 0, doc="a scalar constant of the node's dtype"))
+_define(OpDef("size", Kind.SOURCE, 1, doc="the number of elements of the operand over `axes`"))
+
+# --- elementwise: arithmetic -------------------------------------------------------------------
+_ew("add", np.add, commutative=True)
+_ew("sub", np.subtract)
+_ew("mul", np.multiply, commutative=True)
+_ew("div", np.true_divide, cost=2)
+_ew("floordiv", np.floor_divide, cost=3)
+_ew("mod", np.remainder, cost=3)
+_ew("pow", np.power, cost=8, sweep_mask=_int_negative_power_mask)
+_ew("neg", np.negative)
+_ew("pos", np.positive)
+_ew("abs", np.absolute)
+_ew("sign", np.sign)
+_ew("square", np.square)
+_ew("reciprocal", np.reciprocal, cost=2, sweep_mask=_int_reciprocal_mask)
+_ew("sqrt", np.sqrt, cost=2)
+_ew("cbrt", np.cbrt, cost=4)
+_ew("exp", np.exp, cost=4)
+_ew("exp2", np.exp2, cost=4)
+_ew("expm1", np.expm1, cost=6)
+_ew("log", np.log, cost=4)
+_ew("log2", np.log2, cost=4)
+_ew("log10", np.log10, cost=4)
+_ew("log1p", np.log1p, cost=6)
+_ew("sin", np.sin, cost=6)
+_ew("cos", np.cos, cost=6)
+_ew("tan", np.tan, cost=8)
+_ew("arcsin", np.arcsin, cost=8)
+_ew("arccos", np.arccos, cost=8)
+_ew("arctan", np.arctan, cost=8)
+_ew("arctan2", np.arctan2, cost=10)
+_ew("sinh", np.sinh, cost=8)
+_ew("cosh", np.cosh, cost=8)
+_ew("tanh", np.tanh, cost=6)
+_ew("arcsinh", np.arcsinh, cost=8)
+_ew("arccosh", np.arccosh, cost=8)
+_ew("arctanh", np.arctanh, cost=8)
+_ew("floor", np.floor)
+_ew("ceil", np.ceil)
+_ew("trunc", np.trunc)
+_ew("rint", np.rint)
+_ew("hypot", np.hypot, cost=4, commutative=True)
+_ew("copysign", np.copysign)
+_ew("maximum", np.maximum, commutative=True)
+_ew("minimum", np.minimum, commutative=True)
+_ew("fmax", np.fmax, commutative=True)
+_ew("fmin", np.fmin, commutative=True)
+# --- elementwise: predicates and comparisons ---------------------------------------------------
+_ew("isnan", np.isnan)
+_ew("isinf", np.isinf)
+_ew("isfinite", np.isfinite)
+_ew("signbit", np.signbit)
+_ew("eq", np.equal, commutative=True)
+_ew("ne", np.not_equal, commutative=True)
+_ew("lt", np.less)
+_ew("le", np.less_equal)
+_ew("gt", np.greater)
+_ew("ge", np.greater_equal)
+_ew("logical_and", np.logical_and, commutative=True)
+_ew("logical_or", np.logical_or, commutative=True)
+_ew("logical_xor", np.logical_xor, commutative=True)
+_ew("logical_not", np.logical_not)
+# --- elementwise: bits -------------------------------------------------------------------------
+_ew("bitwise_and", np.bitwise_and, commutative=True)
+_ew("bitwise_or", np.bitwise_or, commutative=True)
+_ew("bitwise_xor", np.bitwise_xor, commutative=True)
+_ew("invert", np.invert)
+_ew("left_shift", np.left_shift)
+_ew("right_shift", np.right_shift)
+# --- elementwise without a ufunc ---------------------------------------------------------------
+_define(OpDef("where", Kind.ELEMENTWISE, 3, doc="numpy.where(cond, a, b); cond is bool, a and b one dtype",
+              numpy_names=("where",)))
+_define(OpDef("cast", Kind.ELEMENTWISE, 1, doc="x.astype(dtype) with NumPy's unsafe casting",
+              numpy_names=("astype",)))
+
+# --- reductions --------------------------------------------------------------------------------
+_define(OpDef("sum", Kind.REDUCTION, 1, combine="add", numpy_names=("sum",)))
+_define(OpDef("prod", Kind.REDUCTION, 1, combine="mul", numpy_names=("prod",)))
+_define(OpDef("max", Kind.REDUCTION, 1, combine="maximum", numpy_names=("max", "amax")))
+_define(OpDef("min", Kind.REDUCTION, 1, combine="minimum", numpy_names=("min", "amin")))
+_define(OpDef("nanmax", Kind.REDUCTION, 1, combine="fmax", numpy_names=("nanmax",)))
+_define(OpDef("nanmin", Kind.REDUCTION, 1, combine="fmin", numpy_names=("nanmin",)))
+_define(OpDef("argmax", Kind.REDUCTION, 1, combine="maximum", index_result=True, numpy_names=("argmax",)))
+_define(OpDef("argmin", Kind.REDUCTION, 1, combine="minimum", index_result=True, numpy_names=("argmin",)))
+_define(OpDef("any", Kind.REDUCTION, 1, combine="logical_or", accepts="b", numpy_names=("any",)))
+_define(OpDef("all", Kind.REDUCTION, 1, combine="logical_and", accepts="b", numpy_names=("all",)))
+
+# --- layout ------------------------------------------------------------------------------------
+_define(OpDef("expand_dims", Kind.LAYOUT, 1, cost=0, doc="insert size-1 axes at `axes` of the result"))
+_define(OpDef("squeeze", Kind.LAYOUT, 1, cost=0, doc="remove the size-1 axes `axes`"))
+_define(OpDef("transpose", Kind.LAYOUT, 1, cost=0, doc="permute axes: result axis i is operand axis perm[i]"))
+_define(OpDef("broadcast_to", Kind.LAYOUT, 1, cost=0, doc="broadcast to the node's shape"))
+
+# reductions without an identity raise on an empty reduced extent, as NumPy does
+NO_IDENTITY = frozenset({"max", "min", "nanmax", "nanmin", "argmax", "argmin"})
+
+
+def reduction_identity(op: str, dt: np.dtype) -> Any:
+    """The value a reduction starts from (for ``argmax``/``argmin``: the value part)."""
+    if op == "sum":
+        return dt.type(0)
+    if op == "prod":
+        return dt.type(1)
+    if op == "any":
+        return False
+    if op == "all":
+        return True
+    lowest = op in ("max", "nanmax", "argmax")
+    if dt.kind == "f":
+        if op in ("nanmax", "nanmin"):
+            return dt.type(np.nan)
+        return dt.type(-np.inf if lowest else np.inf)
+    if dt.kind == "b":
+        return not lowest
+    info = np.iinfo(dt)
+    return dt.type(info.min if lowest else info.max)
+
+
+def by_numpy_name() -> dict[str, OpDef]:
+    """NumPy ufunc/function name -> op, for the tracer."""
+    table: dict[str, OpDef] = {}
+    for op in OPS.values():
+        for n in op.numpy_names:
+            table.setdefault(n, op)
+    return table
+
+
+def elementwise_ops() -> list[OpDef]:
+    return [op for op in OPS.values() if op.kind is Kind.ELEMENTWISE]
+
+
+def reduction_ops() -> list[OpDef]:
+    return [op for op in OPS.values() if op.kind is Kind.REDUCTION]
+
+
+def ufunc_loops(op: OpDef) -> list[tuple[np.dtype, ...]]:
+    """The (inputs..., output) dtype loops of an elementwise op over fusec's supported dtypes.
+
+    Read from NumPy: for each supported dtype, all inputs of that dtype, what NumPy resolves to.
+    Only loops whose inputs stay that dtype (no implicit cast) are listed.
+    """
+    loops = []
+    for dt in dtypes.SUPPORTED:
+        if op.name == "where":
+            loops.append((dtypes.BOOL, dt, dt, dt))
+            continue
+        if op.name == "cast":
+            continue
+        assert op.ufunc is not None
+        try:
+            resolved = op.ufunc.resolve_dtypes((dt,) * op.ufunc.nin + (None,) * op.ufunc.nout)
+        except TypeError:
+            continue
+        ins, out = resolved[: op.ufunc.nin], resolved[op.ufunc.nin]
+        if all(i == dt for i in ins) and out in dtypes.SHORT_NAMES:
+            loops.append((*ins, out))
+    return loops

@@ -1,0 +1,693 @@
+"""Tracing: run the user's NumPy/CuPy-style function on :class:`Tracer` values, recording a Graph.
+
+A Tracer stands for an array. It answers Python's operators, NumPy's ``__array_ufunc__`` and
+``__array_function__`` protocols, CuPy's ``__cupy_override_elementwise_kernel__`` (what CuPy's
+ufuncs call on a foreign argument) and the ndarray methods CuPy's functions forward to
+(``cp.sum(t)`` calls ``t.sum()``). Each call becomes IR nodes with NumPy 2's dtype rules: the loop
+NumPy would pick (``ufunc.resolve_dtypes``, weak Python scalars) decides the casts inserted before
+the op, so every IR op sees operands of one loop's dtypes.
+
+Anything else (Python control flow on a traced value, an unsupported function) raises a fusec
+error naming the user's file and line.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from fusec.errors import (
+    FusecOverflowError,
+    FusecTypeError,
+    TraceError,
+    UnsupportedError,
+    user_location,
+)
+from fusec.ir import dtypes
+from fusec.ir.graph import Node, make_node
+from fusec.ir.infer import normalize_axes
+from fusec.ir.ops import OPS
+
+_UFUNC_OPS = {op.ufunc.__name__: op for op in OPS.values() if op.ufunc is not None}
+_state = threading.local()
+
+
+def shape_was_read() -> bool:
+    """Whether the function being traced read a concrete size (``x.shape``, ``len(x)``, ``x.size``)."""
+    return getattr(_state, "shape_read", False)
+
+
+def reset_shape_read() -> None:
+    _state.shape_read = False
+
+
+def _mark_shape_read() -> None:
+    _state.shape_read = True
+
+
+def _node(op: str, operands: list[Node] | tuple[Node, ...] = (), attrs: dict | None = None, **kw: Any) -> Node:
+    return make_node(op, operands, attrs, loc=user_location(), **kw)
+
+
+def _const(value: Any, dt: np.dtype) -> Node:
+    return _node("const", (), {"value": dtypes.scalar_constant(value, dt)}, dtype=dt)
+
+
+def cast(node: Node, dt: np.dtype) -> Node:
+    """``node`` as ``dt`` (itself when it already is)."""
+    return node if node.dtype == dt else _node("cast", [node], dtype=dt)
+
+
+# --- operands ------------------------------------------------------------------------------------
+class _Weak:
+    """A Python int/float operand: NEP 50's weak scalar."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: int | float):
+        self.value = value
+
+
+def _operand(value: Any, what: str = "operand") -> Node | _Weak:
+    """A traced node, a weak Python scalar, or a strong NumPy scalar turned into a const node."""
+    if isinstance(value, Tracer):
+        return value.node
+    if isinstance(value, (bool, np.bool_)):
+        return _const(bool(value), dtypes.BOOL)
+    if isinstance(value, (int, float)):
+        return _Weak(value)
+    if isinstance(value, (complex, np.complexfloating)):
+        raise FusecTypeError(f"complex {what} {value!r} is not supported", hint="complex dtypes come later")
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        dt = dtypes.as_dtype(value.dtype)
+        return _const(value.item(), dt)
+    if isinstance(value, np.ndarray) or type(value).__module__.startswith("cupy"):
+        raise UnsupportedError(
+            f"an array captured from outside the function ({type(value).__name__} of shape "
+            f"{getattr(value, 'shape', '?')}) is used as an {what}",
+            hint="pass every array as an argument of the fused function",
+        )
+    raise UnsupportedError(f"{type(value).__name__} {value!r} as an {what} is not supported",
+                           hint="use arrays, NumPy scalars or Python numbers")
+
+
+def _dtype_or_weak(x: Node | _Weak) -> Any:
+    return type(x.value) if isinstance(x, _Weak) else x.dtype
+
+
+def _to_dtype(x: Node | _Weak, dt: np.dtype) -> Node:
+    if isinstance(x, _Weak):
+        return _const(x.value, dt)
+    return cast(x, dt)
+
+
+def _comparison_fallback(ufunc: np.ufunc, xs: list[Node | _Weak]) -> tuple[np.dtype, ...] | None:
+    """NumPy 2 compares an array with an out-of-range Python int exactly (``u8 < 300`` is True)."""
+    if ufunc.__name__ not in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"):
+        return None
+    weak_ints = [x.value for x in xs if isinstance(x, _Weak) and isinstance(x.value, int)]
+    strong = [x.dtype for x in xs if isinstance(x, Node)]
+    if not weak_ints or not strong or strong[0].kind not in "iu":
+        return None
+    if all(dtypes.fits(v, strong[0]) for v in weak_ints):
+        return None
+    wide = dtypes.INT64 if all(dtypes.fits(v, dtypes.INT64) for v in weak_ints) and strong[0] != dtypes.UINT64 \
+        else dtypes.FLOAT64
+    return (wide, wide, dtypes.BOOL)
+
+
+def apply_ufunc(ufunc: Any, args: tuple, kwargs: dict | None = None) -> Tracer:
+    """Trace ``ufunc(*args, **kwargs)`` (a NumPy ufunc, or a CuPy one mapped to NumPy's by name)."""
+    name = getattr(ufunc, "__name__", None) or getattr(ufunc, "name", "?")
+    name = name.removeprefix("cupy_")
+    kwargs = dict(kwargs or {})
+    out_dtype = kwargs.pop("dtype", None)
+    for key in ("out", "where", "casting", "order", "subok", "signature", "axes", "axis"):
+        if kwargs.get(key) not in (None, True) or (key == "where" and kwargs.get(key) is False):
+            raise UnsupportedError(f"the {key}= argument of {name} is not supported inside a fused function",
+                                   hint="compute the full result and select with np.where, or use out= on the call")
+        kwargs.pop(key, None)
+    if kwargs:
+        raise UnsupportedError(f"arguments {sorted(kwargs)} of {name} are not supported")
+    if name == "where":
+        return where(*args)
+    if name == "clip":
+        return clip(*args)
+    op = _UFUNC_OPS.get(name)
+    if op is None:
+        raise UnsupportedError(f"numpy.{name} is not supported by fusec",
+                               hint="see the README's list of supported ops")
+    if len(args) != op.arity:
+        raise FusecTypeError(f"{name} takes {op.arity} arguments, got {len(args)}")
+    xs = [_operand(a, f"argument of {name}") for a in args]
+    loop = _comparison_fallback(ufunc if isinstance(ufunc, np.ufunc) else op.ufunc, xs)
+    if loop is None:
+        probe = tuple(_dtype_or_weak(x) for x in xs)
+        try:
+            if out_dtype is not None:
+                sig = (None,) * op.arity + (dtypes.as_dtype(out_dtype),)
+                loop = op.ufunc.resolve_dtypes(probe + (None,), signature=sig)
+            else:
+                loop = op.ufunc.resolve_dtypes(probe + (None,))
+        except TypeError:
+            shown = ", ".join(t.__name__ if isinstance(t, type) else str(t) for t in probe)
+            raise FusecTypeError(
+                f"numpy.{name} has no loop for ({shown})",
+                hint="cast the operands first (x.astype(...)) to dtypes the op supports",
+            ) from None
+    for dt in loop:
+        if dt not in dtypes.SHORT_NAMES:
+            raise FusecTypeError(f"numpy.{name} would compute in {dt}, which fusec does not support")
+    operands = [_to_dtype(x, dt) for x, dt in zip(xs, loop)]
+    return Tracer(_node(op.name, operands))
+
+
+# --- array functions -----------------------------------------------------------------------------
+def where(cond: Any, a: Any = None, b: Any = None) -> Tracer:
+    if a is None or b is None:
+        raise UnsupportedError("np.where with one argument (nonzero) is not supported",
+                               hint="use np.where(cond, a, b)")
+    c = _to_dtype_cond(_operand(cond, "argument of where"))
+    xa, xb = _operand(a, "argument of where"), _operand(b, "argument of where")
+    result = np.result_type(_dtype_or_weak(xa), _dtype_or_weak(xb))
+    result = dtypes.as_dtype(result)
+    return Tracer(_node("where", [c, _to_dtype(xa, result), _to_dtype(xb, result)]))
+
+
+def _to_dtype_cond(x: Node | _Weak) -> Node:
+    if isinstance(x, _Weak):
+        return _const(bool(x.value), dtypes.BOOL)
+    return cast(x, dtypes.BOOL)
+
+
+def clip(a: Any, a_min: Any = None, a_max: Any = None) -> Tracer:
+    """``np.clip`` as ``minimum(maximum(a, lo), hi)``, with the dtype NumPy's clip loop picks."""
+    x = _operand(a, "argument of clip")
+    if a_min is None and a_max is None:
+        return Tracer(x) if isinstance(x, Node) else Tracer(_to_dtype(x, np.dtype(type(x.value))))
+    bounds = [_operand(v, "bound of clip") if v is not None else None for v in (a_min, a_max)]
+    probe = [_dtype_or_weak(x)] + [_dtype_or_weak(v) for v in bounds if v is not None]
+    dt = dtypes.as_dtype(np.result_type(*probe))
+    out = _to_dtype(x, dt)
+    lo, hi = bounds
+    if lo is not None:
+        out = apply_ufunc(np.maximum, (Tracer(out), Tracer(_to_dtype(lo, dt)))).node
+    if hi is not None:
+        out = apply_ufunc(np.minimum, (Tracer(out), Tracer(_to_dtype(hi, dt)))).node
+    return Tracer(out)
+
+
+def _check_no_out(name: str, **kwargs: Any) -> None:
+    for key, value in kwargs.items():
+        if value is not None and value is not np._NoValue:
+            raise UnsupportedError(f"the {key}= argument of {name} is not supported inside a fused function")
+
+
+def _reduce(op: str, x: Node, axes: tuple[int, ...], keepdims: bool) -> Node:
+    r = _node(op, [x], {"axes": list(axes), "keepdims": True})
+    return _squeeze(r, axes) if not keepdims else r
+
+
+def _squeeze(x: Node, axes: tuple[int, ...]) -> Node:
+    return _node("squeeze", [x], {"axes": list(axes)}) if axes else x
+
+
+def reduction(name: str, a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
+              keepdims: Any = False, ddof: Any = 0, initial: Any = None, where: Any = None) -> Tracer:
+    """Trace ``np.<name>(a, axis, dtype, keepdims, ddof)`` for every reduction fusec supports."""
+    _check_no_out(name, out=out, initial=initial, where=None if where is True else where)
+    if keepdims is np._NoValue:
+        keepdims = False
+    x = _operand(a, f"argument of {name}")
+    if isinstance(x, _Weak):
+        x = _const(x.value, np.result_type(type(x.value)))
+    keepdims = bool(keepdims)
+    is_arg = name in ("argmax", "argmin")
+    axes = normalize_axes(axis, x.ndim, allow_tuple=not is_arg)
+    acc = dtypes.as_dtype(dtype) if dtype is not None else None
+
+    if name in ("sum", "prod", "nansum"):
+        acc = acc or dtypes.sum_dtype(x.dtype)
+        if name == "nansum":
+            if x.dtype.kind == "f":
+                isnan = _node("isnan", [x])
+                x = _node("where", [isnan, _const(0, x.dtype), x])
+            name = "sum"
+        return Tracer(_reduce(name, cast(x, acc), axes, keepdims))
+    if name in ("max", "amax", "min", "amin", "nanmax", "nanmin"):
+        op = {"amax": "max", "amin": "min"}.get(name, name)
+        return Tracer(_reduce(op, x, axes, keepdims))
+    if is_arg:
+        return Tracer(_reduce(name, x, axes, keepdims))
+    if name in ("any", "all"):
+        return Tracer(_reduce(name, cast(x, dtypes.BOOL), axes, keepdims))
+    if name == "mean":
+        acc_dt, result_dt = (acc, acc) if acc is not None else dtypes.mean_dtype(x.dtype)
+        m = _mean(cast(x, acc_dt), axes)
+        return Tracer(_squeeze(cast(m, result_dt), axes) if not keepdims else cast(m, result_dt))
+    if name in ("var", "std"):
+        return Tracer(_variance(x, axes, keepdims, acc, ddof, name == "std"))
+    raise UnsupportedError(f"numpy.{name} is not supported by fusec")
+
+
+def _divide_by_count(total: Node, count: Node) -> Node:
+    """NumPy divides a sum by an intp count: in float64, then back to the sum's dtype."""
+    quotient = _node("div", [cast(total, dtypes.FLOAT64), count])
+    return cast(quotient, total.dtype)
+
+
+def _mean(x: Node, axes: tuple[int, ...]) -> Node:
+    total = _node("sum", [x], {"axes": list(axes), "keepdims": True})
+    return _divide_by_count(total, _node("size", [x], {"axes": list(axes)}, dtype=dtypes.FLOAT64))
+
+
+def _variance(x: Node, axes: tuple[int, ...], keepdims: bool, dtype: np.dtype | None, ddof: Any,
+              take_sqrt: bool) -> Node:
+    """NumPy's ``_var``: mean in the sum dtype, squared deviations, their sum over ``n - ddof``."""
+    if not isinstance(ddof, (int, np.integer)) or isinstance(ddof, bool):
+        raise UnsupportedError("ddof must be a Python int inside a fused function")
+    if dtype is None and x.dtype.kind in "biu":
+        dtype = dtypes.FLOAT64
+    acc = dtype or x.dtype
+    mean = _mean(cast(x, acc), axes)
+    deviation = apply_ufunc(np.subtract, (Tracer(x), Tracer(mean))).node
+    squared = _node("square", [deviation]) if deviation.dtype.kind == "f" else \
+        apply_ufunc(np.square, (Tracer(deviation),)).node
+    total = _node("sum", [cast(squared, acc)], {"axes": list(axes), "keepdims": True})
+    count = _node("size", [x], {"axes": list(axes)}, dtype=dtypes.FLOAT64)
+    if ddof:
+        count = _node("maximum", [_node("sub", [count, _const(float(ddof), dtypes.FLOAT64)]),
+                                  _const(0.0, dtypes.FLOAT64)])
+    result = _divide_by_count(total, count)
+    if take_sqrt:
+        result = _node("sqrt", [result])
+    return _squeeze(result, axes) if not keepdims else result
+
+
+def expand_dims(a: Any, axis: Any) -> Tracer:
+    x = _as_node(a, "expand_dims")
+    n_new = len(axis) if isinstance(axis, (tuple, list)) else 1
+    axes = normalize_axes(axis, x.ndim + n_new)
+    return Tracer(_node("expand_dims", [x], {"axes": list(axes)}))
+
+
+def squeeze(a: Any, axis: Any = None) -> Tracer:
+    x = _as_node(a, "squeeze")
+    if axis is None:
+        _mark_shape_read()
+        axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
+    else:
+        axes = normalize_axes(axis, x.ndim)
+    return Tracer(_squeeze(x, axes))
+
+
+def broadcast_to(a: Any, shape: Any) -> Tracer:
+    x = _as_node(a, "broadcast_to")
+    target = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    return Tracer(_node("broadcast_to", [x], {"shape": list(target)}))
+
+
+def transpose(a: Any, axes: Any = None) -> Tracer:
+    x = _as_node(a, "transpose")
+    if axes is None:
+        perm = tuple(reversed(range(x.ndim)))
+    else:
+        perm = tuple(int(p) % max(x.ndim, 1) for p in axes)
+        if sorted(perm) != list(range(x.ndim)):
+            raise FusecTypeError(f"axes {tuple(axes)} don't match an array of dimension {x.ndim}")
+    return Tracer(_node("transpose", [x], {"perm": list(perm)}))
+
+
+def _as_node(a: Any, what: str) -> Node:
+    x = _operand(a, f"argument of {what}")
+    if isinstance(x, _Weak):
+        x = _const(x.value, np.result_type(type(x.value)))
+    return x
+
+
+def _reduction_function(name: str) -> Callable[..., Tracer]:
+    def fn(a: Any, axis: Any = None, *args: Any, **kwargs: Any) -> Tracer:
+        if args:
+            raise UnsupportedError(f"pass the arguments of {name} after axis by keyword")
+        return reduction(name, a, axis, **kwargs)
+
+    return fn
+
+
+FUNCTIONS: dict[str, Callable[..., Tracer]] = {
+    name: _reduction_function(name)
+    for name in ("sum", "prod", "max", "amax", "min", "amin", "nanmax", "nanmin", "mean", "var", "std",
+                 "argmax", "argmin", "any", "all", "nansum")
+}
+FUNCTIONS.update(where=where, clip=clip, expand_dims=expand_dims, squeeze=squeeze,
+                 broadcast_to=broadcast_to, transpose=transpose)
+
+
+# --- the tracer value ----------------------------------------------------------------------------
+def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Tracer, Any], Tracer]:
+    if reflected:
+        return lambda self, other: apply_ufunc(ufunc, (other, self))
+    return lambda self, other: apply_ufunc(ufunc, (self, other))
+
+
+def _no_inplace(symbol: str) -> Callable[[Tracer, Any], Tracer]:
+    def method(self: Tracer, other: Any) -> Tracer:
+        raise UnsupportedError(
+            f"in-place '{symbol}=' on a traced value is not supported (NumPy would modify the array)",
+            hint=f"write 'y = y {symbol} ...' instead",
+        )
+
+    return method
+
+
+class Tracer:
+    """A traced array: what the user's function sees in place of each array argument."""
+
+    __slots__ = ("node",)
+    __array_priority__ = 1000
+
+    def __init__(self, node: Node):
+        self.node = node
+
+    # -- introspection
+    @property
+    def dtype(self) -> np.dtype:
+        return self.node.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.node.ndim
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        _mark_shape_read()
+        return self.node.shape
+
+    @property
+    def size(self) -> int:
+        _mark_shape_read()
+        return self.node.size
+
+    def __len__(self) -> int:
+        if self.node.ndim == 0:
+            raise FusecTypeError("len() of a 0-d array")
+        _mark_shape_read()
+        return self.node.shape[0]
+
+    def __repr__(self) -> str:
+        return f"Tracer({dtypes.short(self.dtype)}{list(self.node.shape)})"
+
+    # -- protocols
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Tracer:
+        if method == "__call__":
+            return apply_ufunc(ufunc, inputs, kwargs)
+        if method == "reduce":
+            reducer = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min", "fmax": "nanmax",
+                       "fmin": "nanmin", "logical_or": "any", "logical_and": "all"}.get(ufunc.__name__)
+            if reducer is not None and len(inputs) == 1:
+                kwargs.setdefault("axis", 0)
+                return reduction(reducer, inputs[0], **kwargs)
+        raise UnsupportedError(f"numpy.{ufunc.__name__}.{method} is not supported by fusec")
+
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Tracer:
+        impl = FUNCTIONS.get(func.__name__)
+        if impl is None:
+            raise UnsupportedError(f"numpy.{func.__name__} is not supported by fusec",
+                                   hint="see the README's list of supported ops")
+        return impl(*args, **kwargs)
+
+    def __cupy_override_elementwise_kernel__(self, kernel: Any, *args: Any, **kwargs: Any) -> Tracer:
+        return apply_ufunc(kernel, args, kwargs)
+
+    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        raise TraceError("a traced value cannot become a concrete NumPy array while tracing "
+                         "(np.asarray/np.array, or mixing with a non-array library)",
+                         hint="keep the computation in NumPy/CuPy calls on the traced arrays")
+
+    # -- Python control flow and conversions
+    def __bool__(self) -> bool:
+        raise TraceError("Python control flow on a traced value ('if', 'while', 'and', 'or', bool()) "
+                         "cannot be traced: the value is not known until the kernel runs",
+                         hint="select values with np.where(cond, a, b)")
+
+    def _conversion(self, kind: str) -> Any:
+        raise TraceError(f"{kind}() of a traced value cannot be traced: the value is not known until the kernel runs",
+                         hint="keep it as an array (0-d results are fine), or compute it outside the function")
+
+    def __float__(self) -> float:
+        return self._conversion("float")
+
+    def __int__(self) -> int:
+        return self._conversion("int")
+
+    def __index__(self) -> int:
+        return self._conversion("index")
+
+    def __complex__(self) -> complex:
+        return self._conversion("complex")
+
+    def __iter__(self) -> Any:
+        raise TraceError("iterating over a traced array is not supported",
+                         hint="use vectorized operations (reductions with axis=...)")
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise UnsupportedError("item assignment (x[...] = v) is not supported inside a fused function",
+                               hint="use np.where(mask, v, x)")
+
+    def __getitem__(self, key: Any) -> Tracer:
+        keys = key if isinstance(key, tuple) else (key,)
+        for k in keys:
+            plain_slice = isinstance(k, slice) and k == slice(None)
+            if not (k is None or k is Ellipsis or plain_slice):
+                raise UnsupportedError(
+                    f"indexing with {k!r} is not supported inside a fused function "
+                    "(only None/np.newaxis, ... and ':')",
+                    hint="slice the array before passing it to the fused function",
+                )
+        if sum(k is Ellipsis for k in keys) > 1:
+            raise FusecTypeError("an index can only have a single ellipsis ('...')")
+        n_real = sum(1 for k in keys if k is not None and k is not Ellipsis)
+        if n_real > self.ndim:
+            raise FusecTypeError(f"too many indices for array: array is {self.ndim}-dimensional, "
+                                 f"but {n_real} were indexed")
+        if Ellipsis not in keys:
+            keys = keys + (Ellipsis,)
+        expanded: list[Any] = []
+        for k in keys:
+            if k is Ellipsis:
+                expanded.extend([slice(None)] * (self.ndim - n_real))
+            else:
+                expanded.append(k)
+        new_axes = [i for i, k in enumerate(expanded) if k is None]
+        if not new_axes:
+            return self
+        return Tracer(_node("expand_dims", [self.node], {"axes": new_axes}))
+
+    # -- methods CuPy's functions forward to, and ndarray's own
+    def sum(self, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kw: Any) -> Tracer:
+        return reduction("sum", self, axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+
+    def prod(self, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kw: Any) -> Tracer:
+        return reduction("prod", self, axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+
+    def max(self, axis: Any = None, out: Any = None, keepdims: bool = False, **kw: Any) -> Tracer:
+        return reduction("max", self, axis, out=out, keepdims=keepdims, **kw)
+
+    def min(self, axis: Any = None, out: Any = None, keepdims: bool = False, **kw: Any) -> Tracer:
+        return reduction("min", self, axis, out=out, keepdims=keepdims, **kw)
+
+    def mean(self, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kw: Any) -> Tracer:
+        return reduction("mean", self, axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+
+    def var(self, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False,
+            **kw: Any) -> Tracer:
+        return reduction("var", self, axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
+
+    def std(self, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False,
+            **kw: Any) -> Tracer:
+        return reduction("std", self, axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
+
+    def argmax(self, axis: Any = None, out: Any = None, *, keepdims: bool = False, **kw: Any) -> Tracer:
+        return reduction("argmax", self, axis, out=out, keepdims=keepdims, **kw)
+
+    def argmin(self, axis: Any = None, out: Any = None, *, keepdims: bool = False, **kw: Any) -> Tracer:
+        return reduction("argmin", self, axis, out=out, keepdims=keepdims, **kw)
+
+    def any(self, axis: Any = None, out: Any = None, keepdims: bool = False, **kw: Any) -> Tracer:
+        return reduction("any", self, axis, out=out, keepdims=keepdims, **kw)
+
+    def all(self, axis: Any = None, out: Any = None, keepdims: bool = False, **kw: Any) -> Tracer:
+        return reduction("all", self, axis, out=out, keepdims=keepdims, **kw)
+
+    def astype(self, dtype: Any, order: Any = "K", casting: Any = "unsafe", subok: Any = True,
+               copy: Any = True) -> Tracer:
+        dt = dtypes.as_dtype(dtype)
+        if casting != "unsafe" and not np.can_cast(self.dtype, dt, casting):
+            raise FusecTypeError(f"cannot cast {self.dtype} to {dt} with casting={casting!r}")
+        return Tracer(_node("cast", [self.node], dtype=dt))
+
+    def clip(self, min: Any = None, max: Any = None, **kw: Any) -> Tracer:  # noqa: A002
+        _check_no_out("clip", **kw)
+        return clip(self, min, max)
+
+    def transpose(self, *axes: Any) -> Tracer:
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return transpose(self, axes or None)
+
+    @property
+    def T(self) -> Tracer:
+        return transpose(self)
+
+    def squeeze(self, axis: Any = None) -> Tracer:
+        return squeeze(self, axis)
+
+    def copy(self, *args: Any, **kwargs: Any) -> Tracer:
+        return self
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> Tracer:
+        raise UnsupportedError("reshape is not supported inside a fused function",
+                               hint="use x[None, :], np.expand_dims or squeeze, or reshape before the call")
+
+    def __matmul__(self, other: Any) -> Tracer:
+        raise UnsupportedError("matrix multiplication (@) is not supported by fusec",
+                               hint="fusec fuses elementwise ops and reductions; call a BLAS outside")
+
+    __rmatmul__ = __matmul__
+
+    __add__ = _binary(np.add)
+    __radd__ = _binary(np.add, True)
+    __sub__ = _binary(np.subtract)
+    __rsub__ = _binary(np.subtract, True)
+    __mul__ = _binary(np.multiply)
+    __rmul__ = _binary(np.multiply, True)
+    __truediv__ = _binary(np.true_divide)
+    __rtruediv__ = _binary(np.true_divide, True)
+    __floordiv__ = _binary(np.floor_divide)
+    __rfloordiv__ = _binary(np.floor_divide, True)
+    __mod__ = _binary(np.remainder)
+    __rmod__ = _binary(np.remainder, True)
+    __pow__ = _binary(np.power)
+    __rpow__ = _binary(np.power, True)
+    __and__ = _binary(np.bitwise_and)
+    __rand__ = _binary(np.bitwise_and, True)
+    __or__ = _binary(np.bitwise_or)
+    __ror__ = _binary(np.bitwise_or, True)
+    __xor__ = _binary(np.bitwise_xor)
+    __rxor__ = _binary(np.bitwise_xor, True)
+    __lshift__ = _binary(np.left_shift)
+    __rlshift__ = _binary(np.left_shift, True)
+    __rshift__ = _binary(np.right_shift)
+    __rrshift__ = _binary(np.right_shift, True)
+    __lt__ = _binary(np.less)
+    __le__ = _binary(np.less_equal)
+    __gt__ = _binary(np.greater)
+    __ge__ = _binary(np.greater_equal)
+    __eq__ = _binary(np.equal)  # type: ignore[assignment]
+    __ne__ = _binary(np.not_equal)  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]
+
+    def __neg__(self) -> Tracer:
+        return apply_ufunc(np.negative, (self,))
+
+    def __pos__(self) -> Tracer:
+        return apply_ufunc(np.positive, (self,))
+
+    def __abs__(self) -> Tracer:
+        return apply_ufunc(np.absolute, (self,))
+
+    def __invert__(self) -> Tracer:
+        return apply_ufunc(np.invert, (self,))
+
+    def __divmod__(self, other: Any) -> tuple[Tracer, Tracer]:
+        return apply_ufunc(np.floor_divide, (self, other)), apply_ufunc(np.remainder, (self, other))
+
+
+for _sym, _name in (("+", "iadd"), ("-", "isub"), ("*", "imul"), ("/", "itruediv"), ("//", "ifloordiv"),
+                    ("%", "imod"), ("**", "ipow"), ("&", "iand"), ("|", "ior"), ("^", "ixor"),
+                    ("<<", "ilshift"), (">>", "irshift")):
+    setattr(Tracer, f"__{_name}__", _no_inplace(_sym))
+
+# ``u8 + 300`` raises during const creation; keep the OverflowError class visible to users.
+__all__ = ["Tracer", "apply_ufunc", "reduction", "FUNCTIONS", "FusecOverflowError"]
+
+
+# --- tracing a whole function --------------------------------------------------------------------
+_trace_lock = threading.RLock()
+
+
+def _patch_cupy() -> list[tuple[Any, str, Any]]:
+    """CuPy's ``expand_dims``/``broadcast_to``/``squeeze`` type-check their argument in Cython, so
+    they never reach a Tracer; while tracing, they are wrapped to let Tracers through."""
+    import sys
+
+    cp = sys.modules.get("cupy")
+    if cp is None:
+        return []
+    patched = []
+    for name in ("expand_dims", "broadcast_to", "squeeze", "transpose", "where", "clip"):
+        original = getattr(cp, name, None)
+        if original is None:
+            continue
+
+        def wrapper(a: Any, *args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
+            if isinstance(a, Tracer) or any(isinstance(x, Tracer) for x in args):
+                return FUNCTIONS[_name](a, *args, **kwargs)
+            return _original(a, *args, **kwargs)
+
+        patched.append((cp, name, original))
+        setattr(cp, name, wrapper)
+    return patched
+
+
+def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]]) -> tuple[list[Node], Any, bool]:
+    """Call ``fn`` with a Tracer for every ``(name, ArraySpec-like)`` and the other values as given.
+
+    ``params`` lists each argument by name: array-likes (anything with ``shape`` and ``dtype`` that
+    is not a scalar) become ``input`` nodes; everything else is passed through unchanged. Returns
+    the input nodes, the function's result (Tracers and constants, as returned), and whether it read
+    a concrete size (then its graph is only valid for these shapes).
+    """
+    inputs: list[Node] = []
+    call_args: list[Any] = []
+    for name, value in params:
+        if _is_array_like(value):
+            node = make_node("input", (), {"name": name, "index": len(inputs)},
+                             dtype=dtypes.as_dtype(value.dtype), shape=tuple(value.shape))
+            inputs.append(node)
+            call_args.append(Tracer(node))
+        else:
+            call_args.append(value)
+    with _trace_lock:
+        patched = _patch_cupy()
+        reset_shape_read()
+        try:
+            result = fn(*call_args)
+        finally:
+            for module, name, original in patched:
+                setattr(module, name, original)
+        return inputs, result, shape_was_read()
+
+
+def _is_array_like(value: Any) -> bool:
+    if isinstance(value, (np.generic, int, float, bool, complex)) or value is None:
+        return False
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return True
+    return hasattr(value, "shape") and hasattr(value, "dtype")
+
+
+def output_node(value: Any, index: int) -> Node:
+    """The node of one returned value (a Tracer, or a constant that becomes a 0-d const)."""
+    if isinstance(value, Tracer):
+        return value.node
+    if value is None:
+        raise TraceError(f"output {index} of the fused function is None",
+                         hint="return the arrays it computes (a tuple for several)")
+    x = _operand(value, f"output {index}")
+    if isinstance(x, _Weak):
+        return _const(x.value, np.result_type(type(x.value)))
+    return x
