@@ -155,16 +155,44 @@ class Region:
     inputs: tuple[Node, ...]  # nodes outside the region that it reads
 
 
+def make_regions(specs: Iterable[tuple[str, str, Iterable[Node]]], users: Mapping[Node, list[Node]],
+                 graph_outputs: Iterable[Node]) -> tuple[Region, ...]:
+    """Regions from ``(name, kind, nodes)`` in kernel order, with their inputs and outputs.
+
+    A node may sit in several regions (it is recomputed in each). The first region holding a node
+    *owns* it and writes it when something needs it in memory: the function returns it, or a
+    user sits in a region that does not hold it. A region's inputs are the operands it reads from
+    outside itself (constants and sizes included; they become literals and parameters).
+    """
+    specs = [(name, kind, list(dict.fromkeys(nodes))) for name, kind, nodes in specs]
+    returned = set(graph_outputs)
+    holders: dict[Node, list[int]] = {}
+    for i, (_, _, nodes) in enumerate(specs):
+        for n in nodes:
+            holders.setdefault(n, []).append(i)
+    members = [set(nodes) for _, _, nodes in specs]
+    regions = []
+    for i, (name, kind, nodes) in enumerate(specs):
+        inside = members[i]
+        inputs = list(dict.fromkeys(o for n in nodes for o in n.operands if o not in inside))
+        outputs = []
+        for n in nodes:
+            if holders[n][0] != i:
+                continue
+            needed = n in returned or any(
+                u not in holders or any(n not in members[j] for j in holders[u])
+                for u in users.get(n, ())
+            )
+            if needed:
+                outputs.append(n)
+        regions.append(Region(name, kind, tuple(nodes), tuple(outputs), tuple(inputs)))
+    return tuple(regions)
+
+
 def make_region(name: str, kind: str, nodes: Iterable[Node], users: Mapping[Node, list[Node]],
                 graph_outputs: Iterable[Node]) -> Region:
-    """A region over ``nodes``: its inputs are the operands it reads from outside, its outputs the
-    nodes that something outside (another node, or the function's return) reads."""
-    members = list(dict.fromkeys(nodes))
-    inside = set(members)
-    returned = set(graph_outputs)
-    inputs = list(dict.fromkeys(o for n in members for o in n.operands if o not in inside))
-    outputs = [n for n in members if n in returned or any(u not in inside for u in users.get(n, ()))]
-    return Region(name, kind, tuple(members), tuple(outputs), tuple(inputs))
+    """One region over ``nodes`` (see :func:`make_regions`)."""
+    return make_regions([(name, kind, nodes)], users, graph_outputs)[0]
 
 
 @dataclass(frozen=True, eq=False)

@@ -22,6 +22,7 @@ import numpy as np
 from fusec.errors import (
     FusecOverflowError,
     FusecTypeError,
+    FusecValueError,
     TraceError,
     UnsupportedError,
     user_location,
@@ -29,9 +30,10 @@ from fusec.errors import (
 from fusec.ir import dtypes
 from fusec.ir.graph import Node, make_node
 from fusec.ir.infer import normalize_axes
-from fusec.ir.ops import OPS
+from fusec.ir.ops import OPS, Kind
 
 _UFUNC_OPS = {op.ufunc.__name__: op for op in OPS.values() if op.ufunc is not None}
+_UFUNC_OPS["true_divide"] = OPS["div"]  # CuPy's divide is named cupy_true_divide (NumPy 2's is "divide")
 _state = threading.local()
 
 
@@ -77,10 +79,11 @@ def _operand(value: Any, what: str = "operand") -> Node | _Weak:
         return value.node
     if isinstance(value, (bool, np.bool_)):
         return _const(bool(value), dtypes.BOOL)
-    if isinstance(value, (int, float)):
-        return _Weak(value)
     if isinstance(value, (complex, np.complexfloating)):
         raise FusecTypeError(f"complex {what} {value!r} is not supported", hint="complex dtypes come later")
+    # NumPy scalars are strong (NEP 50), even np.float64, which subclasses Python's float
+    if isinstance(value, (int, float)) and not isinstance(value, np.generic):
+        return _Weak(value)
     if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
         dt = dtypes.as_dtype(value.dtype)
         return _const(value.item(), dt)
@@ -96,6 +99,11 @@ def _operand(value: Any, what: str = "operand") -> Node | _Weak:
 
 def _dtype_or_weak(x: Node | _Weak) -> Any:
     return type(x.value) if isinstance(x, _Weak) else x.dtype
+
+
+def _result_type(*xs: Node | _Weak) -> np.dtype:
+    """``np.result_type`` with weak Python scalars passed by value (by type they would be strong)."""
+    return dtypes.as_dtype(np.result_type(*(x.value if isinstance(x, _Weak) else x.dtype for x in xs)))
 
 
 def _to_dtype(x: Node | _Weak, dt: np.dtype) -> Node:
@@ -162,6 +170,12 @@ def apply_ufunc(ufunc: Any, args: tuple, kwargs: dict | None = None) -> Tracer:
         if dt not in dtypes.SHORT_NAMES:
             raise FusecTypeError(f"numpy.{name} would compute in {dt}, which fusec does not support")
     operands = [_to_dtype(x, dt) for x, dt in zip(xs, loop)]
+    exponent = operands[1] if op.name == "pow" else None
+    while exponent is not None and exponent.op == "cast":  # np.int8(-2) promoted to the loop's int16
+        exponent = exponent.operands[0]
+    if exponent is not None and exponent.op == "const" and loop[1].kind == "i" and exponent.attr("value") < 0:
+        raise FusecValueError("Integers to negative integer powers are not allowed.",
+                              hint="use a float base or exponent (x ** -1.0, or x.astype(float) ** n)")
     return Tracer(_node(op.name, operands))
 
 
@@ -172,8 +186,7 @@ def where(cond: Any, a: Any = None, b: Any = None) -> Tracer:
                                hint="use np.where(cond, a, b)")
     c = _to_dtype_cond(_operand(cond, "argument of where"))
     xa, xb = _operand(a, "argument of where"), _operand(b, "argument of where")
-    result = np.result_type(_dtype_or_weak(xa), _dtype_or_weak(xb))
-    result = dtypes.as_dtype(result)
+    result = _result_type(xa, xb)
     return Tracer(_node("where", [c, _to_dtype(xa, result), _to_dtype(xb, result)]))
 
 
@@ -189,9 +202,12 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None) -> Tracer:
     if a_min is None and a_max is None:
         return Tracer(x) if isinstance(x, Node) else Tracer(_to_dtype(x, np.dtype(type(x.value))))
     bounds = [_operand(v, "bound of clip") if v is not None else None for v in (a_min, a_max)]
-    probe = [_dtype_or_weak(x)] + [_dtype_or_weak(v) for v in bounds if v is not None]
-    dt = dtypes.as_dtype(np.result_type(*probe))
+    dt = _result_type(x, *(v for v in bounds if v is not None))
     out = _to_dtype(x, dt)
+    if dt.kind in "iu":  # NumPy clips u8 to a Python int bound outside its range (clip(u8, -1, 300))
+        info = np.iinfo(dt)
+        bounds = [_Weak(min(max(v.value, info.min), info.max)) if isinstance(v, _Weak) and isinstance(v.value, int)
+                  else v for v in bounds]
     lo, hi = bounds
     if lo is not None:
         out = apply_ufunc(np.maximum, (Tracer(out), Tracer(_to_dtype(lo, dt)))).node
@@ -259,9 +275,26 @@ def _divide_by_count(total: Node, count: Node) -> Node:
     return cast(quotient, total.dtype)
 
 
+def _count(x: Node, axes: tuple[int, ...]) -> Node:
+    """The element count of ``x`` over ``axes``, as a ``size`` node of the function's inputs where one
+    has those extents (so the count depends on shapes only, never on an intermediate)."""
+    stack, seen = [x], set()
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        aligned = n.ndim - x.ndim
+        if n.op == "input" and aligned == 0 and all(n.shape[a] == x.shape[a] for a in axes):
+            return _node("size", [n], {"axes": list(axes)}, dtype=dtypes.FLOAT64)
+        if n.kind is Kind.ELEMENTWISE or n.op == "broadcast_to":
+            stack.extend(o for o in n.operands if o.ndim == n.ndim)
+    return _node("size", [x], {"axes": list(axes)}, dtype=dtypes.FLOAT64)
+
+
 def _mean(x: Node, axes: tuple[int, ...]) -> Node:
     total = _node("sum", [x], {"axes": list(axes), "keepdims": True})
-    return _divide_by_count(total, _node("size", [x], {"axes": list(axes)}, dtype=dtypes.FLOAT64))
+    return _divide_by_count(total, _count(x, axes))
 
 
 def _variance(x: Node, axes: tuple[int, ...], keepdims: bool, dtype: np.dtype | None, ddof: Any,
@@ -277,7 +310,7 @@ def _variance(x: Node, axes: tuple[int, ...], keepdims: bool, dtype: np.dtype | 
     squared = _node("square", [deviation]) if deviation.dtype.kind == "f" else \
         apply_ufunc(np.square, (Tracer(deviation),)).node
     total = _node("sum", [cast(squared, acc)], {"axes": list(axes), "keepdims": True})
-    count = _node("size", [x], {"axes": list(axes)}, dtype=dtypes.FLOAT64)
+    count = _count(x, axes)
     if ddof:
         count = _node("maximum", [_node("sub", [count, _const(float(ddof), dtypes.FLOAT64)]),
                                   _const(0.0, dtypes.FLOAT64)])
@@ -628,7 +661,8 @@ def _patch_cupy() -> list[tuple[Any, str, Any]]:
     if cp is None:
         return []
     patched = []
-    for name in ("expand_dims", "broadcast_to", "squeeze", "transpose", "where", "clip"):
+    for name in ("expand_dims", "broadcast_to", "squeeze", "transpose", "where", "clip", "any", "all", "nansum",
+                 "nanmax", "nanmin"):
         original = getattr(cp, name, None)
         if original is None:
             continue

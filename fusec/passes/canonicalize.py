@@ -1,0 +1,146 @@
+"""canonicalize: local simplifications that are exact under IEEE 754 and NumPy's integer rules.
+
+Each rule is one line of the table below. What is deliberately *not* here, because it would
+change a result: ``x - x -> 0`` (NaN, inf), ``x * 0 -> 0`` (NaN, inf, -0.0), ``x + 0.0 -> x``
+(``-0.0 + 0.0`` is ``+0.0``), ``pow(x, 0.5) -> sqrt(x)`` (``-0.0``, ``-inf``).
+Also puts commutative operands in a canonical order (constants last), so that CSE sees
+``a + b`` and ``b + a`` as one node, and writes reductions in keepdims form (``keepdims=false``
+becomes ``keepdims=true`` followed by ``squeeze``), the form fusion works on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fusec.ir.graph import Graph, Node, make_node, rewrite
+from fusec.ir.ops import Kind
+from fusec.passes.manager import register
+from fusec.passes.patterns import P, Rule, apply_rules, const, var
+
+x, y, c = var("x"), var("y"), var("c")
+
+
+def _is_int(node: Node) -> bool:
+    return node.dtype.kind in "biu"
+
+
+def _keep(node: Node, x: Node) -> Node | None:
+    """Replace ``node`` by ``x`` when that is the same array (same dtype and shape)."""
+    return x if (x.dtype, x.shape) == (node.dtype, node.shape) else None
+
+
+def _keep_if_int(node: Node, x: Node) -> Node | None:
+    return _keep(node, x) if _is_int(node) else None
+
+
+def _structural_key(node: Node, memo: dict[Node, tuple]) -> tuple:
+    key = memo.get(node)
+    if key is None:
+        key = (node.op == "const", node.op, str(node.dtype), node.shape, repr(node.attrs),
+               tuple(_structural_key(o, memo) for o in node.operands))
+        memo[node] = key
+    return key
+
+
+_KEYS: dict[Node, tuple] = {}
+
+
+def _sorted_operands(node: Node) -> Node | None:
+    if not node.opdef.commutative:
+        return None
+    keys = [_structural_key(o, _KEYS) for o in node.operands]
+    if keys == sorted(keys):
+        return None
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    return make_node(node.op, [node.operands[i] for i in order], dict(node.attrs), loc=node.loc)
+
+
+def _keepdims_form(node: Node) -> Node | None:
+    if node.kind is not Kind.REDUCTION or node.attr("keepdims"):
+        return None
+    axes = list(node.attr("axes"))
+    kept = make_node(node.op, node.operands, {"axes": axes, "keepdims": True}, loc=node.loc)
+    return make_node("squeeze", [kept], {"axes": axes}, loc=node.loc) if axes else kept
+
+
+def _cast_round_trip(node: Node, x: Node, **_: Node) -> Node | None:
+    wide = node.operands[0]
+    if x.dtype == node.dtype and np.can_cast(x.dtype, wide.dtype, "safe") and x.shape == node.shape:
+        return x
+    return None
+
+
+def _square(node: Node, x: Node, c: Node) -> Node | None:
+    return make_node("square", [x], loc=node.loc) if x.dtype == node.dtype else None
+
+
+def _add_of_neg(node: Node, x: Node, y: Node) -> Node | None:
+    return make_node("add", [x, y], loc=node.loc)
+
+
+def _same_axes(node: Node, x: Node) -> Node | None:
+    inner = node.operands[0]
+    return _keep(node, x) if inner.attr("axes") == node.attr("axes") else None
+
+
+def _compose_transpose(node: Node, x: Node) -> Node | None:
+    inner_perm, outer_perm = node.operands[0].attr("perm"), node.attr("perm")
+    perm = [inner_perm[p] for p in outer_perm]
+    if perm == sorted(perm):
+        return x
+    return make_node("transpose", [x], {"perm": perm}, loc=node.loc)
+
+
+def _identity_layout(node: Node, x: Node) -> Node | None:
+    if node.op == "transpose" and list(node.attr("perm")) != sorted(node.attr("perm")):
+        return None
+    if node.op in ("expand_dims", "squeeze") and node.attr("axes"):
+        return None
+    return _keep(node, x)
+
+
+RULES: list[Rule] = [
+    Rule("commutative operands in canonical order", P(where=lambda n: n.opdef.commutative),
+         lambda node: _sorted_operands(node)),
+    Rule("reduction in keepdims form", P(where=lambda n: n.kind is Kind.REDUCTION),
+         lambda node: _keepdims_form(node)),
+    Rule("x * 1 -> x", P("mul", x, const(1)), _keep),
+    Rule("x / 1 -> x", P("div", x, const(1)), _keep),
+    Rule("x + (-0.0) -> x", P("add", x, const(-0.0)), lambda node, x: _keep(node, x) if not _is_int(node) else None),
+    Rule("x - (+0.0) -> x", P("sub", x, const(0.0)), _keep),
+    Rule("x + 0 -> x (integers)", P("add", x, const(0)), _keep_if_int),
+    Rule("x - 0 -> x (integers)", P("sub", x, const(0)), _keep_if_int),
+    Rule("x | 0, x ^ 0 -> x", P("bitwise_or", x, const(0)), _keep),
+    Rule("x ^ 0 -> x", P("bitwise_xor", x, const(0)), _keep),
+    Rule("--x -> x", P("neg", P("neg", x)), _keep),
+    Rule("+x -> x", P("pos", x), _keep),
+    Rule("x - (-y) -> x + y", P("sub", x, P("neg", y)), _add_of_neg),
+    Rule("not not x -> x (bool)", P("logical_not", P("logical_not", x)),
+         lambda node, x: _keep(node, x)),
+    Rule("~~x -> x", P("invert", P("invert", x)), _keep),
+    Rule("abs(abs(x)) -> abs(x)", P("abs", P("abs", x, name="inner")), lambda node, x, inner: inner),
+    Rule("abs(-x) -> abs(x)", P("abs", P("neg", x)), lambda node, x: make_node("abs", [x], loc=node.loc)),
+    Rule("pow(x, 2) -> square(x)", P("pow", x, const(2, name="c")), _square),
+    Rule("where(c, x, x) -> x", P("where", c, x, x), lambda node, c, x: _keep(node, x)),
+    Rule("cast to its own dtype -> x", P("cast", x), _keep),
+    Rule("cast(cast(x, wider), dtype of x) -> x", P("cast", P("cast", x)), _cast_round_trip),
+    Rule("squeeze(expand_dims(x, a), a) -> x", P("squeeze", P("expand_dims", x)), _same_axes),
+    Rule("expand_dims(squeeze(x, a), a) -> x", P("expand_dims", P("squeeze", x)), _same_axes),
+    Rule("transpose(transpose(x)) -> one transpose", P("transpose", P("transpose", x)), _compose_transpose),
+    Rule("identity layout op -> x", P(where=lambda n: n.kind is Kind.LAYOUT, name="_"),
+         lambda node, _: _identity_layout(node, node.operands[0])),
+]
+
+
+def _simplify(node: Node) -> Node:
+    return apply_rules(RULES, node)
+
+
+@register("canonicalize", "exact local simplifications, canonical operand order, reductions in keepdims form")
+def canonicalize(graph: Graph) -> Graph:
+    for _ in range(8):
+        new = rewrite(graph, _simplify)
+        if new is graph:
+            return graph
+        graph = new
+    return graph

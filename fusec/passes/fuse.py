@@ -1,0 +1,281 @@
+"""fuse: partition a graph into regions, each one kernel with one iteration space.
+
+Legality is decided here and in ``space.py``; whether a legal merge is worth it, in ``policy.py``.
+The partitioner starts from one group per non-source node and merges greedily:
+
+1. vertical: a producer's group into its consumer's group (prologues into reductions, epilogues
+   that broadcast reduced values back over the row, pointwise chains);
+2. recompute: an intermediate that one region writes and others read is instead recomputed in
+   each reader when its producer cone is pointwise and cheap (``policy.should_recompute``);
+3. horizontal: groups with the same iteration space that read a common input (``x.sum(0)`` and
+   ``x.max(0)`` read ``x`` once).
+
+A merge is refused, with a reason kept for ``explain``, when the nodes have no common iteration
+space, when it would create a cycle between kernels (checked with networkx on the graph of
+groups), when an output could not be written once per element, or when the policy's budget says
+no. The result is the same graph with ``regions`` (in an order that respects dependencies) and
+``refusals``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from fusec.ir.graph import Graph, Node, Region, make_node, make_regions, rewrite
+from fusec.ir.ops import Kind
+from fusec.passes import policy
+from fusec.passes.manager import register
+from fusec.passes.space import RegionSpace, Refusal, region_space
+
+
+def _keepdims_form(node: Node) -> Node:
+    if node.kind is not Kind.REDUCTION or node.attr("keepdims"):
+        return node
+    axes = list(node.attr("axes"))
+    kept = make_node(node.op, node.operands, {"axes": axes, "keepdims": True}, loc=node.loc)
+    return make_node("squeeze", [kept], {"axes": axes}, loc=node.loc) if axes else kept
+
+
+@dataclass
+class _Group:
+    nodes: list[Node]  # topological order
+    space: RegionSpace
+
+
+class _Partition:
+    """Groups of nodes (a node may sit in several groups when it is recomputed)."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.order = {n: i for i, n in enumerate(graph.nodes)}
+        self.names = _node_names(graph)
+        self.returned = set(graph.outputs)
+        self.groups: dict[int, _Group] = {}
+        self.owner: dict[Node, int] = {}  # the group that computes and (if needed) writes a node
+        self.refusals: dict[tuple, str] = {}
+        for node in graph.nodes:
+            if node.kind is Kind.SOURCE:
+                continue
+            gid = len(self.groups)
+            self.groups[gid] = _Group([node], region_space([node]))
+            self.owner[node] = gid
+
+    # -- queries --------------------------------------------------------------------------------
+    def holders(self, node: Node) -> list[int]:
+        return [g for g, grp in self.groups.items() if node in grp.nodes]
+
+    def reads_outside(self, gid: int) -> list[Node]:
+        """Arrays the group reads that it does not compute (materialized nodes and inputs)."""
+        inside = set(self.groups[gid].nodes)
+        return list(dict.fromkeys(o for n in self.groups[gid].nodes for o in n.operands
+                                  if o not in inside and o.op not in ("const", "size")))
+
+    def writes(self, gid: int) -> list[Node]:
+        """Nodes the group must write: returned ones it owns, and those read by groups lacking them."""
+        out = []
+        for n in self.groups[gid].nodes:
+            if self.owner.get(n) != gid:
+                continue
+            if n in self.returned or any(
+                gid2 != gid and any(n in u.operands for u in grp.nodes) and n not in grp.nodes
+                for gid2, grp in self.groups.items()
+            ):
+                out.append(n)
+        return out
+
+    def quotient(self) -> nx.DiGraph:
+        q = nx.DiGraph()
+        q.add_nodes_from(self.groups)
+        for gid, grp in self.groups.items():
+            for o in self.reads_outside(gid):
+                src = self.owner.get(o)
+                if src is not None and src != gid:
+                    q.add_edge(src, gid, via=o)
+        return q
+
+    # -- legality of a candidate set ------------------------------------------------------------
+    def check(self, nodes: list[Node], exclude: set[int]) -> RegionSpace:
+        """The space of a candidate group, or Refusal. ``exclude`` are the groups it replaces."""
+        space = region_space(nodes)
+        # every node the candidate writes must be written once per element
+        inside = set(nodes)
+        others = [grp for g, grp in self.groups.items() if g not in exclude]
+        for n in nodes:
+            if self.owner.get(n) not in exclude:
+                continue  # computed here only as a recomputed copy; its owner writes it
+            read_elsewhere = any(n in u.operands and n not in grp.nodes for grp in others for u in grp.nodes)
+            if not (n in self.returned or read_elsewhere):
+                continue
+            if space.reduced:
+                ok = space.covers_all_axes(n) or (space.covers_kept_axes(n) and not space.varies_along_reduction(n))
+            else:
+                ok = space.covers_all_axes(n)
+            if not ok:
+                raise Refusal(f"{self.names[n]} ({n.op}, shape {list(n.shape)}) would be written more than once "
+                              f"per element in a kernel over {list(space.shape)}")
+        n_arrays = len({o for m in nodes for o in m.operands if o not in inside and o.op not in ("const", "size")})
+        reason = policy.over_budget(nodes, space, n_arrays + len(nodes))
+        if reason:
+            raise Refusal(reason)
+        return space
+
+    def cycle_through(self, a: int, b: int) -> str | None:
+        """A node on a path a -> ... -> b (or b -> ... -> a) through another group, if any."""
+        q = self.quotient()
+        for src, dst in ((a, b), (b, a)):
+            for succ in q.successors(src):
+                if succ in (a, b):
+                    continue
+                if nx.has_path(q, succ, dst):
+                    via = q.edges[src, succ]["via"]
+                    return self.names[via]
+        return None
+
+    def _refuse(self, a: int, b: int, reason: str) -> None:
+        key = (self.groups[a].nodes[-1], self.groups[b].nodes[-1])
+        na, nb = self.names[key[0]], self.names[key[1]]
+        self.refusals[key] = f"{na} and {nb} stay in separate kernels: {reason}"
+
+    # -- merges ---------------------------------------------------------------------------------
+    def merge(self, a: int, b: int) -> bool:
+        if a == b:
+            return False
+        nodes = sorted(set(self.groups[a].nodes) | set(self.groups[b].nodes), key=self.order.__getitem__)
+        try:
+            space = self.check(nodes, {a, b})
+        except Refusal as r:
+            self._refuse(a, b, str(r))
+            return False
+        via = self.cycle_through(a, b)
+        if via is not None:
+            self._refuse(a, b, f"would create a cycle through {via}")
+            return False
+        self.groups[a] = _Group(nodes, space)
+        del self.groups[b]
+        for n, g in list(self.owner.items()):
+            if g == b:
+                self.owner[n] = a
+        return True
+
+    def vertical(self) -> bool:
+        changed = False
+        for u in self.graph.nodes:
+            if u not in self.owner:
+                continue
+            for o in u.operands:
+                if o in self.owner and self.owner[o] != self.owner[u]:
+                    changed |= self.merge(self.owner[u], self.owner[o])
+        return changed
+
+    def recompute(self) -> bool:
+        changed = False
+        for n in list(self.graph.nodes):
+            gid = self.owner.get(n)
+            if gid is None or n in self.returned:
+                continue
+            readers = [g for g, grp in self.groups.items()
+                       if g != gid and n not in grp.nodes and any(n in u.operands for u in grp.nodes)]
+            if not readers:
+                continue
+            cone = self._cone(n, gid)
+            if not policy.should_recompute(cone):
+                continue
+            trial: dict[int, tuple[list[Node], RegionSpace]] = {}
+            try:
+                for g in readers:
+                    nodes = sorted(set(self.groups[g].nodes) | set(cone), key=self.order.__getitem__)
+                    trial[g] = (nodes, self.check(nodes, {g}))
+            except Refusal:
+                continue
+            for g, (nodes, space) in trial.items():
+                self.groups[g] = _Group(nodes, space)
+            # the owner keeps computing n only if something of its own still reads it
+            if not any(n in u.operands for u in self.groups[gid].nodes):
+                self._drop_unused(gid, cone)
+            changed = True
+        return changed
+
+    def _cone(self, n: Node, gid: int) -> list[Node]:
+        """``n`` and what it reads inside group ``gid``."""
+        inside = set(self.groups[gid].nodes)
+        cone, stack = set(), [n]
+        while stack:
+            m = stack.pop()
+            if m in cone or m not in inside:
+                continue
+            cone.add(m)
+            stack.extend(m.operands)
+        return sorted(cone, key=self.order.__getitem__)
+
+    def _drop_unused(self, gid: int, cone: list[Node]) -> None:
+        grp = self.groups[gid]
+        keep = list(grp.nodes)
+        for m in reversed(cone):
+            used = m in self.returned or any(m in u.operands for u in keep if u is not m)
+            if not used:
+                keep.remove(m)
+        if not keep:
+            del self.groups[gid]
+        else:
+            self.groups[gid] = _Group(keep, region_space(keep))
+        for m in cone:
+            if self.owner.get(m) == gid and m not in keep:
+                self.owner[m] = next(g for g, gr in self.groups.items() if m in gr.nodes)
+
+    def horizontal(self) -> bool:
+        changed = True
+        any_change = False
+        while changed:
+            changed = False
+            ids = sorted(self.groups)
+            for i, a in enumerate(ids):
+                for b in ids[i + 1:]:
+                    if a not in self.groups or b not in self.groups:
+                        continue
+                    sa, sb = self.groups[a].space, self.groups[b].space
+                    if (sa.shape, sa.reduced) != (sb.shape, sb.reduced):
+                        continue
+                    shared = set(self.reads_outside(a)) & set(self.reads_outside(b))
+                    if shared and self.merge(a, b):
+                        changed = any_change = True
+        return any_change
+
+    def regions(self) -> tuple[Region, ...]:
+        q = self.quotient()
+        order = list(nx.lexicographical_topological_sort(
+            q, key=lambda g: self.order[self.groups[g].nodes[0]]))
+        specs = [(f"k{i}", self.groups[gid].space.kind, self.groups[gid].nodes) for i, gid in enumerate(order)]
+        return make_regions(specs, self.graph.users, self.graph.outputs)
+
+
+def _node_names(graph: Graph) -> dict[Node, str]:
+    from fusec.ir.text import node_names
+
+    return node_names(graph)
+
+
+def partition(graph: Graph) -> Graph:
+    """``graph`` with regions and refusals (graph must be in keepdims form)."""
+    part = _Partition(graph)
+    for _ in range(8):
+        changed = part.vertical()
+        changed |= part.recompute()
+        changed |= part.horizontal()
+        if not changed:
+            break
+    regions = part.regions()
+    # keep only refusals between nodes that really ended in different kernels
+    where = {}
+    for r in regions:
+        for n in r.nodes:
+            where.setdefault(n, set()).add(r.name)
+    refusals = tuple(msg for (na, nb), msg in part.refusals.items() if not (where[na] & where[nb]))
+    return Graph(graph.name, graph.inputs, graph.outputs, regions, tuple(dict.fromkeys(refusals)))
+
+
+@register("fuse", "partition into kernels (pointwise, reduce-all, rows, cols) with the reason for every split")
+def fuse(graph: Graph) -> Graph:
+    graph = rewrite(graph, _keepdims_form)
+    return partition(graph)

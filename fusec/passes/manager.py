@@ -1,0 +1,73 @@
+"""Passes and the pipeline that runs them.
+
+A pass is a pure function ``Graph -> Graph`` with a name and a one-line summary; it returns the
+very same Graph object when it changes nothing. The pipeline runs passes in order, verifies the
+graph after each one, and can hand each intermediate graph to a ``dump`` callback (``fusec opt
+--dump``; ``explain`` uses it to show the IR before and after).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from fusec.errors import FusecValueError
+from fusec.ir.graph import Graph
+from fusec.ir.verify import verify
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    summary: str
+    run: Callable[[Graph], Graph]
+
+    def __call__(self, graph: Graph) -> Graph:
+        return self.run(graph)
+
+
+PASSES: dict[str, Pass] = {}
+
+
+def register(name: str, summary: str) -> Callable[[Callable[[Graph], Graph]], Callable[[Graph], Graph]]:
+    """Decorator: make ``fn`` the pass called ``name``."""
+
+    def wrap(fn: Callable[[Graph], Graph]) -> Callable[[Graph], Graph]:
+        PASSES[name] = Pass(name, summary, fn)
+        return fn
+
+    return wrap
+
+
+# The default pipeline: cleanup first, then fusion.
+DEFAULT_PIPELINE = ("canonicalize", "fold", "cse", "dce", "fuse")
+CLEANUP_PIPELINE = ("canonicalize", "fold", "cse", "dce")
+
+
+def _load_passes() -> None:
+    # Importing the modules registers their passes.
+    from fusec.passes import canonicalize, cse, dce, fold, fuse  # noqa: F401
+
+
+def get_pass(name: str) -> Pass:
+    _load_passes()
+    try:
+        return PASSES[name]
+    except KeyError:
+        known = ", ".join(sorted(PASSES))
+        raise FusecValueError(f"unknown pass '{name}'", hint=f"passes: {known}") from None
+
+
+def run_pipeline(graph: Graph, names: Iterable[str] = DEFAULT_PIPELINE, *, check: bool = True,
+                 dump: Callable[[str, Graph], None] | None = None) -> Graph:
+    """Run the named passes in order, verifying after each (``check``), calling ``dump(name, g)``."""
+    passes = [get_pass(n) for n in names]
+    if check:
+        verify(graph)
+    for p in passes:
+        graph = p(graph)
+        if check:
+            verify(graph)
+        if dump is not None:
+            dump(p.name, graph)
+    return graph

@@ -1,0 +1,244 @@
+"""The iteration space of a candidate region, or the reason there is none.
+
+A region is one kernel with one iteration space: a shape ``S`` and a set of reduced axes ``A``
+(empty for pointwise regions). Every member node is placed in that space by an *axis map*: for
+each of its own axes, the region axis it runs along (``None`` for a size-1 axis, which is
+broadcast). Maps are propagated along the region's edges with each op's own axis rule (NumPy's
+right-aligned broadcasting, ``squeeze``/``expand_dims``/``transpose``), so the same function
+answers "can these nodes be one kernel" for the fusion pass and "how is each node indexed" for
+the code generator.
+
+Within a reduction region a node is *full* (it varies along a reduced axis) or *per-row* (it is
+constant along all of them: a reduced value, or something computed from reduced values); its
+*phase* is the number of reductions it sits after, which is how many passes over the row the
+kernel makes before it can compute it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from fusec.ir.graph import Node
+from fusec.ir.ops import Kind
+
+AxisMap = tuple  # tuple[int | None, ...]: node axis -> region axis
+
+
+class Refusal(Exception):
+    """Why a set of nodes cannot be one kernel (shown by ``explain``)."""
+
+
+@dataclass(frozen=True)
+class RegionSpace:
+    """Where each member runs: the region shape, the reduced axes, axis maps, phases.
+
+    ``maps[n]`` maps each axis of ``n`` to a region axis (``None`` where ``n`` has extent 1);
+    ``reduce_maps[r]`` does the same for the *operand* of each reduction ``r`` (its reduced axes
+    included), which is how the reduction's loop walks its input.
+    """
+
+    shape: tuple[int, ...]
+    reduced: tuple[int, ...]
+    maps: Mapping[Node, AxisMap] = field(compare=False)
+    reduce_maps: Mapping[Node, AxisMap] = field(compare=False)
+    phase: Mapping[Node, int] = field(compare=False)
+
+    @property
+    def kind(self) -> str:
+        """pointwise | reduce-all | rows | cols (by which axes reduce; size-1 axes don't count)."""
+        if not self.reduced:
+            return "pointwise"
+        red = [i for i in self.reduced if self.shape[i] != 1]
+        kept = [i for i, d in enumerate(self.shape) if d != 1 and i not in self.reduced]
+        if not kept:
+            return "reduce-all"
+        if not red or max(kept) < min(red):
+            return "rows"
+        return "cols"
+
+    @property
+    def kept(self) -> tuple[int, ...]:
+        return tuple(i for i in range(len(self.shape)) if i not in self.reduced)
+
+    def varies_along_reduction(self, node: Node) -> bool:
+        """Whether ``node`` takes different values along the reduced axes (a *full* node)."""
+        return any(a is not None and a in self.reduced for a in self.maps[node])
+
+    def covers_kept_axes(self, node: Node) -> bool:
+        """Whether ``node`` has one element per point of the kept (non-reduced) axes."""
+        kept = {i for i in self.kept if self.shape[i] != 1}
+        return kept <= {a for a in self.maps[node] if a is not None}
+
+    def covers_all_axes(self, node: Node) -> bool:
+        big = {i for i, d in enumerate(self.shape) if d != 1}
+        return big <= {a for a in self.maps[node] if a is not None}
+
+
+def _correspond(op_node: Node, operand: Node) -> list[tuple[int, int]]:
+    """Pairs (user axis, operand axis) that run together, by the user's op rule."""
+    op = op_node.op
+    if op_node.kind is Kind.ELEMENTWISE or op == "broadcast_to":
+        off = op_node.ndim - operand.ndim
+        return [(j + off, j) for j in range(operand.ndim)]
+    if op_node.kind is Kind.REDUCTION:
+        if op_node.attr("keepdims"):
+            return [(j, j) for j in range(operand.ndim)]
+        kept = [j for j in range(operand.ndim) if j not in op_node.attr("axes")]
+        return list(enumerate(kept))
+    if op == "squeeze":
+        kept = [j for j in range(operand.ndim) if j not in op_node.attr("axes")]
+        return list(enumerate(kept))
+    if op == "expand_dims":
+        new = set(op_node.attr("axes"))
+        old = [k for k in range(op_node.ndim) if k not in new]
+        return list(zip(old, range(operand.ndim)))
+    if op == "transpose":
+        return [(k, p) for k, p in enumerate(op_node.attr("perm"))]
+    return []
+
+
+def _is_member(node: Node) -> bool:
+    return node.kind is not Kind.SOURCE
+
+
+def _keepdims_map(r: Node, result_map: list) -> list:
+    """A reduction's operand-space map from its result map (same positions when keepdims)."""
+    if r.attr("keepdims"):
+        return list(result_map)
+    it = iter(result_map)
+    return [None if j in r.attr("axes") else next(it) for j in range(r.operands[0].ndim)]
+
+
+def region_space(nodes: Iterable[Node]) -> RegionSpace:
+    """The one iteration space of ``nodes`` as a kernel, or :class:`Refusal` with the reason.
+
+    Sources (inputs, constants, sizes) are never members: they are read where used. ``nodes``
+    must come in topological order.
+    """
+    members = [n for n in dict.fromkeys(nodes) if _is_member(n)]
+    if not members:
+        raise Refusal("empty region")
+    inside = set(members)
+    reductions = [n for n in members if n.kind is Kind.REDUCTION]
+    # maps over each member's own axes; for reductions, over the operand's axes (op_maps)
+    maps: dict[Node, list] = {n: [None] * n.ndim for n in members}
+    op_maps: dict[Node, list] = {r: [None] * r.operands[0].ndim for r in reductions}
+    if reductions:
+        seed = reductions[0]
+        shape, reduced = seed.operands[0].shape, tuple(seed.attr("axes"))
+        op_maps[seed] = list(range(len(shape)))
+        if seed.operands[0] in inside:
+            maps[seed.operands[0]] = list(range(len(shape)))
+    else:
+        seed = max(members, key=lambda n: (n.ndim, n.size))
+        shape, reduced = seed.shape, ()
+        maps[seed] = list(range(seed.ndim))
+
+    def merge_into(dst: list, d_axis: int, value: int | None, extent: int, where: Node) -> bool:
+        if value is None or dst[d_axis] == value:
+            return False
+        if dst[d_axis] is None:
+            dst[d_axis] = value
+            return True
+        if extent != 1:
+            raise Refusal(f"axes don't line up at {where.op}: axis {d_axis} runs along both region axes "
+                          f"{dst[d_axis]} and {value}")
+        return False
+
+    def propagate() -> None:
+        changed = True
+        while changed:
+            changed = False
+            for r in reductions:  # a reduction's result map and its operand-space map go together
+                res, opm, x = maps[r], op_maps[r], r.operands[0]
+                positions = range(x.ndim) if r.attr("keepdims") else \
+                    [j for j in range(x.ndim) if j not in r.attr("axes")]
+                for k, j in enumerate(positions):
+                    changed |= merge_into(opm, j, res[k], x.shape[j], r)
+                    changed |= merge_into(res, k, opm[j], r.shape[k], r)
+            for u in members:
+                for o in dict.fromkeys(u.operands):
+                    if o not in inside:
+                        continue
+                    um = op_maps[u] if u in op_maps else maps[u]
+                    pairs = [(j, j) for j in range(o.ndim)] if u in op_maps else _correspond(u, o)
+                    for ku, jo in pairs:
+                        changed |= merge_into(maps[o], jo, um[ku], o.shape[jo], o)
+                        changed |= merge_into(um, ku, maps[o][jo], (u.operands[0] if u in op_maps else u).shape[ku], u)
+
+    propagate()
+    # parts of the region not connected to the seed (siblings that only share inputs, such as
+    # x.sum(0) beside x.max(0)) run along the region axes in place when their shapes allow it
+    while True:
+        loose = next((n for n in members if all(a is None for a in (op_maps.get(n) or maps[n]))
+                      and (n.operands[0].shape == shape and tuple(n.attr("axes")) == reduced
+                           if n.kind is Kind.REDUCTION else n.shape == shape and n.ndim > 0)), None)
+        if loose is None:
+            break
+        (op_maps if loose.kind is Kind.REDUCTION else maps)[loose] = list(range(len(shape)))
+        propagate()
+
+    # reduced axes nobody could place (a reduction of an input whose result is used per row only)
+    want = [a for a in reduced if shape[a] != 1]
+    for r in reductions:
+        x = r.operands[0]
+        free = [a for a in r.attr("axes") if x.shape[a] != 1 and op_maps[r][a] is None]
+        taken = {op_maps[r][a] for a in r.attr("axes")}
+        left = [a for a in want if a not in taken]
+        if len(free) == len(left):
+            for a, v in zip(free, left):
+                op_maps[r][a] = v
+
+    def validate(n: Node, m: list, ext: tuple[int, ...]) -> AxisMap:
+        out = tuple(a if ext[k] != 1 else None for k, a in enumerate(m))
+        for k, a in enumerate(out):
+            if ext[k] != 1 and (a is None or shape[a] != ext[k]):
+                raise Refusal(f"different iteration space: {n.op} of shape {list(ext)} does not run along "
+                              f"the region's {_describe(shape, reduced)}")
+        return out
+
+    final = {n: validate(n, maps[n], n.shape) for n in members}
+    reduce_maps = {r: validate(r, op_maps[r], r.operands[0].shape) for r in reductions}
+    want_set = set(want)
+    for r in reductions:
+        m = reduce_maps[r]
+        got = {m[a] for a in r.attr("axes") if m[a] is not None}
+        kept = {m[a] for a in range(len(m)) if a not in r.attr("axes") and m[a] is not None}
+        if got != want_set or kept & want_set:
+            raise Refusal(f"different iteration space: {r.op} reduces {_describe_axes(shape, got)} but the "
+                          f"region reduces {_describe_axes(shape, want_set)}")
+    return RegionSpace(tuple(shape), tuple(sorted(reduced)), final, reduce_maps, _phases(members, inside))
+
+
+def _describe_axes(shape: tuple[int, ...], axes: set) -> str:
+    return "axes " + ", ".join(f"{a} (of {shape[a]})" for a in sorted(axes)) if axes else "no axis"
+
+
+def _describe(shape: tuple[int, ...], reduced: tuple[int, ...]) -> str:
+    dims = "x".join(map(str, shape)) or "scalar"
+    return f"{dims} reducing {list(reduced)}" if reduced else dims
+
+
+def operand_map(user: Node, operand: Node, space: RegionSpace) -> AxisMap:
+    """The axis map under which region member ``user`` reads ``operand`` (a load's index)."""
+    if user in space.reduce_maps:
+        return space.reduce_maps[user]
+    m: list = [None] * operand.ndim
+    for ku, jo in _correspond(user, operand):
+        if operand.shape[jo] != 1:
+            m[jo] = space.maps[user][ku]
+    return tuple(m)
+
+
+def _phases(members: list[Node], inside: set[Node]) -> dict[Node, int]:
+    """Phase of each member: the number of reductions on its longest path from the region's inputs
+    (a reduction's own phase is that of its operand; its result is available from phase + 1)."""
+    phase: dict[Node, int] = {}
+    for n in members:  # members come in topological order
+        p = 0
+        for o in n.operands:
+            if o in inside:
+                p = max(p, phase[o] + (1 if o.kind is Kind.REDUCTION else 0))
+        phase[n] = p
+    return phase
