@@ -21,7 +21,8 @@ from fusec.arrayspec import ArraySpec
 from fusec.errors import FusecError, FusecTypeError, FusecValueError, TraceError
 from fusec.ir import dtypes
 from fusec.ir.graph import Graph, rebind
-from fusec.ir.interpret import interpret
+from fusec.explain import Explanation
+from fusec.plan import Plan, execute_numpy, make_plan
 from fusec.ir.trace import output_node, trace_function
 
 _SHAPES_KEPT = 64  # graphs kept per signature, one per distinct set of input shapes
@@ -58,12 +59,12 @@ def _dim_pattern(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _scalar_key(value: Any) -> Any:
+    if isinstance(value, np.generic):  # before float: np.float64 subclasses float but is strong
+        return (value.dtype.str, value.tobytes())
     if isinstance(value, float) and math.isnan(value):
         return ("nan",)
     if isinstance(value, float):
         return (float, value, math.copysign(1.0, value))
-    if isinstance(value, np.generic):
-        return (value.dtype.str, value.tobytes())
     return (type(value).__name__, value)
 
 
@@ -86,6 +87,7 @@ class Fused:
         self.name = name or getattr(fn, "__name__", "fused")
         self._signature = inspect.signature(fn)
         self._traces: dict[tuple, TracedFunction] = {}
+        self._plans: dict[Graph, Plan] = {}
         self._lock = threading.RLock()
 
     def __repr__(self) -> str:
@@ -185,6 +187,28 @@ class Fused:
         graph = Graph(self.name, tuple(inputs), outputs)
         return TracedFunction(graph, structure, specialized)
 
+    def plan(self, *args: Any, **kwargs: Any) -> Plan:
+        """The kernels these arguments (arrays or :class:`fusec.ArraySpec`) run as, with bytes moved."""
+        params = self._params(args, kwargs)
+        self._check_arguments(params)
+        return self._plan(params)[1]
+
+    def _plan(self, params: list[tuple[str, Any]]) -> tuple[TracedFunction, Plan]:
+        traced, graph = self._traced(params)
+        with self._lock:
+            plan = self._plans.get(graph)
+            if plan is None:
+                plan = make_plan(graph)
+                if len(self._plans) >= _SHAPES_KEPT:
+                    self._plans.pop(next(iter(self._plans)))
+                self._plans[graph] = plan
+        return traced, plan
+
+    def explain(self, *args: Any, **kwargs: Any) -> Explanation:
+        """A report of the traced IR, the optimized IR with kernels marked, each kernel's bytes and the
+        reason for every refusal to fuse. Works with :class:`fusec.ArraySpec` and without a GPU."""
+        return Explanation(self.plan(*args, **kwargs))
+
     # -- running -------------------------------------------------------------------------------
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
         params = self._params(args, kwargs)
@@ -194,14 +218,14 @@ class Fused:
                 f"{self.name} was called with an ArraySpec, which describes an array but holds no data",
                 hint="call it with arrays; use .explain/.trace with ArraySpec arguments",
             )
-        traced, graph = self._traced(params)
+        traced, plan = self._plan(params)
         arrays = [v for _, v in params if _backend(v) is not None]
         if backend == "cupy":
             import cupy
 
-            results = interpret(graph, arrays, xp=cupy)
+            results = execute_numpy(plan, arrays, xp=cupy)
         else:
-            results = interpret(graph, arrays, xp=np)
+            results = execute_numpy(plan, arrays, xp=np)
         if out is not None:
             results = _write_out(self.name, results, out, np if backend == "numpy" else __import__("cupy"))
         return traced.pack(results)

@@ -52,6 +52,8 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
             ufunc = xp.fmax if node.op == "nanmax" else xp.fmin
             return ufunc.reduce(x, axis=axes, keepdims=keepdims) if x.ndim else x.copy()
         fn = getattr(xp, node.op)
+        if node.op in ("sum", "prod"):  # accumulate in the node's dtype (np.sum(int8) would give int64)
+            return fn(x, axis=axes, keepdims=keepdims, dtype=node.dtype)
         return fn(x, axis=axes, keepdims=keepdims)
     (x,) = args
     if node.op == "expand_dims":
@@ -73,7 +75,8 @@ def run_nodes(xp: Any, nodes: Iterable[Node], env: dict[Node, Any],
         for node in nodes:
             if node in env:
                 continue
-            value = xp.asarray(evaluate_node(xp, node, [env[o] for o in node.operands]))
+            args = [] if node.op == "size" else [env[o] for o in node.operands]  # size reads shapes only
+            value = xp.asarray(evaluate_node(xp, node, args))
             if value.dtype != node.dtype or tuple(value.shape) != node.shape:
                 raise AssertionError(
                     f"interpreter produced {value.dtype}{value.shape} for {node!r}")

@@ -136,7 +136,7 @@ class _Partition:
     def _refuse(self, a: int, b: int, reason: str) -> None:
         key = (self.groups[a].nodes[-1], self.groups[b].nodes[-1])
         na, nb = self.names[key[0]], self.names[key[1]]
-        self.refusals[key] = f"{na} and {nb} stay in separate kernels: {reason}"
+        self.refusals[key] = f"{na} ({key[0].op}) and {nb} ({key[1].op}) stay in separate kernels: {reason}"
 
     # -- merges ---------------------------------------------------------------------------------
     def merge(self, a: int, b: int) -> bool:
@@ -266,12 +266,17 @@ def partition(graph: Graph) -> Graph:
         if not changed:
             break
     regions = part.regions()
-    # keep only refusals between nodes that really ended in different kernels
-    where = {}
+    # keep one refusal per pair of kernels that really stayed apart
+    where: dict[Node, str] = {}
     for r in regions:
         for n in r.nodes:
-            where.setdefault(n, set()).add(r.name)
-    refusals = tuple(msg for (na, nb), msg in part.refusals.items() if not (where[na] & where[nb]))
+            where.setdefault(n, r.name)
+    by_pair: dict[frozenset, str] = {}
+    for (na, nb), msg in part.refusals.items():
+        pair = frozenset((where[na], where[nb]))
+        if len(pair) == 2:
+            by_pair.setdefault(pair, msg)
+    refusals = list(by_pair.values())
     return Graph(graph.name, graph.inputs, graph.outputs, regions, tuple(dict.fromkeys(refusals)))
 
 

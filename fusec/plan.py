@@ -1,0 +1,155 @@
+"""The plan: the kernels a graph becomes, in launch order, with the bytes each one moves.
+
+``make_plan(graph)`` runs the pass pipeline and turns each region into a :class:`Kernel`. Bytes
+count what must cross device memory: each array a kernel reads (graph inputs and intermediates
+written by earlier kernels) once, and each array it writes once. ``bytes_moved_unfused`` is the
+same count for the naive execution where every op is its own kernel (layout ops are views, so
+they move nothing) and every intermediate is written and read back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fusec.ir.graph import Graph, Node, Region
+from fusec.ir.interpret import run_nodes
+from fusec.ir.ops import Kind
+from fusec.passes.manager import DEFAULT_PIPELINE, run_pipeline
+from fusec.passes.space import RegionSpace, region_space
+
+
+def _is_array(node: Node) -> bool:
+    return node.op not in ("const", "size")
+
+
+def _base(node: Node) -> Node:
+    """The array a layout view reads (views move no bytes of their own)."""
+    while node.kind is Kind.LAYOUT:
+        node = node.operands[0]
+    return node
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel of the plan: a region, its iteration space, what it reads and writes."""
+
+    name: str
+    kind: str
+    region: Region
+    space: RegionSpace = field(repr=False)
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        return self.region.nodes
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        """Arrays read from memory (constants and sizes are not arrays)."""
+        return tuple(n for n in self.region.inputs if _is_array(n))
+
+    @property
+    def outputs(self) -> tuple[Node, ...]:
+        return self.region.outputs
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(n.nbytes for n in self.inputs)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(n.nbytes for n in self.outputs)
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def label(self) -> str:
+        """A readable name saying what the kernel fuses (``k0_rows_max_sub_exp_sum_div``)."""
+        ops = [n.op for n in self.nodes if n.kind is not Kind.LAYOUT]
+        ops = list(dict.fromkeys(ops))[:6]
+        return "_".join([self.name, self.kind.replace("-", "")] + ops)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The kernels of a function for given argument shapes, in launch order."""
+
+    traced: Graph
+    graph: Graph  # after the passes, with regions
+    kernels: tuple[Kernel, ...]
+
+    @property
+    def refusals(self) -> tuple[str, ...]:
+        return self.graph.refusals
+
+    @property
+    def bytes_moved(self) -> int:
+        return sum(k.bytes_moved for k in self.kernels)
+
+    @property
+    def bytes_moved_unfused(self) -> int:
+        return unfused_bytes(self.traced)
+
+    @property
+    def kernel_count_unfused(self) -> int:
+        return sum(1 for n in self.traced.nodes if n.kind in (Kind.ELEMENTWISE, Kind.REDUCTION))
+
+    def __len__(self) -> int:
+        return len(self.kernels)
+
+    def __str__(self) -> str:
+        lines = [f"plan for @{self.graph.name}: {len(self.kernels)} kernel(s), "
+                 f"{_fmt_bytes(self.bytes_moved)} moved (unfused: {self.kernel_count_unfused} kernel(s), "
+                 f"{_fmt_bytes(self.bytes_moved_unfused)})"]
+        for k in self.kernels:
+            lines.append(f"  {k.label}: {k.kind} over {list(k.space.shape)}, {len(k.nodes)} nodes, "
+                         f"reads {_fmt_bytes(k.bytes_read)}, writes {_fmt_bytes(k.bytes_written)}")
+        return "\n".join(lines)
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.3f} {unit} ({n} B)"
+    return f"{n} B"
+
+
+def unfused_bytes(graph: Graph) -> int:
+    """Bytes moved when every elementwise op and reduction is its own kernel (views are free)."""
+    total = 0
+    for n in graph.nodes:
+        if n.kind not in (Kind.ELEMENTWISE, Kind.REDUCTION):
+            continue
+        total += n.nbytes
+        total += sum(_base(o).nbytes for o in dict.fromkeys(n.operands) if _is_array(_base(o)))
+    return total
+
+
+def make_plan(traced: Graph, passes: tuple[str, ...] = DEFAULT_PIPELINE) -> Plan:
+    """Run the passes on a traced graph and list its kernels in launch order."""
+    graph = run_pipeline(traced, passes)
+    kernels = []
+    for region in graph.regions or ():
+        kernels.append(Kernel(region.name, region.kind, region, region_space(region.nodes)))
+    return Plan(traced, graph, tuple(kernels))
+
+
+def execute_numpy(plan: Plan, args: list[np.ndarray], xp: Any = np) -> list[Any]:
+    """Run the plan kernel by kernel with the reference interpreter.
+
+    Each kernel sees only what it declares as inputs (plus constants and sizes), so a plan whose
+    regions read something they do not list fails here, on any machine.
+    """
+    graph = plan.graph
+    memory: dict[Node, Any] = {node: xp.asarray(a) for node, a in zip(graph.inputs, args)}
+    for kernel in plan.kernels:
+        env = {n: memory[n] for n in kernel.region.inputs if _is_array(n)}
+        sources = [n for n in kernel.region.inputs if not _is_array(n)]
+        run_nodes(xp, sources + list(kernel.nodes), env)
+        for out in kernel.outputs:
+            memory[out] = env[out]
+    return [memory[o] for o in graph.outputs]
