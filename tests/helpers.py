@@ -1,0 +1,135 @@
+"""Test data and comparisons shared by the tests: random arrays with special values, and a compare
+that applies CORRECTNESS.md's tolerances (values, dtype and shape; NaN positions and the sign of
+infinities exact).
+
+    rng = np.random.default_rng(seed)
+    x = random_array(rng, (2, 3, 4), np.float32)     # NaN, +-inf, -0.0, 0 mixed in
+    assert_matches_numpy(fused(x), reference(x))      # tolerant for floats
+    assert_matches_numpy(fused(x), reference(x), exact=True)
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import numpy as np
+
+# (rtol, atol) of elementwise float results, from CORRECTNESS.md
+TOLERANCES: dict[np.dtype, tuple[float, float]] = {
+    np.dtype(np.float16): (1e-3, 1e-5),
+    np.dtype(np.float32): (1.3e-6, 1e-5),
+    np.dtype(np.float64): (1e-7, 1e-7),
+}
+
+SPECIAL_FLOATS = (np.nan, np.inf, -np.inf, -0.0, 0.0)
+
+
+def seed_of(*parts: Any) -> int:
+    """A deterministic seed from a test's parameters (``hash`` of str is salted per process)."""
+    return zlib.crc32(repr(parts).encode())
+
+
+def special_values(dtype: Any) -> np.ndarray:
+    """The boundary values of ``dtype`` that tests mix into random data."""
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return np.array([False, True])
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        values = [0, 1, info.min, info.max, info.max - 1]
+        if dt.kind == "i":
+            values += [-1, info.min + 1]
+        return np.array(values, dtype=dt)
+    return np.array(SPECIAL_FLOATS, dtype=dt)
+
+
+def random_array(rng: np.random.Generator, shape: Any, dtype: Any, special: bool = True) -> np.ndarray:
+    """Fresh random data of ``shape`` and ``dtype``; with ``special``, NaN, +-inf, -0.0 and zeros
+    (floats) or 0, +-1 and ``iinfo`` min/max (integers) are mixed in at random positions, each at
+    least once when the array is large enough. Integers are mostly small, some over the full range."""
+    dt = np.dtype(dtype)
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    if dt.kind == "b":
+        data = np.asarray(rng.random(shape) < 0.5)
+    elif dt.kind in "iu":
+        info = np.iinfo(dt)
+        small = rng.integers(max(info.min, -20), min(info.max, 20), size=shape, endpoint=True).astype(dt)
+        wide = rng.integers(info.min, info.max, size=shape, dtype=dt, endpoint=True)
+        data = np.where(rng.random(shape) < 0.75, small, wide).astype(dt)
+    else:
+        scale = np.where(rng.random(shape) < 0.8, 3.0, 300.0)
+        data = np.asarray(rng.standard_normal(shape) * scale).astype(dt)
+        data = np.where(data == 0, dt.type(0.5), data).astype(dt)  # zeros come from the specials only
+    data = np.array(data, dtype=dt).reshape(shape)
+    if special and data.size:
+        values = special_values(dt)
+        flat = data.reshape(-1)
+        mask = rng.random(flat.size) < 0.2
+        flat[mask] = rng.choice(values, size=int(mask.sum()))
+        if flat.size >= 2 * len(values):  # each special value at least once
+            positions = rng.choice(flat.size, size=len(values), replace=False)
+            flat[positions] = values
+        data = flat.reshape(shape)
+    return data
+
+
+def _first_mismatch(bad: np.ndarray, actual: np.ndarray, expected: np.ndarray) -> str:
+    index = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.ndim else ()
+    return (
+        f"{int(bad.sum())} of {bad.size} elements differ; first at {index}: "
+        f"got {actual[index]!r}, expected {expected[index]!r}"
+    )
+
+
+def assert_matches_numpy(
+    actual: Any,
+    expected: Any,
+    dtype: Any = None,
+    *,
+    exact: bool = False,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> None:
+    """``actual`` equals NumPy's ``expected`` in dtype, shape and values.
+
+    Bool and integer results are compared exactly. Floats: NaN positions and the sign of
+    infinities exactly; finite values within the tolerance of ``dtype`` (the dtype the result was
+    computed in; default the expected dtype), or bit for bit (-0.0 is not 0.0) when ``exact``.
+    A 0-d array matches a NumPy scalar of the same dtype.
+    """
+    a, e = np.asarray(actual), np.asarray(expected)
+    assert a.dtype == e.dtype, f"dtype {a.dtype}, expected {e.dtype}"
+    assert a.shape == e.shape, f"shape {a.shape}, expected {e.shape}"
+    if e.dtype.kind in "biu":
+        bad = a != e
+        assert not bad.any(), _first_mismatch(bad, a, e)
+        return
+    assert e.dtype.kind == "f", f"unexpected dtype {e.dtype}"
+    nan_a, nan_e = np.isnan(a), np.isnan(e)
+    bad = nan_a != nan_e
+    assert not bad.any(), "NaN positions differ: " + _first_mismatch(bad, a, e)
+    inf_a, inf_e = np.isinf(a), np.isinf(e)
+    bad = (inf_a != inf_e) | (inf_e & (np.signbit(a) != np.signbit(e)))
+    assert not bad.any(), "infinities differ: " + _first_mismatch(bad, a, e)
+    finite = ~(nan_e | inf_e)
+    if exact:
+        bad = finite & ((a != e) | (np.signbit(a) != np.signbit(e)))
+        assert not bad.any(), _first_mismatch(bad, a, e)
+        return
+    default_rtol, default_atol = TOLERANCES[np.dtype(dtype) if dtype is not None else e.dtype]
+    rtol = default_rtol if rtol is None else rtol
+    atol = default_atol if atol is None else atol
+    a64, e64 = a.astype(np.float64), e.astype(np.float64)
+    with np.errstate(all="ignore"):
+        bad = finite & ~(np.abs(a64 - e64) <= atol + rtol * np.abs(e64))
+    assert not bad.any(), f"(rtol={rtol}, atol={atol}) " + _first_mismatch(bad, a, e)
+
+
+def numpy_error_class(exc: BaseException) -> type[BaseException]:
+    """The public class of a NumPy exception: a builtin or one of ``numpy.exceptions``
+    (``_UFuncNoLoopError`` -> ``TypeError``, ``AxisError`` -> ``AxisError``)."""
+    for cls in type(exc).__mro__:
+        if cls.__module__ in ("builtins", "numpy.exceptions"):
+            return cls
+    return Exception

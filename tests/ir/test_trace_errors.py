@@ -1,0 +1,321 @@
+"""Constructs fusec cannot trace raise the right FusecError class, and the message names this file
+and the line of the offending statement (marked ``# <- error`` below). Where NumPy itself would
+raise, the fusec error is also an instance of NumPy's class."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fusec
+from fusec.ir.ops import by_numpy_name
+
+MARKER = "# <- error"
+THIS_FILE = os.path.basename(__file__)
+CAPTURED = np.arange(4.0)
+
+
+def _marked_line(fn: Callable[..., Any]) -> int:
+    """The line number of the statement marked ``# <- error`` in ``fn``'s source."""
+    lines, first = inspect.getsourcelines(fn)
+    marked = [first + i for i, line in enumerate(lines) if line.rstrip().endswith(MARKER)]
+    assert len(marked) == 1, f"{fn.__name__} needs exactly one '{MARKER}' line"
+    return marked[0]
+
+
+def _raises_at_marker(
+    fn: Callable[..., Any], error: type[BaseException], *args: Any, match: str | None = None
+) -> BaseException:
+    """Calling ``fusec.fuse(fn)`` raises ``error`` (a FusecError) whose message names the marked line."""
+    if not args:
+        args = (np.arange(4.0),)
+    with pytest.raises(error, match=match) as info:
+        fusec.fuse(fn)(*args)
+    assert isinstance(info.value, fusec.FusecError), repr(info.value)
+    where = f"{THIS_FILE}:{_marked_line(fn)}"
+    assert where in str(info.value), f"expected {where!r} in: {info.value}"
+    return info.value
+
+
+# --- Python control flow and conversions --------------------------------------------------------
+def if_on_traced(x):
+    if x > 0:  # <- error
+        return x
+    return -x
+
+
+def bool_of_traced(x):
+    y = x * 2
+    return bool(y)  # <- error
+
+
+def float_of_traced(x):
+    return float(np.sum(x))  # <- error
+
+
+def int_of_traced(x):
+    return x + int(np.max(x))  # <- error
+
+
+def iterating_traced(x):
+    total = 0
+    for v in x:  # <- error
+        total = total + v
+    return total
+
+
+def while_on_traced(x):
+    while np.any(x > 10):  # <- error
+        x = x / 2
+    return x
+
+
+def and_of_traced(x):
+    return (x > 0) and (x < 3)  # <- error
+
+
+def range_of_traced(x):
+    return [x * i for i in range(np.sum(x > 0))]  # <- error
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        if_on_traced,
+        bool_of_traced,
+        float_of_traced,
+        int_of_traced,
+        iterating_traced,
+        while_on_traced,
+        and_of_traced,
+        range_of_traced,
+    ],
+    ids=lambda f: f.__name__,
+)
+def test_trace_error_python_control_flow_names_the_line(fn: Callable[..., Any]) -> None:
+    error = _raises_at_marker(fn, fusec.TraceError)
+    assert error.hint, "a hint says what to do instead"
+
+
+# --- indexing and mutation ----------------------------------------------------------------------
+def slicing(x):
+    return x[1:3] * 2  # <- error
+
+
+def integer_index(x):
+    y = x + 1
+    return y[0]  # <- error
+
+
+def boolean_mask_index(x):
+    return x[x > 0]  # <- error
+
+
+def item_assignment(x):
+    y = x * 2
+    y[0] = 1  # <- error
+    return y
+
+
+def in_place_add(x):
+    y = x * 2
+    y += 1  # <- error
+    return y
+
+
+def in_place_multiply(x):
+    x *= 3  # <- error
+    return x
+
+
+def reshape(x):
+    return x.reshape(2, 2)  # <- error
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [slicing, integer_index, boolean_mask_index, item_assignment, in_place_add, in_place_multiply, reshape],
+    ids=lambda f: f.__name__,
+)
+def test_trace_error_unsupported_indexing_and_mutation_names_the_line(fn: Callable[..., Any]) -> None:
+    _raises_at_marker(fn, fusec.UnsupportedError)
+
+
+def test_trace_error_in_place_leaves_the_input_unchanged() -> None:
+    x = np.arange(4.0)
+    with pytest.raises(fusec.UnsupportedError):
+        fusec.fuse(in_place_multiply)(x)
+    assert (x == np.arange(4.0)).all()
+
+
+# --- functions, arguments and values ------------------------------------------------------------
+def asarray_of_traced(x):
+    return np.asarray(x) + 1  # <- error
+
+
+def cumsum(x):
+    return np.cumsum(x)  # <- error
+
+
+def matmul(x):
+    return x @ x  # <- error
+
+
+def captured_array(x):
+    return x + CAPTURED  # <- error
+
+
+def one_argument_where(x):
+    return np.where(x > 1)  # <- error
+
+
+def out_inside(x):
+    y = x * 2
+    np.add(x, 1, out=y)  # <- error
+    return y
+
+
+def where_kwarg_inside(x):
+    return np.exp(x, where=x > 0)  # <- error
+
+
+def ufunc_accumulate(x):
+    return np.add.accumulate(x)  # <- error
+
+
+def sum_with_initial(x):
+    return np.sum(x, initial=1.0)  # <- error
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        asarray_of_traced,
+        cumsum,
+        matmul,
+        captured_array,
+        one_argument_where,
+        out_inside,
+        where_kwarg_inside,
+        ufunc_accumulate,
+        sum_with_initial,
+    ],
+    ids=lambda f: f.__name__,
+)
+def test_trace_error_unsupported_function_names_the_line(fn: Callable[..., Any]) -> None:
+    _raises_at_marker(fn, fusec.TraceError)
+
+
+UNSUPPORTED_UFUNC = next(
+    u for u in (np.ldexp, np.heaviside, np.logaddexp, np.nextafter, np.gcd) if u.__name__ not in by_numpy_name()
+)
+
+
+def unsupported_ufunc(x):
+    return UNSUPPORTED_UFUNC(x, x)  # <- error
+
+
+def test_trace_error_ufunc_not_in_the_op_table_names_it_and_the_line() -> None:
+    error = _raises_at_marker(unsupported_ufunc, fusec.UnsupportedError)
+    assert UNSUPPORTED_UFUNC.__name__ in str(error)
+
+
+def complex_scalar(x):
+    return x * (1 + 2j)  # <- error
+
+
+def test_trace_error_complex_scalar_is_type_error_at_the_line() -> None:
+    _raises_at_marker(complex_scalar, fusec.FusecTypeError, match="complex")
+
+
+def no_loop(x):
+    return np.bitwise_and(x, x)  # <- error
+
+
+def test_trace_error_no_loop_for_dtype_is_type_error_at_the_line() -> None:
+    with pytest.raises(TypeError):
+        np.bitwise_and(np.arange(4.0), np.arange(4.0))
+    _raises_at_marker(no_loop, fusec.FusecTypeError)
+
+
+def returns_none(x):
+    y = x + 1  # noqa: F841 - forgot to return y
+
+
+def test_trace_error_returning_none_is_a_trace_error() -> None:
+    with pytest.raises(fusec.TraceError, match="None"):
+        fusec.fuse(returns_none)(np.arange(4.0))
+
+
+def test_trace_error_list_argument_names_the_argument_and_call_line() -> None:
+    fused = fusec.fuse(lambda values: values * 2)
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.raises(fusec.FusecTypeError) as info:
+        fused([1.0, 2.0])
+    assert "'values'" in str(info.value)
+    assert f"{THIS_FILE}:{line}" in str(info.value)
+
+
+def test_trace_error_bad_out_on_the_call_is_type_error() -> None:
+    fused = fusec.fuse(lambda a: a * 2)
+    with pytest.raises(fusec.FusecTypeError):
+        fused(np.arange(4.0), out=3.0)
+
+
+# --- errors NumPy raises too: the fusec error is also NumPy's class -----------------------------
+def broadcast_mismatch(x, y):
+    z = x * 2
+    return z + y  # <- error
+
+
+def bad_axis(x):
+    return np.sum(x, axis=2)  # <- error
+
+
+def duplicate_axis(x):
+    return np.max(x, axis=(1, -1))  # <- error
+
+
+def overflowing_int(x):
+    return x + 300  # <- error
+
+
+def argmax_tuple_axis(x):
+    return np.argmax(x, axis=(0,))  # <- error
+
+
+NUMPY_ERRORS = [
+    (broadcast_mismatch, ValueError, fusec.FusecValueError, (np.ones((3, 2)), np.ones(4))),
+    (bad_axis, np.exceptions.AxisError, fusec.FusecAxisError, (np.ones((3, 2)),)),
+    (duplicate_axis, ValueError, fusec.FusecValueError, (np.ones((3, 2)),)),
+    (overflowing_int, OverflowError, fusec.FusecOverflowError, (np.ones(3, np.uint8),)),
+    (argmax_tuple_axis, TypeError, fusec.FusecTypeError, (np.ones((3, 2)),)),
+]
+
+
+@pytest.mark.parametrize("fn, numpy_error, fusec_error, args", NUMPY_ERRORS, ids=lambda v: getattr(v, "__name__", ""))
+def test_trace_error_where_numpy_raises_is_numpy_class_at_the_line(
+    fn: Callable[..., Any], numpy_error: type[BaseException], fusec_error: type[BaseException], args: tuple
+) -> None:
+    with pytest.raises(numpy_error):
+        fn(*args)
+    error = _raises_at_marker(fn, fusec_error, *args)
+    assert isinstance(error, numpy_error)
+
+
+def helper_with_error(x):
+    return x[::2]  # <- error
+
+
+def test_trace_error_inside_a_helper_names_the_helper_line() -> None:
+    def outer(x):
+        return helper_with_error(x) + 1
+
+    with pytest.raises(fusec.UnsupportedError) as info:
+        fusec.fuse(outer)(np.arange(4.0))
+    assert f"{THIS_FILE}:{_marked_line(helper_with_error)}" in str(info.value)
