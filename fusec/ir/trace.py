@@ -30,7 +30,7 @@ from fusec.errors import (
 from fusec.ir import dtypes
 from fusec.ir.graph import Node, make_node
 from fusec.ir.infer import normalize_axes
-from fusec.ir.ops import OPS, Kind
+from fusec.ir.ops import OPS
 
 _UFUNC_OPS = {op.ufunc.__name__: op for op in OPS.values() if op.ufunc is not None}
 _UFUNC_OPS["true_divide"] = OPS["div"]  # CuPy's divide is named cupy_true_divide (NumPy 2's is "divide")
@@ -276,19 +276,7 @@ def _divide_by_count(total: Node, count: Node) -> Node:
 
 
 def _count(x: Node, axes: tuple[int, ...]) -> Node:
-    """The element count of ``x`` over ``axes``, as a ``size`` node of the function's inputs where one
-    has those extents (so the count depends on shapes only, never on an intermediate)."""
-    stack, seen = [x], set()
-    while stack:
-        n = stack.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        aligned = n.ndim - x.ndim
-        if n.op == "input" and aligned == 0 and all(n.shape[a] == x.shape[a] for a in axes):
-            return _node("size", [n], {"axes": list(axes)}, dtype=dtypes.FLOAT64)
-        if n.kind is Kind.ELEMENTWISE or n.op == "broadcast_to":
-            stack.extend(o for o in n.operands if o.ndim == n.ndim)
+    """The element count of ``x`` over ``axes`` (canonicalize re-points it at an input)."""
     return _node("size", [x], {"axes": list(axes)}, dtype=dtypes.FLOAT64)
 
 

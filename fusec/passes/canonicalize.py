@@ -34,10 +34,14 @@ def _keep_if_int(node: Node, x: Node) -> Node | None:
 
 
 def _structural_key(node: Node, memo: dict[Node, tuple]) -> tuple:
+    """Sort key of an operand; its first item says "constant expression" (a constant, or an op over
+    constants only that fold will turn into one), so constants stay last after folding too."""
     key = memo.get(node)
     if key is None:
-        key = (node.op == "const", node.op, str(node.dtype), node.shape, repr(node.attrs),
-               tuple(_structural_key(o, memo) for o in node.operands))
+        operand_keys = tuple(_structural_key(o, memo) for o in node.operands)
+        constant = node.op == "const" or (node.kind is not Kind.SOURCE and bool(operand_keys)
+                                          and all(k[0] for k in operand_keys))
+        key = (constant, node.op, str(node.dtype), node.shape, repr(node.attrs), operand_keys)
         memo[node] = key
     return key
 
@@ -45,8 +49,15 @@ def _structural_key(node: Node, memo: dict[Node, tuple]) -> tuple:
 _KEYS: dict[Node, tuple] = {}
 
 
+# NumPy's float maximum/minimum/fmax/fmin pick an operand by position when both are zeros
+# (np.maximum(-0.0, 0.0) and np.maximum(0.0, -0.0) differ), so swapping them is not exact.
+_ORDER_SENSITIVE_FLOAT = frozenset({"maximum", "minimum", "fmax", "fmin"})
+
+
 def _sorted_operands(node: Node) -> Node | None:
     if not node.opdef.commutative:
+        return None
+    if node.op in _ORDER_SENSITIVE_FLOAT and node.dtype.kind == "f":
         return None
     keys = [_structural_key(o, _KEYS) for o in node.operands]
     if keys == sorted(keys):
@@ -55,7 +66,7 @@ def _sorted_operands(node: Node) -> Node | None:
     return make_node(node.op, [node.operands[i] for i in order], dict(node.attrs), loc=node.loc)
 
 
-def _keepdims_form(node: Node) -> Node | None:
+def keepdims_form(node: Node) -> Node | None:
     if node.kind is not Kind.REDUCTION or node.attr("keepdims"):
         return None
     axes = list(node.attr("axes"))
@@ -63,9 +74,20 @@ def _keepdims_form(node: Node) -> Node | None:
     return make_node("squeeze", [kept], {"axes": axes}, loc=node.loc) if axes else kept
 
 
+def _exact_widening(src: np.dtype, dst: np.dtype) -> bool:
+    """Whether every value of ``src`` survives a cast to ``dst``. NumPy calls int64 -> float64
+    "safe" although 2**53 + 1 does not survive it, so integer -> float also needs the mantissa."""
+    if not np.can_cast(src, dst, "safe"):
+        return False
+    if src.kind in "iu" and dst.kind == "f":
+        value_bits = 8 * src.itemsize - (1 if src.kind == "i" else 0)
+        return np.finfo(dst).nmant + 1 >= value_bits
+    return True
+
+
 def _cast_round_trip(node: Node, x: Node, **_: Node) -> Node | None:
     wide = node.operands[0]
-    if x.dtype == node.dtype and np.can_cast(x.dtype, wide.dtype, "safe") and x.shape == node.shape:
+    if x.dtype == node.dtype and _exact_widening(x.dtype, wide.dtype) and x.shape == node.shape:
         return x
     return None
 
@@ -99,11 +121,46 @@ def _identity_layout(node: Node, x: Node) -> Node | None:
     return _keep(node, x)
 
 
+def shape_source(x: Node, axes: tuple[int, ...]) -> Node | None:
+    """A function input with the extents of ``x`` on ``axes`` (under every binding of the same
+    signature), found through same-rank elementwise ops, broadcasts and reductions over other axes."""
+    stack, seen = [x], set()
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op == "input":
+            return n
+        same_rank = [o for o in n.operands if o.ndim == x.ndim and all(o.shape[a] == x.shape[a] for a in axes)]
+        if n.kind is Kind.ELEMENTWISE or n.op == "broadcast_to":
+            stack.extend(same_rank)
+        elif n.kind is Kind.REDUCTION and n.attr("keepdims") and not set(n.attr("axes")) & set(axes):
+            stack.extend(same_rank)
+    return None
+
+
+def size_of_input(node: Node, x: Node) -> Node | None:
+    """``size`` reads only a shape: point it at an input (so it depends on no intermediate), or make
+    it a constant when no input carries those extents."""
+    if x.op == "input":
+        return None
+    axes = tuple(node.attr("axes"))
+    src = shape_source(x, axes)
+    if src is not None:
+        return make_node("size", [src], dict(node.attrs), dtype=node.dtype, loc=node.loc)
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    return make_node("const", (), {"value": count}, dtype=node.dtype, loc=node.loc)
+
+
 RULES: list[Rule] = [
+    Rule("size reads an input's shape", P("size", x), size_of_input),
     Rule("commutative operands in canonical order", P(where=lambda n: n.opdef.commutative),
          lambda node: _sorted_operands(node)),
     Rule("reduction in keepdims form", P(where=lambda n: n.kind is Kind.REDUCTION),
-         lambda node: _keepdims_form(node)),
+         lambda node: keepdims_form(node)),
     Rule("x * 1 -> x", P("mul", x, const(1)), _keep),
     Rule("x / 1 -> x", P("div", x, const(1)), _keep),
     Rule("x + (-0.0) -> x", P("add", x, const(-0.0)), lambda node, x: _keep(node, x) if not _is_int(node) else None),
@@ -119,7 +176,8 @@ RULES: list[Rule] = [
          lambda node, x: _keep(node, x)),
     Rule("~~x -> x", P("invert", P("invert", x)), _keep),
     Rule("abs(abs(x)) -> abs(x)", P("abs", P("abs", x, name="inner")), lambda node, x, inner: inner),
-    Rule("abs(-x) -> abs(x)", P("abs", P("neg", x)), lambda node, x: make_node("abs", [x], loc=node.loc)),
+    Rule("abs(-x) -> abs(x) (not unsigned: there abs is the identity and -x wraps)", P("abs", P("neg", x)),
+         lambda node, x: make_node("abs", [x], loc=node.loc) if node.dtype.kind != "u" else None),
     Rule("pow(x, 2) -> square(x)", P("pow", x, const(2, name="c")), _square),
     Rule("where(c, x, x) -> x", P("where", c, x, x), lambda node, c, x: _keep(node, x)),
     Rule("cast to its own dtype -> x", P("cast", x), _keep),

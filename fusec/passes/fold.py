@@ -21,8 +21,11 @@ def _fold(node: Node) -> Node:
     if not all(o.op == "const" for o in node.operands):
         return node
     args = [np.asarray(o.attr("value"), dtype=o.dtype) for o in node.operands]
-    with np.errstate(all="ignore"):
-        value = np.asarray(evaluate_node(np, node, args))
+    try:
+        with np.errstate(all="ignore"):
+            value = np.asarray(evaluate_node(np, node, args))
+    except (ValueError, ArithmeticError):  # NumPy raises (an integer to a negative power): so must the run
+        return node
     return make_node("const", (), {"value": value.item()}, dtype=node.dtype, loc=node.loc)
 
 

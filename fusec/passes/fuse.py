@@ -23,19 +23,20 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from fusec.ir.graph import Graph, Node, Region, make_node, make_regions, rewrite
+from fusec.ir.graph import Graph, Node, Region, make_regions, rewrite
 from fusec.ir.ops import Kind
 from fusec.passes import policy
+from fusec.passes.canonicalize import keepdims_form, size_of_input
 from fusec.passes.manager import register
-from fusec.passes.space import RegionSpace, Refusal, region_space
+from fusec.passes.space import Refusal, RegionSpace, region_space
 
 
-def _keepdims_form(node: Node) -> Node:
-    if node.kind is not Kind.REDUCTION or node.attr("keepdims"):
-        return node
-    axes = list(node.attr("axes"))
-    kept = make_node(node.op, node.operands, {"axes": axes, "keepdims": True}, loc=node.loc)
-    return make_node("squeeze", [kept], {"axes": axes}, loc=node.loc) if axes else kept
+def _fusion_form(node: Node) -> Node:
+    """What fusion needs of every graph, canonicalized or not: reductions in keepdims form, and
+    ``size`` nodes that read an input's shape rather than an intermediate."""
+    if node.op == "size":
+        return size_of_input(node, node.operands[0]) or node
+    return keepdims_form(node) or node
 
 
 @dataclass
@@ -88,7 +89,7 @@ class _Partition:
     def quotient(self) -> nx.DiGraph:
         q = nx.DiGraph()
         q.add_nodes_from(self.groups)
-        for gid, grp in self.groups.items():
+        for gid in self.groups:
             for o in self.reads_outside(gid):
                 src = self.owner.get(o)
                 if src is not None and src != gid:
@@ -102,12 +103,14 @@ class _Partition:
         # every node the candidate writes must be written once per element
         inside = set(nodes)
         others = [grp for g, grp in self.groups.items() if g not in exclude]
+        n_written = 0
         for n in nodes:
             if self.owner.get(n) not in exclude:
                 continue  # computed here only as a recomputed copy; its owner writes it
             read_elsewhere = any(n in u.operands and n not in grp.nodes for grp in others for u in grp.nodes)
             if not (n in self.returned or read_elsewhere):
                 continue
+            n_written += 1
             if space.reduced:
                 ok = space.covers_all_axes(n) or (space.covers_kept_axes(n) and not space.varies_along_reduction(n))
             else:
@@ -116,7 +119,7 @@ class _Partition:
                 raise Refusal(f"{self.names[n]} ({n.op}, shape {list(n.shape)}) would be written more than once "
                               f"per element in a kernel over {list(space.shape)}")
         n_arrays = len({o for m in nodes for o in m.operands if o not in inside and o.op not in ("const", "size")})
-        reason = policy.over_budget(nodes, space, n_arrays + len(nodes))
+        reason = policy.over_budget(nodes, space, n_arrays + n_written)  # intermediates stay in registers
         if reason:
             raise Refusal(reason)
         return space
@@ -282,5 +285,5 @@ def partition(graph: Graph) -> Graph:
 
 @register("fuse", "partition into kernels (pointwise, reduce-all, rows, cols) with the reason for every split")
 def fuse(graph: Graph) -> Graph:
-    graph = rewrite(graph, _keepdims_form)
+    graph = rewrite(graph, _fusion_form)
     return partition(graph)

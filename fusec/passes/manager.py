@@ -8,8 +8,8 @@ graph after each one, and can hand each intermediate graph to a ``dump`` callbac
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from fusec.errors import FusecValueError
 from fusec.ir.graph import Graph
@@ -71,3 +71,21 @@ def run_pipeline(graph: Graph, names: Iterable[str] = DEFAULT_PIPELINE, *, check
         if dump is not None:
             dump(p.name, graph)
     return graph
+
+
+def optimize_text(text: str, passes: Iterable[str] | str = DEFAULT_PIPELINE, filename: str | None = None, *,
+                  check: bool = True, dump: Callable[[str, Graph], None] | None = None) -> str:
+    """Parse IR ``text`` (one ``func``), run ``passes`` (names, or ``"a,b,c"``), print the result.
+
+    The one code path of ``fusec opt`` and of the ``tests/passes/cases/*.fir`` driver: ``parse``
+    (a :class:`ParseError` naming ``filename`` and the line for bad text), :func:`run_pipeline`
+    (verifying before and after each pass unless ``check`` is false; ``dump`` as there), then
+    ``print_graph``. Unknown pass names fail before the text is parsed.
+    """
+    from fusec.ir.text import parse, print_graph
+
+    names = [n.strip() for n in passes.split(",") if n.strip()] if isinstance(passes, str) else list(passes)
+    for name in names:
+        get_pass(name)
+    graph = parse(text, filename=filename)
+    return print_graph(run_pipeline(graph, names, check=check, dump=dump))

@@ -9,8 +9,9 @@ easier to say in Python, such as "only for integer dtypes").
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from fusec.ir.graph import Node
 
@@ -20,11 +21,11 @@ class P:
     """A pattern: ``op`` (None matches any op), operand sub-patterns, a capture name, a predicate."""
 
     op: str | None = None
-    args: tuple["P", ...] | None = None
+    args: tuple[P, ...] | None = None
     name: str | None = None
     where: Callable[[Node], bool] | None = None
 
-    def __init__(self, op: str | None = None, *args: "P", name: str | None = None,
+    def __init__(self, op: str | None = None, *args: P, name: str | None = None,
                  where: Callable[[Node], bool] | None = None):
         object.__setattr__(self, "op", op)
         object.__setattr__(self, "args", tuple(args) if args else None)

@@ -7,7 +7,7 @@ and explained here rather than scattered through the pass.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind

@@ -16,8 +16,8 @@ kernel makes before it can compute it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
@@ -170,12 +170,15 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
     propagate()
     # parts of the region not connected to the seed (siblings that only share inputs, such as
     # x.sum(0) beside x.max(0)) run along the region axes in place when their shapes allow it
+    seeded = {seed}
     while True:
-        loose = next((n for n in members if all(a is None for a in (op_maps.get(n) or maps[n]))
+        loose = next((n for n in members if n not in seeded
+                      and all(a is None for a in (op_maps[n] if n in op_maps else maps[n]))
                       and (n.operands[0].shape == shape and tuple(n.attr("axes")) == reduced
                            if n.kind is Kind.REDUCTION else n.shape == shape and n.ndim > 0)), None)
         if loose is None:
             break
+        seeded.add(loose)
         (op_maps if loose.kind is Kind.REDUCTION else maps)[loose] = list(range(len(shape)))
         propagate()
 

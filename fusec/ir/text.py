@@ -1,0 +1,415 @@
+"""The IR's text form: :func:`print_graph` prints a graph canonically, :func:`parse` reads it back.
+
+``parse(print_graph(g)) == g`` (the very node objects: nodes are interned) and, for canonical text,
+``print_graph(parse(t)) == t``::
+
+    func @softmax(%x: f32[8192,8192]) -> f32[8192,8192] {
+      %0 = max %x {axes=[1], keepdims=true} : f32[8192,1]
+      %1 = sub %x, %0 : f32[8192,8192]
+      ...
+      return %4
+    }
+
+Inputs are named by their ``name`` attribute, every other node ``%0, %1, ...`` in printed order
+(:func:`node_names`). After fusion the nodes of each region sit in a block
+``kernel @k1 pointwise recomputes %0 { ... }``; a node in several regions is printed in the first and
+named in the header of the others; ``no kernels`` marks a partitioned graph with no regions
+(``regions == ()``). ``# comments`` and blank lines are ignored. The parser builds every node
+through ``make_node`` and checks each ``: type`` annotation against the inferred one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from fusec.errors import FusecError, ParseError, VerifyError
+from fusec.ir import dtypes
+from fusec.ir.graph import Graph, Node, Region, make_node, make_regions
+from fusec.ir.infer import Shape
+from fusec.ir.ops import OPS
+
+REGION_KINDS = ("pointwise", "reduce-all", "rows", "cols")
+_BARE_GLOBAL = re.compile(r"[A-Za-z0-9_.]+\Z")
+_TOKEN = re.compile(r"""
+    (?P<ws>\s+) | (?P<comment>\#.*)
+  | (?P<name>%[A-Za-z0-9_.]+)
+  | (?P<global>@(?:"(?:[^"\\]|\\.)*"|[A-Za-z0-9_.]+))
+  | (?P<str>"(?:[^"\\]|\\.)*")
+  | (?P<num>[-+](?:inf|nan)\b|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*)
+  | (?P<punct>->|[()\[\]{},:=])
+""", re.VERBOSE)
+_WORDS = {"true": True, "false": False, "none": None, "inf": float("inf"), "nan": float("nan")}
+_Block = tuple[Region | None, list[Node]]
+
+# --- printing ----------------------------------------------------------------------------------
+
+
+def _layout(graph: Graph) -> tuple[list[_Block], dict[Node, str], str | None]:
+    """The printed blocks (region or None for top level, its nodes), the names, and a problem if the
+    regions cannot be printed in the order given (a block reads a node printed after it)."""
+    index = {n: i for i, n in enumerate(graph.nodes)}
+    body = [n for n in graph.nodes if n.op != "input"]
+    blocks: list[_Block] = []
+    if graph.regions is None:
+        blocks.append((None, body))
+    else:
+        home: dict[Node, Region] = {}
+        for r in graph.regions:
+            for n in r.nodes:
+                if n in index and n.op != "input":
+                    home.setdefault(n, r)
+        printed: set[Node] = set()
+        for r in graph.regions:
+            own = [n for n in dict.fromkeys(r.nodes) if home.get(n) is r]
+            own.sort(key=index.__getitem__)
+            needed, stack, seen = [], [o for n in own for o in n.operands], set(own)
+            while stack:  # top-level nodes this block reads, directly or through other nodes
+                n = stack.pop()
+                if n in seen or n in printed or n.op == "input":
+                    continue
+                seen.add(n)
+                if n not in home:
+                    needed.append(n)
+                stack.extend(n.operands)
+            if needed:
+                blocks.append((None, sorted(needed, key=index.__getitem__)))
+            blocks.append((r, own))
+            printed.update(needed, own)
+        rest = [n for n in body if n not in printed]
+        if rest:
+            blocks.append((None, rest))
+    names = {n: "%" + str(n.attr("name", "?")) for n in graph.nodes if n.op == "input"}
+    for i, n in enumerate(n for _, nodes in blocks for n in nodes):
+        names[n] = f"%{i}"
+    problem, defined = None, {n for n in graph.nodes if n.op == "input"}
+    for r, nodes in blocks:
+        for n in nodes:
+            late = [o for o in n.operands if o not in defined]
+            if late and problem is None:
+                where = f"kernel {_global(r.name)}" if r else "top level"
+                problem = (f"regions are not in dependency order: {names[n]} ({n.op}) in {where} reads "
+                           f"{names.get(late[0], '?')}, which is printed after it")
+            defined.add(n)
+    return blocks, names, problem
+
+
+def node_names(graph: Graph) -> dict[Node, str]:
+    """Each node's text name: ``%x`` for an input named ``x``, ``%0, %1, ...`` for the others in
+    printed order (``graph.nodes`` order when there are no regions)."""
+    return _layout(graph)[1]
+
+
+def _type(dt: np.dtype, shape: Shape) -> str:
+    return f"{dtypes.short(dt)}[{','.join(map(str, shape))}]"
+
+
+def _global(name: str) -> str:
+    return "@" + (name if _BARE_GLOBAL.match(name) else json.dumps(name))
+
+
+def _value(v: object) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (tuple, list)):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, str):
+        return json.dumps(v)
+    if v is None:
+        return "none"
+    if isinstance(v, float):
+        return repr(float(v))
+    return str(v)
+
+
+def _attrs(attrs: tuple[tuple[str, object], ...], skip: tuple[str, ...]) -> str:
+    items = [f"{k}={_value(v)}" for k, v in attrs if k not in skip]
+    return " {" + ", ".join(items) + "}" if items else ""
+
+
+def _line(node: Node, names: dict[Node, str]) -> str:
+    text = f"{names[node]} = {node.op}"
+    if node.op == "const":
+        v = node.attr("value")
+        text += " " + (str(node.dtype.type(v)) if node.dtype.kind == "f" else _value(v))
+    if node.operands:
+        text += " " + ", ".join(names[o] for o in node.operands)
+    attrs = _attrs(node.attrs, ("value",) if node.op == "const" else ())
+    return f"{text}{attrs} : {_type(node.dtype, node.shape)}"
+
+
+def print_graph(graph: Graph) -> str:
+    """The canonical text of ``graph`` (no trailing newline)."""
+    blocks, names, problem = _layout(graph)
+    if problem:
+        raise VerifyError(problem, loc=f"func {_global(graph.name)}")
+    sig = ", ".join(f"{names[n]}: {_type(n.dtype, n.shape)}{_attrs(n.attrs, ('name', 'index'))}"
+                    for n in graph.inputs)
+    outs = [_type(n.dtype, n.shape) for n in graph.outputs]
+    lines = [f"func {_global(graph.name)}({sig}) -> "
+             f"{outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'} {{"]
+    placed: set[Node] = set()
+    for region, nodes in blocks:
+        if region is None:
+            lines += ["  " + _line(n, names) for n in nodes]
+            continue
+        again = [names[n] for n in dict.fromkeys(region.nodes) if n in placed]
+        lines.append(f"  kernel {_global(region.name)} {region.kind}"
+                     + (" recomputes " + ", ".join(again) if again else "") + " {")
+        lines += ["    " + _line(n, names) for n in nodes]
+        lines.append("  }")
+        placed.update(nodes)
+    if graph.regions == ():
+        lines.append("  no kernels")  # partitioned, with nothing to run: not the same as unpartitioned
+    lines.append(("  return " + ", ".join(names[n] for n in graph.outputs)).rstrip())
+    lines.append("}")
+    return "\n".join(lines)
+
+
+# --- parsing -----------------------------------------------------------------------------------
+
+
+class _Line:
+    """The tokens of one line and a cursor over them."""
+
+    def __init__(self, text: str, lineno: int, loc: str):
+        self.lineno, self.loc, self.toks, self.i, pos = lineno, loc, [], 0, 0
+        while pos < len(text):
+            m = _TOKEN.match(text, pos)
+            if m is None:
+                raise self.error(f"unexpected character {text[pos]!r}")
+            if m.lastgroup not in ("ws", "comment"):
+                self.toks.append((m.lastgroup, m.group()))
+            pos = m.end()
+        self.toks.append(("end", ""))
+
+    def error(self, message: str, hint: str | None = None) -> ParseError:
+        return ParseError(f"line {self.lineno}: {message}", loc=self.loc, hint=hint)
+
+    def peek(self, kind: bool = False) -> str:
+        return self.toks[self.i][0 if kind else 1]
+
+    def take(self, kind: str | None = None, text: str | None = None) -> str:
+        tok_kind, tok = self.toks[self.i]
+        if (kind and tok_kind != kind) or (text and tok != text):
+            expected = repr(text) if text else f"a {kind}"
+            raise self.error(f"expected {expected}, found {repr(tok) if tok else 'end of line'}")
+        self.i += 1
+        return tok
+
+    def accept(self, text: str) -> bool:
+        if self.peek() != text:
+            return False
+        self.i += 1
+        return True
+
+    def end(self) -> None:
+        if self.peek(kind=True) != "end":
+            raise self.error(f"unexpected {self.peek()!r}")
+
+    def seq(self, close: str, item: Callable[[], Any]) -> list[Any]:
+        """``item, item, ...`` up to the token ``close`` (the opening one already taken)."""
+        out: list[Any] = []
+        while not self.accept(close):
+            if out:
+                self.take(text=",")
+            out.append(item())
+        return out
+
+    def global_name(self) -> str:
+        tok = self.take("global")[1:]
+        return json.loads(tok) if tok.startswith('"') else tok
+
+    def dim(self) -> int:
+        tok = self.take("num")
+        if not tok.isdigit():
+            raise self.error(f"bad dimension {tok!r}")
+        return int(tok)
+
+    def type(self) -> tuple[np.dtype, Shape]:
+        name = self.take("ident")
+        if name not in dtypes.FROM_SHORT:
+            raise self.error(f"unknown dtype {name!r}", hint="dtypes: " + ", ".join(dtypes.FROM_SHORT))
+        self.take(text="[")
+        return dtypes.FROM_SHORT[name], tuple(self.seq("]", self.dim))
+
+    def value(self) -> Any:
+        kind, tok = self.toks[self.i]
+        self.i += 1
+        if tok == "[":
+            return tuple(self.seq("]", self.value))
+        if kind == "num":
+            return float(tok) if any(c in tok for c in ".eEin") else int(tok)
+        if kind == "str":
+            return json.loads(tok)
+        if kind == "ident" and tok in _WORDS:
+            return _WORDS[tok]
+        raise self.error(f"expected a value, found {repr(tok) if tok else 'end of line'}")
+
+    def attrs(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+
+        def item() -> None:
+            key = self.take("ident")
+            if key in out:
+                raise self.error(f"attribute {key!r} given twice")
+            self.take(text="=")
+            out[key] = self.value()
+
+        if self.accept("{"):
+            self.seq("}", item)
+        return out
+
+    def names(self, env: dict[str, Node]) -> list[Node]:
+        """``%a, %b, ...`` (possibly none), each defined in ``env``."""
+        out: list[Node] = []
+        while self.peek(kind=True) == "name":
+            name = self.take("name")
+            if name not in env:
+                raise self.error(f"{name} is not defined")
+            out.append(env[name])
+            if not self.accept(","):
+                break
+            if self.peek(kind=True) != "name":
+                self.take("name")  # a trailing comma: report what came instead
+        return out
+
+
+def parse(text: str, filename: str | None = None) -> Graph:
+    """The graph that ``text`` (one ``func``) describes; :class:`ParseError` naming the line if bad."""
+    src = filename or "<fir>"
+    lines = [(i, t) for i, t in enumerate(text.splitlines(), 1) if t.split("#", 1)[0].strip()]
+    if not lines:
+        raise ParseError("line 1: expected 'func @name(...) -> ... {'", loc=f"{src}:1")
+    toks = [_Line(t, i, f"{src}:{i}") for i, t in lines]
+    head = toks[0]
+    head.take(text="func")
+    name = head.global_name()
+    head.take(text="(")
+    env: dict[str, Node] = {}
+    inputs: list[Node] = []
+
+    def param() -> None:
+        arg = head.take("name")
+        head.take(text=":")
+        dt, shape = head.type()
+        if arg in env:
+            raise head.error(f"{arg} is already defined")
+        attrs = {**head.attrs(), "name": arg[1:], "index": len(inputs)}
+        env[arg] = make_node("input", (), attrs, dtype=dt, shape=shape, loc=head.loc)
+        inputs.append(env[arg])
+
+    head.seq(")", param)
+    head.take(text="->")
+    out_types = head.seq(")", head.type) if head.accept("(") else [head.type()]
+    head.take(text="{")
+    head.end()
+
+    defined_at: dict[str, int] = {}
+    kernels: list[tuple[str, str, list[Node]]] | None = []  # None after 'no kernels'
+    kernel: list[Node] | None = None
+    outputs: list[Node] | None = None
+    closed = None
+    for ln in toks[1:]:
+        if closed is not None:
+            raise ln.error("text after the end of the function")
+        first = ln.peek()
+        if outputs is not None and first != "}":
+            raise ln.error("statement after return")
+        if first == "}":
+            ln.take()
+            ln.end()
+            if kernel is not None:
+                kernel = None
+            else:
+                closed = ln
+        elif first == "kernel":
+            ln.take()
+            if kernels is None:
+                raise ln.error("kernel after 'no kernels'")
+            if kernel is not None:
+                raise ln.error("kernel blocks do not nest")
+            kname = ln.global_name()
+            if any(k[0] == kname for k in kernels):
+                raise ln.error(f"kernel @{kname} is already defined")
+            kind = ln.take("ident")
+            if kind not in REGION_KINDS:
+                raise ln.error(f"unknown region kind {kind!r}", hint="kinds: " + ", ".join(REGION_KINDS))
+            kernel = ln.names(env) if ln.accept("recomputes") else []
+            ln.take(text="{")
+            ln.end()
+            kernels.append((kname, kind, kernel))
+        elif first == "no":
+            ln.take()
+            ln.take(text="kernels")
+            ln.end()
+            if kernel is not None or kernels:
+                raise ln.error("'no kernels' after a kernel block")
+            kernels = None
+        elif first == "return":
+            ln.take()
+            if kernel is not None:
+                raise ln.error("return inside a kernel block")
+            outputs = ln.names(env)
+            ln.end()
+            got = [(n.dtype, n.shape) for n in outputs]
+            if got != out_types:
+                raise ln.error(f"returns ({', '.join(_type(*t) for t in got)}) but the signature says "
+                               f"({', '.join(_type(*t) for t in out_types)})")
+        elif ln.toks and ln.toks[0][0] == "name":
+            node = _parse_node(ln, env, defined_at)
+            if kernel is not None:
+                kernel.append(node)
+        else:
+            raise ln.error(f"unexpected {first!r}")
+    if closed is None:
+        raise toks[-1].error("missing '}' at the end of the function")
+    if outputs is None:
+        raise closed.error("missing return")
+    graph = Graph(name, tuple(inputs), tuple(outputs))
+    if kernels is None:
+        return Graph(name, graph.inputs, graph.outputs, ())
+    if not kernels:
+        return graph
+    index = {n: i for i, n in enumerate(graph.nodes)}
+    specs = [(k, kind, sorted((n for n in set(ns) if n in index), key=index.__getitem__))
+             for k, kind, ns in kernels]
+    return Graph(name, graph.inputs, graph.outputs, make_regions(specs, graph.users, graph.outputs))
+
+
+def _parse_node(ln: _Line, env: dict[str, Node], defined_at: dict[str, int]) -> Node:
+    name = ln.take("name")
+    if name in env:
+        where = f" (line {defined_at[name]})" if name in defined_at else " (an input)"
+        raise ln.error(f"{name} is already defined{where}")
+    ln.take(text="=")
+    op = ln.take("ident")
+    if op not in OPS:
+        raise ln.error(f"unknown op {op!r}")
+    if op == "input":
+        raise ln.error("inputs are declared in the signature, not as nodes")
+    value = ln.value() if op == "const" else None
+    operands = ln.names(env)
+    attrs = ln.attrs()
+    if op == "const":
+        attrs["value"] = value
+    ln.take(text=":")
+    dt, shape = ln.type()
+    ln.end()
+    try:
+        node = make_node(op, operands, attrs, dtype=dt if op in ("const", "size", "cast") else None,
+                         loc=ln.loc)
+    except FusecError as exc:
+        raise ln.error(exc.message, hint=exc.hint) from exc
+    except (KeyError, TypeError) as exc:
+        raise ln.error(f"{op}: missing or bad attribute {exc}") from exc
+    if (node.dtype, node.shape) != (dt, shape):
+        raise ln.error(f"type {_type(dt, shape)} does not match the inferred {_type(node.dtype, node.shape)}")
+    env[name] = node
+    defined_at[name] = ln.lineno
+    return node

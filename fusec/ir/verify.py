@@ -1,0 +1,201 @@
+"""The verifier: structural, shape and dtype checks of a graph, and of its regions after fusion.
+
+:func:`verify` collects every problem and raises one :class:`VerifyError` that lists them, one line
+per bad node (named as the printer names it: ``%3 (add): ...``) or bad region (``region @k0: ...``).
+The pass manager runs it after each pass.
+
+Checks:
+- each node: a known op, its arity, a supported dtype, and the (dtype, shape) that ``infer`` gives
+  for its operands and attributes; a ``const`` holds a Python scalar of its dtype; an ``input`` has
+  a ``name`` (an identifier) and an ``index``;
+- the graph: ``inputs`` are ``input`` nodes with distinct names and ``index`` equal to their
+  position; every ``input`` reachable from the outputs is among them; no cycle;
+- regions (when present): known kinds, distinct names; members are nodes of the graph (never an
+  ``input``) listed in ``graph.nodes`` order (so that the text form round-trips); every non-source
+  node is in a region, and only elementwise, layout and source nodes are in several (recomputed);
+  inputs and outputs are what ``make_regions`` gives; the graph of regions is acyclic and the
+  regions are listed in an order where each reads only what earlier ones (or the top level) made.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import networkx as nx
+
+from fusec.errors import FusecError, VerifyError
+from fusec.ir import dtypes
+from fusec.ir.graph import Graph, Node, Region, make_regions, topological
+from fusec.ir.infer import infer
+from fusec.ir.ops import OPS, Kind
+from fusec.ir.text import REGION_KINDS, _global, _layout
+
+_INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
+_GIVEN_DTYPE = ("input", "const", "size", "cast")
+
+
+def verify(graph: Graph) -> None:
+    """Return if ``graph`` is well formed; otherwise raise one :class:`VerifyError` listing every problem."""
+    _, names, order_problem = _layout(graph)
+    problems: list[str] = []
+    for node in graph.nodes:
+        label = f"{names[node]} ({node.op}{', at ' + node.loc if node.loc else ''})"
+        problems += [f"{label}: {p}" for p in _node_problems(node)]
+    problems += _input_problems(graph, names)
+    if not nx.is_directed_acyclic_graph(graph.digraph):
+        cycle = nx.find_cycle(graph.digraph)
+        problems.append("the nodes form a cycle: " + " -> ".join(names.get(a, a.op) for a, _ in cycle))
+    if graph.regions is not None:
+        problems += _region_problems(graph, names)
+        if order_problem and not any("regions form a cycle" in p for p in problems):
+            problems.append(order_problem)
+    if problems:
+        count = f"{len(problems)} problem{'s' if len(problems) > 1 else ''}"
+        raise VerifyError(f"{count} in the IR:\n  " + "\n  ".join(problems),
+                          loc=f"func {_global(graph.name)}")
+
+
+def _type(dt: Any, shape: tuple[int, ...]) -> str:
+    name = dtypes.SHORT_NAMES.get(dt, str(dt))
+    return f"{name}[{','.join(map(str, shape))}]"
+
+
+def _same_scalar(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    return a == b
+
+
+def _node_problems(node: Node) -> list[str]:
+    op = OPS.get(node.op)
+    if op is None:
+        return ["unknown op"]
+    if len(node.operands) != op.arity:
+        return [f"has {len(node.operands)} operands, {node.op} takes {op.arity}"]
+    if node.dtype not in dtypes.SHORT_NAMES:
+        return [f"dtype {node.dtype} is not supported"]
+    attrs = dict(node.attrs)
+    try:
+        given_dtype = node.dtype if node.op in _GIVEN_DTYPE else None
+        given_shape = node.shape if node.op == "input" else None
+        dt, shape = infer(node.op, list(node.operands), attrs, given_dtype, given_shape)
+    except FusecError as exc:
+        return [exc.message]
+    except (KeyError, TypeError) as exc:
+        return [f"missing or bad attribute {exc}"]
+    problems = []
+    if (dt, shape) != (node.dtype, tuple(node.shape)):
+        problems.append(f"has type {_type(node.dtype, node.shape)} but its operands and attributes give "
+                        f"{_type(dt, shape)}")
+    if node.op == "const":
+        value = attrs.get("value")
+        try:
+            ok = _same_scalar(value, dtypes.scalar_constant(value, node.dtype))
+        except (FusecError, TypeError, ValueError):
+            ok = False
+        if not ok:
+            problems.append(f"value {value!r} is not a {dtypes.short(node.dtype)} scalar")
+    if node.op == "input":
+        name, index = attrs.get("name"), attrs.get("index")
+        if not isinstance(name, str) or not _INPUT_NAME.match(name):
+            problems.append(f"name {name!r} is not an identifier")
+        if not isinstance(index, int) or isinstance(index, bool):
+            problems.append(f"index {index!r} is not an int")
+    return problems
+
+
+def _input_problems(graph: Graph, names: dict[Node, str]) -> list[str]:
+    problems = []
+    seen: dict[object, int] = {}
+    for i, node in enumerate(graph.inputs):
+        label = f"{names.get(node, '?')} ({node.op})"
+        if node.op != "input":
+            problems.append(f"{label}: argument {i} is not an input node")
+            continue
+        if node.attr("index") != i:
+            problems.append(f"{label}: has index {node.attr('index')!r} but is argument {i}")
+        name = node.attr("name")
+        if name in seen:
+            problems.append(f"{label}: name {name!r} is also argument {seen[name]}'s")
+        seen.setdefault(name, i)
+    arguments = set(graph.inputs)
+    for node in topological(graph.outputs):
+        if node.op == "input" and node not in arguments:
+            problems.append(f"{names[node]} (input): is used but is not among the graph's inputs")
+    return problems
+
+
+def _region_problems(graph: Graph, names: dict[Node, str]) -> list[str]:
+    assert graph.regions is not None
+    problems: list[str] = []
+    index = {n: i for i, n in enumerate(graph.nodes)}
+    member_of: dict[Node, list[Region]] = {}
+    seen_names: set[str] = set()
+    for r in graph.regions:
+        label = f"region {_global(r.name)}"
+        if r.kind not in REGION_KINDS:
+            problems.append(f"{label}: unknown kind {r.kind!r} (kinds: {', '.join(REGION_KINDS)})")
+        if r.name in seen_names:
+            problems.append(f"{label}: the name is used by another region")
+        seen_names.add(r.name)
+        for n in r.nodes:
+            if n not in index:
+                problems.append(f"{label}: holds a {n.op} node that is not part of the graph")
+            elif n.op == "input":
+                problems.append(f"{label}: holds the input {names[n]}; inputs are never region members")
+            else:
+                member_of.setdefault(n, []).append(r)
+        positions = [index[n] for n in r.nodes if n in index]
+        if positions != sorted(set(positions)):
+            problems.append(f"{label}: nodes are not in graph.nodes order (or repeat)")
+    expected_regions = make_regions([(r.name, r.kind, r.nodes) for r in graph.regions], graph.users,
+                                    graph.outputs)
+    for r, expected in zip(graph.regions, expected_regions):
+        label = f"region {_global(r.name)}"
+        for part in ("inputs", "outputs"):
+            got, want = getattr(r, part), getattr(expected, part)
+            if got != want:
+                problems.append(f"{label}: {part} are ({', '.join(names.get(n, '?') for n in got)}) but "
+                                f"make_regions gives ({', '.join(names.get(n, '?') for n in want)})")
+    for node in graph.nodes:
+        if node.op == "input":
+            continue
+        regions = member_of.get(node, [])
+        label = f"{names[node]} ({node.op})"
+        if not regions and node.kind is not Kind.SOURCE:
+            problems.append(f"{label}: is in no region")
+        if len(regions) > 1 and node.kind not in (Kind.ELEMENTWISE, Kind.LAYOUT, Kind.SOURCE):
+            held = ", ".join(_global(r.name) for r in regions)
+            problems.append(f"{label}: is in regions {held}; only elementwise, layout and source nodes "
+                            "may be recomputed")
+    return problems + _quotient_problems(graph, names, member_of)
+
+
+def _quotient_problems(graph: Graph, names: dict[Node, str],
+                       member_of: dict[Node, list[Region]]) -> list[str]:
+    """A cycle in the graph of groups (regions, and top-level nodes on their own). A region reads a
+    recomputed node that it does not hold from the first region that holds it."""
+    def groups(n: Node) -> list[tuple[str, object]]:
+        return [("region", id(r)) for r in member_of[n]] if n in member_of else [("node", n)]
+
+    label = {("region", id(r)): f"region {_global(r.name)}" for r in graph.regions or ()}
+    quotient = nx.DiGraph()
+    for node in graph.nodes:
+        if node.op == "input":
+            continue
+        mine = groups(node)
+        quotient.add_nodes_from(mine)
+        for operand in node.operands:
+            if operand.op == "input":
+                continue
+            theirs = groups(operand)  # read from outside: from its first region, where it is printed
+            quotient.add_edges_from((theirs[0], g) for g in mine if g not in theirs)
+    if nx.is_directed_acyclic_graph(quotient):
+        return []
+    cycle = [a for a, _ in nx.find_cycle(quotient)]
+    path = [label.get(g) or names.get(g[1], "?") for g in cycle + cycle[:1]]  # type: ignore[call-overload]
+    return ["regions form a cycle: " + " -> ".join(path)]

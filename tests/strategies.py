@@ -1,0 +1,238 @@
+"""Hypothesis strategies for random fusec IR graphs, shared by the IR, pass and codegen tests.
+
+    from tests.strategies import graphs
+
+    @given(graphs())                                        # anything the op table allows
+    def test_...(g): ...
+
+    @given(graphs(dtypes=("f32",), allow_reductions=False))  # f32 pointwise graphs only
+    @given(graphs(ops={"add", "exp", "sum"}))               # only these ops (plus casts and consts)
+
+A graph has 1-``max_inputs`` inputs named ``x, y, z, ...`` whose small shapes (rank 0-``max_rank``,
+dims 0-``max_dim``, size-1 dims for broadcasting, zero-size extents now and then) mostly broadcast
+together, then up to ``max_nodes`` steps, each building one op from the op table over earlier nodes
+(fan-out is common): elementwise ops through one of their NumPy loops (``ufunc_loops``), with
+``cast`` nodes inserted so each operand has the loop's dtype and scalar ``const`` operands now and
+then; reductions over random axes with random ``keepdims``; ``expand_dims``, ``squeeze``,
+``transpose``, ``broadcast_to``; ``cast``; ``size``. It returns 1-``max_outputs`` outputs (sometimes
+an input, sometimes the same node twice). Every node is built with ``make_node``, so every graph
+passes ``verify``; a step that ``make_node`` refuses (a broadcast mismatch, an empty extent for a
+reduction without identity) is skipped, so graphs are never filtered out and generation stays fast.
+
+Every node's dtype is in ``dtypes``: ops whose loops need other dtypes are not drawn, ``where``
+needs ``bool`` among them, ``argmax``/``argmin`` need ``i64``. Values are not controlled: graphs
+may divide by zero, take the log of negatives or cast NaN to an integer
+(``float_to_int_casts=False`` keeps float-to-integer casts out); tests comparing two evaluations
+should mask or compare with ``equal_nan``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+
+import numpy as np
+from hypothesis import strategies as st
+
+from fusec.errors import FusecError
+from fusec.ir import dtypes as fdt
+from fusec.ir.graph import Graph, Node, make_node, make_regions
+from fusec.ir.ops import NO_IDENTITY, OPS, Kind, ufunc_loops
+from fusec.ir.text import REGION_KINDS
+
+__all__ = ["graphs", "partitioned_graphs", "ALL_DTYPES", "FLOAT_DTYPES"]
+
+ALL_DTYPES: tuple[str, ...] = tuple(fdt.SHORT_NAMES.values())
+FLOAT_DTYPES: tuple[str, ...] = ("f16", "f32", "f64")
+_INPUT_NAMES = ("x", "y", "z", "w")
+_DIMS = (1, 2, 3, 4, 5, 1, 2, 3, 0)  # a draw shrinks to the front: 1
+_FLOAT_CONSTS = (1.0, 0.5, -2.0, 0.0, -0.0, 3.25, 1e-07, float("nan"), float("inf"), float("-inf"))
+_INT_CONSTS = (1, 2, 0, -1, 3, 7, -5, 100)
+
+
+class _Skip(Exception):
+    """This step cannot be built with the choices drawn: try the next one."""
+
+
+@functools.cache
+def _loops(op: str, allowed: frozenset[np.dtype]) -> tuple[tuple[np.dtype, ...], ...]:
+    return tuple(loop for loop in ufunc_loops(OPS[op]) if set(loop) <= allowed)
+
+
+class _Builder:
+    def __init__(self, draw: st.DrawFn, allowed: frozenset[np.dtype], float_to_int_casts: bool,
+                 allow_consts: bool, max_dim: int, allow_empty: bool):
+        self.draw, self.allowed, self.float_to_int = draw, allowed, float_to_int_casts
+        self.allow_consts = allow_consts
+        self.dims = st.sampled_from([d for d in _DIMS if d <= max_dim and (d or allow_empty)] or [1])
+        self.dtype_list = sorted(allowed, key=str)
+        self.pool: list[Node] = []
+
+    def pick(self) -> Node:
+        """An earlier node; two times in three one of the two newest, which makes graphs deep."""
+        newest = self.draw(st.integers(0, 2)) > 0
+        last = min(1, len(self.pool) - 1) if newest else len(self.pool) - 1
+        return self.pool[-1 - self.draw(st.integers(0, last))]
+
+    def cast(self, node: Node, dt: np.dtype) -> Node:
+        if node.dtype == dt:
+            return node
+        if not self.float_to_int and node.dtype.kind == "f" and dt.kind in "iu":
+            raise _Skip
+        return make_node("cast", (node,), dtype=dt)
+
+    def const(self, dt: np.dtype) -> Node:
+        if dt.kind == "b":
+            value: object = self.draw(st.booleans())
+        elif dt.kind == "f":
+            width = 8 * dt.itemsize
+            value = self.draw(st.one_of(st.sampled_from(_FLOAT_CONSTS), st.floats(width=width)))
+        else:
+            info = np.iinfo(dt)
+            small = [v for v in _INT_CONSTS if info.min <= v <= info.max]
+            value = self.draw(st.one_of(st.sampled_from(small), st.integers(int(info.min), int(info.max))))
+        return make_node("const", (), {"value": value}, dtype=dt)
+
+    def axes_subset(self, ndim: int) -> list[int]:
+        return [a for a in range(ndim) if self.draw(st.booleans())]
+
+    def elementwise(self, ops: list[str]) -> Node:
+        op = self.draw(st.sampled_from(ops))
+        loop = self.draw(st.sampled_from(_loops(op, self.allowed)))
+        operands = []
+        for dt in loop[:-1]:
+            if self.allow_consts and self.draw(st.integers(0, 5)) == 0:
+                operands.append(self.const(dt))
+            else:
+                operands.append(self.cast(self.pick(), dt))
+        return make_node(op, operands)
+
+    def reduction(self, ops: list[str]) -> Node:
+        op = OPS[self.draw(st.sampled_from(ops))]
+        x = self.pick()
+        if op.accepts == "b":
+            if fdt.BOOL not in self.allowed:
+                raise _Skip
+            x = self.cast(x, fdt.BOOL)
+        if op.index_result and fdt.INT64 not in self.allowed:
+            raise _Skip
+        axes = self.axes_subset(x.ndim)
+        if op.index_result and len(axes) not in (1, x.ndim):
+            axes = axes[:1]
+        if op.name in NO_IDENTITY and any(x.shape[a] == 0 for a in axes):
+            raise _Skip
+        return make_node(op.name, (x,), {"axes": axes, "keepdims": self.draw(st.booleans())})
+
+    def layout(self, ops: list[str]) -> Node:
+        op = self.draw(st.sampled_from(ops))
+        x = self.pick()
+        if op == "expand_dims":
+            k = self.draw(st.integers(1, 2))
+            axes = self.draw(st.lists(st.integers(0, x.ndim + k - 1), min_size=k, max_size=k, unique=True))
+            return make_node(op, (x,), {"axes": sorted(axes)})
+        if op == "squeeze":
+            ones = [a for a, d in enumerate(x.shape) if d == 1]
+            if not ones:
+                raise _Skip
+            return make_node(op, (x,), {"axes": [a for a in ones if self.draw(st.booleans())] or ones[:1]})
+        if op == "transpose":
+            return make_node(op, (x,), {"perm": self.draw(st.permutations(range(x.ndim)))})
+        lead = [self.draw(self.dims) for _ in range(self.draw(st.integers(0, 1)))]
+        shape = lead + [self.draw(self.dims) if d == 1 else d for d in x.shape]
+        return make_node(op, (x,), {"shape": shape})
+
+    def size(self) -> Node:
+        numeric = [dt for dt in self.dtype_list if dt.kind in "iuf"]
+        if not numeric:
+            raise _Skip
+        x = self.pick()
+        dt = self.draw(st.sampled_from(numeric))
+        return make_node("size", (x,), {"axes": self.axes_subset(x.ndim)}, dtype=dt)
+
+    def shape(self, base: tuple[int, ...], max_rank: int) -> tuple[int, ...]:
+        if self.draw(st.integers(0, 9)) == 0:  # now and then one that need not broadcast with the rest
+            return tuple(self.draw(self.dims) for _ in range(self.draw(st.integers(0, max_rank))))
+        rank = self.draw(st.integers(0, len(base)))
+        suffix = base[len(base) - rank:]
+        return tuple(1 if d != 1 and self.draw(st.integers(0, 3)) == 0 else d for d in suffix)
+
+
+@st.composite
+def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype] = ALL_DTYPES, *,
+           allow_reductions: bool = True, allow_layout: bool = True, allow_consts: bool = True,
+           allow_size: bool = True, ops: Iterable[str] | None = None, max_inputs: int = 3,
+           max_outputs: int = 3, max_rank: int = 3, max_dim: int = 5, allow_empty: bool = True,
+           float_to_int_casts: bool = True, name: str = "g") -> Graph:
+    """A random valid :class:`Graph` (see the module docstring).
+
+    ``max_nodes``: at most this many build steps (each adds one op, plus the casts and consts it
+    needs); ``dtypes``: the dtypes every node may have (one dtype: no casts); ``ops``: the
+    elementwise, reduction, layout and ``size`` ops that may be drawn (default: all; ``cast`` and
+    ``const`` nodes still come where operands need them, see ``allow_consts``); the ``allow_*``
+    flags switch whole kinds off; ``allow_empty``: whether a dimension may be 0.
+    """
+    allowed = frozenset(fdt.as_dtype(d) for d in dtypes)
+    chosen = set(OPS) if ops is None else set(ops)
+    b = _Builder(draw, allowed, float_to_int_casts, allow_consts, max_dim, allow_empty)
+    ew = sorted(o.name for o in OPS.values() if o.kind is Kind.ELEMENTWISE and o.name != "cast"
+                and o.name in chosen and _loops(o.name, allowed))
+    red = sorted(o.name for o in OPS.values() if o.kind is Kind.REDUCTION and o.name in chosen)
+    lay = sorted(o.name for o in OPS.values() if o.kind is Kind.LAYOUT and o.name in chosen)
+    steps = [("elementwise", ew)] * 4 if ew else []
+    steps += [("reduction", red)] * 2 if allow_reductions and red else []
+    steps += [("layout", lay)] * 2 if allow_layout and lay else []
+    steps += [("cast", [])] if len(allowed) > 1 else []
+    steps += [("size", [])] if allow_size and "size" in chosen else []
+
+    base = tuple(draw(b.dims) for _ in range(draw(st.integers(0, max_rank))))
+    n_inputs = draw(st.integers(1, max_inputs))
+    for i in range(n_inputs):
+        input_name = _INPUT_NAMES[i] if i < len(_INPUT_NAMES) else f"x{i}"
+        b.pool.append(make_node("input", (), {"name": input_name, "index": i},
+                                dtype=draw(st.sampled_from(b.dtype_list)), shape=b.shape(base, max_rank)))
+    inputs = tuple(b.pool)
+    for _ in range(draw(st.integers(1, max_nodes)) if steps else 0):
+        kind, choices = draw(st.sampled_from(steps))
+        try:
+            if kind == "elementwise":
+                node = b.elementwise(choices)
+            elif kind == "reduction":
+                node = b.reduction(choices)
+            elif kind == "layout":
+                node = b.layout(choices)
+            elif kind == "size":
+                node = b.size()
+            else:
+                node = b.cast(b.pick(), draw(st.sampled_from(b.dtype_list)))
+        except (_Skip, FusecError):
+            continue
+        b.pool.append(node)
+    outputs = [b.pool[-1]]  # the newest node, then any others (an input, a repeat)
+    for _ in range(draw(st.integers(0, max_outputs - 1))):
+        outputs.append(b.pool[-1 - draw(st.integers(0, len(b.pool) - 1))])
+    return Graph(name, inputs, tuple(outputs))
+
+
+
+@st.composite
+def partitioned_graphs(draw: st.DrawFn, **graph_options: object) -> Graph:
+    """A graph from :func:`graphs` (``graph_options`` are passed on) with regions that are well formed
+    (they pass ``verify``) but not fusion-legal: contiguous runs of ``graph.nodes`` with random kinds,
+    each sometimes recomputing an elementwise or layout node of an earlier region; ``const`` nodes are
+    sometimes left at the top level. For the text form and the verifier, not for codegen."""
+    g = draw(graphs(**graph_options))  # type: ignore[arg-type]
+    body = [n for n in g.nodes if n.op != "input"]
+    runs: list[list[Node]] = []
+    for node in body:
+        if node.op == "const" and draw(st.booleans()):
+            continue  # stays at the top level
+        if not runs or draw(st.integers(0, 2)) == 0:
+            runs.append([])
+        runs[-1].append(node)
+    index = {n: i for i, n in enumerate(g.nodes)}
+    for i in range(1, len(runs)):
+        earlier = [n for run in runs[:i] for n in run if n.kind in (Kind.ELEMENTWISE, Kind.LAYOUT)]
+        if earlier and draw(st.integers(0, 2)) == 0:
+            runs[i] = sorted({*runs[i], draw(st.sampled_from(earlier))}, key=index.__getitem__)
+    specs = [(f"k{i}", draw(st.sampled_from(REGION_KINDS)), run) for i, run in enumerate(runs)]
+    return Graph(g.name, g.inputs, g.outputs, make_regions(specs, g.users, g.outputs))
