@@ -1,0 +1,291 @@
+"""The CUDA side of the op table: C++ types, exact literals, and one C++ expression per op.
+
+Every elementwise op of :data:`fusec.ir.ops.OPS` has an entry in :data:`ELEMENTWISE` naming its device
+helper in ``templates/fusec_device.cuh.j2`` (namespace ``fc``), and every reduction an entry in
+:data:`REDUCTIONS`; ``tests/codegen/test_cuda_ops.py`` fails when an op lacks one. The helpers are C++
+overloads, so one name serves every dtype: the expression for ``add`` is ``fc::add(a, b)`` whatever the
+operands are. Operands must already have their C++ types (loaded values, or :func:`literal` constants).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fusec.errors import FusecTypeError, FusecValueError
+from fusec.ir import dtypes
+from fusec.ir.ops import OPS, Kind, reduction_identity, ufunc_loops
+
+DEVICE_HEADER = "fusec_device.cuh.j2"  # templates/ name of the helper header every kernel starts with
+INDEX_CTYPE = "long long"  # argmax/argmin results: NumPy's intp
+_INDEX_IDENTITY = "9223372036854775807LL"  # argmax/argmin identity index: loses every tie
+
+_CTYPES: dict[str, str] = {
+    "bool": "bool",
+    "i8": "signed char",
+    "i16": "short",
+    "i32": "int",
+    "i64": "long long",
+    "u8": "unsigned char",
+    "u16": "unsigned short",
+    "u32": "unsigned int",
+    "u64": "unsigned long long",
+    "f16": "__half",
+    "f32": "float",
+    "f64": "double",
+}
+
+
+@dataclass(frozen=True)
+class CudaOp:
+    """How an elementwise op is written in CUDA: ``fc::<helper>(operands)``."""
+
+    helper: str  # a device function in templates/fusec_device.cuh.j2, namespace fc
+    out_type_arg: bool = False  # called as fc::<helper><out ctype>(...) (cast)
+
+
+def _same(*names: str) -> dict[str, CudaOp]:
+    return {n: CudaOp(n) for n in names}
+
+
+# op name -> its device helper. The helpers carry the NumPy rules (see the header's comments).
+ELEMENTWISE: dict[str, CudaOp] = {
+    **_same("add", "sub", "mul", "div", "floordiv", "mod", "pow", "neg", "pos", "abs", "sign", "square"),
+    **_same("reciprocal", "sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p"),
+    **_same("sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh"),
+    **_same("arcsinh", "arccosh", "arctanh", "floor", "ceil", "trunc", "rint", "hypot", "copysign"),
+    **_same("maximum", "minimum", "fmax", "fmin"),
+    **_same("isnan", "isinf", "isfinite", "signbit", "eq", "ne", "lt", "le", "gt", "ge"),
+    **_same("logical_and", "logical_or", "logical_xor", "logical_not"),
+    **_same("bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift"),
+    "where": CudaOp("where"),
+    "cast": CudaOp("cast", out_type_arg=True),
+}
+
+
+@dataclass(frozen=True)
+class CudaCombine:
+    """How a reduction combines two partials: the op table's elementwise ``combine`` on the accumulator
+    type, or (argmax/argmin) ``fc::<pair_helper>`` on (value, index) pairs."""
+
+    pair_helper: str | None = None
+
+
+REDUCTIONS: dict[str, CudaCombine] = {
+    "sum": CudaCombine(),
+    "prod": CudaCombine(),
+    "max": CudaCombine(),
+    "min": CudaCombine(),
+    "nanmax": CudaCombine(),
+    "nanmin": CudaCombine(),
+    "any": CudaCombine(),
+    "all": CudaCombine(),
+    "argmax": CudaCombine("argmax_combine"),
+    "argmin": CudaCombine("argmin_combine"),
+}
+
+
+# ---- types and literals ------------------------------------------------------------------------------------
+
+
+def ctype(dtype: Any) -> str:
+    """The C++ storage type of a dtype: ``bool``, ``signed char``, ..., ``__half``, ``float``, ``double``."""
+    return _CTYPES[dtypes.short(dtypes.as_dtype(dtype))]
+
+
+def accumulator_dtype(dtype: Any) -> np.dtype:
+    """The dtype reductions (and float16 math) accumulate in: float32 for float16, else the dtype."""
+    dt = dtypes.as_dtype(dtype)
+    return dtypes.FLOAT32 if dt == dtypes.FLOAT16 else dt
+
+
+def accumulator_ctype(dtype: Any) -> str:
+    """``float`` for float16, else :func:`ctype`."""
+    return ctype(accumulator_dtype(dtype))
+
+
+def _float_literal(value: np.floating) -> str:
+    dt = value.dtype
+    if dt == dtypes.FLOAT16:
+        return f"__ushort_as_half((unsigned short){int(value.view(np.uint16)):#06x})"
+    if dt == dtypes.FLOAT32:
+        bits = int(value.view(np.uint32))
+        special = f"__int_as_float((int){bits:#010x}U)"
+        suffix = "f"
+    else:
+        bits = int(value.view(np.uint64))
+        special = f"__longlong_as_double((long long){bits:#018x}ULL)"
+        suffix = ""
+    if not np.isfinite(value) or (value == 0 and np.signbit(value)):
+        return special  # NaN (with its payload), +-inf and -0.0, bit-exact
+    text = float(value).hex() + suffix  # hex floats are exact: float32 values are doubles too
+    return f"({text})" if text.startswith("-") else text
+
+
+def _int_literal(value: int, dt: np.dtype) -> str:
+    kind = dtypes.short(dt)
+    if kind == "i64":
+        # -2**63 has no literal: 9223372036854775808LL does not fit
+        text = "(-9223372036854775807LL - 1LL)" if value == -(2**63) else f"{value}LL"
+    elif kind == "i32":
+        text = "(-2147483647 - 1)" if value == -(2**31) else f"{value}"
+    elif kind == "u64":
+        text = f"{value}ULL"
+    elif kind == "u32":
+        text = f"{value}U"
+    else:
+        return f"(({ctype(dt)}){value})"  # int8/16, uint8/16: no literal suffix exists
+    return f"({text})" if text.startswith("-") else text
+
+
+def literal(value: Any, dtype: Any) -> str:
+    """An exact C++ constant of ``dtype``: hex floats, bit casts for NaN/inf/-0.0, typed integers.
+
+    >>> literal(0.1, "f32")
+    '0x1.99999a0000000p-4f'
+    >>> literal(float("-inf"), "f64")
+    '__longlong_as_double((long long)0xfff0000000000000ULL)'
+    >>> literal(-2**31, "i32"), literal(2**64 - 1, "u64"), literal(-3, "i8")
+    ('(-2147483647 - 1)', '18446744073709551615ULL', '((signed char)-3)')
+    """
+    dt = dtypes.as_dtype(dtype)
+    if dtypes.is_bool(dt):
+        return "true" if bool(value) else "false"
+    if dtypes.is_float(dt):
+        if isinstance(value, np.generic) and value.dtype == dt:
+            return _float_literal(value)
+        return _float_literal(np.asarray(value, dtype=dt)[()])
+    # integers: the exact value must fit (NumPy 2 raises OverflowError for uint8(300) as well)
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value) or not float(value).is_integer():
+            raise FusecValueError(f"{value!r} is not an integer constant of {dt}")
+        value = int(value)
+    number = int(value)
+    if not dtypes.fits(number, dt):
+        raise FusecValueError(f"{number} does not fit {dt}")
+    return _int_literal(number, dt)
+
+
+# ---- elementwise expressions -------------------------------------------------------------------------------
+
+
+@functools.cache
+def _loops(op_name: str) -> frozenset[tuple[np.dtype, ...]]:
+    return frozenset(ufunc_loops(OPS[op_name]))
+
+
+def _check_loop(op_name: str, operand_dtypes: tuple[np.dtype, ...], out_dtype: np.dtype) -> None:
+    if op_name == "cast":
+        return  # every (from, to) pair of supported dtypes
+    if (*operand_dtypes, out_dtype) not in _loops(op_name):
+        sig = ", ".join(dtypes.short(d) for d in operand_dtypes)
+        raise FusecTypeError(f"{op_name}({sig}) -> {dtypes.short(out_dtype)} is not one of NumPy's loops",
+                             hint="cast the operands to one dtype first (the tracer inserts cast nodes)")
+
+
+def expression(op_name: str, operand_exprs: Sequence[str], operand_dtypes: Sequence[Any], out_dtype: Any) -> str:
+    """The C++ expression computing elementwise op ``op_name`` on ``operand_exprs``.
+
+    >>> expression("add", ["a", "b"], ["f32", "f32"], "f32")
+    'fc::add(a, b)'
+    >>> expression("cast", ["x"], ["f64"], "f16")
+    'fc::cast<__half>(x)'
+
+    Raises FusecTypeError for an operand/result dtype combination that is not one of NumPy's loops.
+    """
+    op = OPS.get(op_name)
+    if op is None or op.kind is not Kind.ELEMENTWISE:
+        raise FusecValueError(f"{op_name!r} is not an elementwise op")
+    cuda = ELEMENTWISE.get(op_name)
+    if cuda is None:
+        raise FusecValueError(f"elementwise op {op_name!r} has no CUDA entry in fusec/codegen/cuda_ops.py")
+    if len(operand_exprs) != op.arity or len(operand_dtypes) != op.arity:
+        raise FusecValueError(f"{op_name} takes {op.arity} operands, got {len(operand_exprs)}")
+    in_dts = tuple(dtypes.as_dtype(d) for d in operand_dtypes)
+    out_dt = dtypes.as_dtype(out_dtype)
+    _check_loop(op_name, in_dts, out_dt)
+    template_arg = f"<{ctype(out_dt)}>" if cuda.out_type_arg else ""
+    return f"fc::{cuda.helper}{template_arg}({', '.join(operand_exprs)})"
+
+
+def cast_expression(expr: str, from_dtype: Any, to_dtype: Any) -> str:
+    """``expr`` converted from ``from_dtype`` to ``to_dtype`` (``expr`` itself when they are equal)."""
+    if dtypes.as_dtype(from_dtype) == dtypes.as_dtype(to_dtype):
+        return expr
+    return expression("cast", [expr], [from_dtype], to_dtype)
+
+
+# ---- reductions -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CudaReduction:
+    """The CUDA pieces of one reduction over elements of ``dtype``.
+
+    A kernel declares ``<acc_ctype> acc = <identity>;``, folds each element in with
+    ``acc = combine(acc, lift(x, i))``, merges partials (threads, warps, blocks) with ``combine`` in any
+    tree shape, and stores ``result(acc)`` as ``out_dtype``.
+    """
+
+    op: str
+    dtype: np.dtype  # the elements' dtype
+    acc_dtype: np.dtype  # the value part of the accumulator (float32 for float16)
+    out_dtype: np.dtype  # what the kernel stores: dtype, or int64 for argmax/argmin
+    acc_ctype: str  # the accumulator's C++ type (fc::ArgPair<float> for argmax of float16)
+    identity: str  # an exact C++ constant of acc_ctype
+    pair_helper: str | None
+
+    def lift(self, value: str, index: str = "") -> str:
+        """An element (of ``dtype``) as an accumulator; ``index`` (its flat position) for argmax/argmin."""
+        v = cast_expression(value, self.dtype, self.acc_dtype)
+        if self.pair_helper is not None:
+            if not index:
+                raise FusecValueError(f"{self.op} needs the element's index")
+            return f"fc::make_arg_pair({v}, ({INDEX_CTYPE})({index}))"
+        return v
+
+    def combine(self, acc: str, value: str) -> str:
+        """Two accumulators combined (associative and commutative up to float rounding)."""
+        if self.pair_helper is not None:
+            return f"fc::{self.pair_helper}({acc}, {value})"
+        combine_op = OPS[self.op].combine
+        assert combine_op is not None
+        return expression(combine_op, [acc, value], [self.acc_dtype, self.acc_dtype], self.acc_dtype)
+
+    def result(self, acc: str) -> str:
+        """The accumulator as the stored value: the index for argmax/argmin, else rounded to ``dtype``."""
+        if self.pair_helper is not None:
+            return f"({acc}).index"
+        return cast_expression(acc, self.acc_dtype, self.out_dtype)
+
+
+def reduction(op_name: str, dtype: Any) -> CudaReduction:
+    """The CUDA pieces (accumulator type, identity, lift, combine, result) of reduction ``op_name``.
+
+    ``dtype`` is the dtype of the elements reduced (the tracer has already cast small integers to the
+    int64/uint64 accumulators NumPy uses for sum/prod).
+    """
+    op = OPS.get(op_name)
+    if op is None or op.kind is not Kind.REDUCTION:
+        raise FusecValueError(f"{op_name!r} is not a reduction")
+    cuda = REDUCTIONS.get(op_name)
+    if cuda is None:
+        raise FusecValueError(f"reduction {op_name!r} has no CUDA entry in fusec/codegen/cuda_ops.py")
+    dt = dtypes.as_dtype(dtype)
+    if op.accepts is not None and dt.kind not in op.accepts:
+        raise FusecTypeError(f"{op_name} reduces {op.accepts!r}-kind dtypes, not {dt}")
+    acc_dt = accumulator_dtype(dt)
+    identity = literal(reduction_identity(op_name, dt), acc_dt)
+    if cuda.pair_helper is not None:
+        acc_ctype = f"fc::ArgPair<{ctype(acc_dt)}>"
+        identity = f"fc::make_arg_pair({identity}, {_INDEX_IDENTITY})"
+        out_dt = dtypes.INT64
+    else:
+        acc_ctype = ctype(acc_dt)
+        out_dt = dt
+    return CudaReduction(op_name, dt, acc_dt, out_dt, acc_ctype, identity, cuda.pair_helper)

@@ -1,0 +1,300 @@
+"""The CUDA side of the op table: every op has an entry, every dtype loop an expression, and the
+device-helper header plus every expression compiles with NVRTC (no GPU needed).
+
+The NVRTC sweep builds ONE kernel per input dtype that applies every elementwise op of every loop
+with that input dtype, every cast from it, ``where``, every reduction's identity/lift/combine/result
+and constants of its special values, and checks each expression's C++ type at compile time against
+``ctype(out_dtype)``. 12 dtypes x 2 archs = 24 NVRTC compiles.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from fusec.codegen import cuda_ops, nvrtc, templates
+from fusec.errors import FusecTypeError, FusecValueError
+from fusec.ir import dtypes
+from fusec.ir.ops import OPS, Kind, elementwise_ops, reduction_identity, reduction_ops, ufunc_loops
+
+DTYPES = list(dtypes.SUPPORTED)
+ARCHS = ["sm_90", "sm_80"]
+
+
+# ---- the table is complete ---------------------------------------------------------------------------
+def test_cuda_ops_every_elementwise_op_has_a_cuda_entry() -> None:
+    names = {op.name for op in elementwise_ops()}
+    missing = names - set(cuda_ops.ELEMENTWISE)
+    assert not missing, f"elementwise ops without a CUDA entry in cuda_ops.ELEMENTWISE: {sorted(missing)}"
+    stale = set(cuda_ops.ELEMENTWISE) - names
+    assert not stale, f"CUDA entries for ops that are not elementwise ops of OPS: {sorted(stale)}"
+
+
+def test_cuda_ops_every_reduction_has_a_cuda_entry() -> None:
+    names = {op.name for op in reduction_ops()}
+    assert set(cuda_ops.REDUCTIONS) == names
+    for op in reduction_ops():
+        assert (cuda_ops.REDUCTIONS[op.name].pair_helper is not None) == op.index_result, op.name
+
+
+def test_cuda_ops_every_helper_is_defined_in_the_header() -> None:
+    header = templates.render(cuda_ops.DEVICE_HEADER)
+    helpers = {c.helper for c in cuda_ops.ELEMENTWISE.values()}
+    helpers |= {c.pair_helper for c in cuda_ops.REDUCTIONS.values() if c.pair_helper}
+    for helper in helpers:
+        assert re.search(rf"\b{helper}\b\s*\(", header) or re.search(rf"\({helper},", header), helper
+
+
+@pytest.mark.parametrize("op", elementwise_ops(), ids=lambda op: op.name)
+def test_cuda_ops_every_loop_has_an_expression(op) -> None:
+    loops = ufunc_loops(op)
+    if op.name == "cast":
+        loops = [(a, b) for a in DTYPES for b in DTYPES]
+    assert loops, op.name
+    for loop in loops:
+        names = [f"x{i}" for i in range(op.arity)]
+        expr = cuda_ops.expression(op.name, names, loop[:-1], loop[-1])
+        helper = cuda_ops.ELEMENTWISE[op.name].helper
+        assert expr.startswith(f"fc::{helper}") and all(n in expr for n in names), expr
+
+
+# ---- expressions, types and literals ------------------------------------------------------------------
+def test_cuda_ops_expression_spells_helpers() -> None:
+    f32, f16 = dtypes.FLOAT32, dtypes.FLOAT16
+    assert cuda_ops.expression("add", ["a", "b"], [f32, f32], f32) == "fc::add(a, b)"
+    assert cuda_ops.expression("maximum", ["a", "b"], ["f16", "f16"], "f16") == "fc::maximum(a, b)"
+    assert cuda_ops.expression("where", ["c", "a", "b"], ["bool", "i8", "i8"], "i8") == "fc::where(c, a, b)"
+    assert cuda_ops.expression("cast", ["x"], [f16], "u64") == "fc::cast<unsigned long long>(x)"
+    assert cuda_ops.cast_expression("x", f32, f32) == "x"
+
+
+def test_cuda_ops_expression_rejects_what_numpy_has_no_loop_for() -> None:
+    with pytest.raises(FusecTypeError, match="not one of NumPy's loops"):
+        cuda_ops.expression("div", ["a", "b"], ["i32", "i32"], "i32")  # NumPy: int / int -> float64
+    with pytest.raises(FusecTypeError):
+        cuda_ops.expression("add", ["a", "b"], ["f32", "f64"], "f64")  # operands are cast first
+    with pytest.raises(FusecTypeError):
+        cuda_ops.expression("bitwise_and", ["a", "b"], ["f32", "f32"], "f32")
+    with pytest.raises(FusecValueError, match="takes 2 operands"):
+        cuda_ops.expression("add", ["a"], ["f32"], "f32")
+    with pytest.raises(FusecValueError, match="not an elementwise op"):
+        cuda_ops.expression("sum", ["a"], ["f32"], "f32")
+
+
+def test_cuda_ops_ctype_of_every_dtype() -> None:
+    expected = {
+        "bool": "bool", "i8": "signed char", "i16": "short", "i32": "int", "i64": "long long",
+        "u8": "unsigned char", "u16": "unsigned short", "u32": "unsigned int", "u64": "unsigned long long",
+        "f16": "__half", "f32": "float", "f64": "double",
+    }
+    assert {dtypes.short(dt): cuda_ops.ctype(dt) for dt in DTYPES} == expected
+    assert cuda_ops.accumulator_ctype("f16") == "float"
+    assert cuda_ops.accumulator_ctype("f32") == "float"
+    assert cuda_ops.accumulator_ctype("i8") == "signed char"
+
+
+def _parse_float_literal(text: str, dt: np.dtype) -> np.ndarray:
+    """The bits a literal denotes, read the way the CUDA compiler reads it."""
+    uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize]
+    if m := re.fullmatch(r"__ushort_as_half\(\(unsigned short\)(0x[0-9a-f]+)\)", text):
+        return np.array(int(m.group(1), 16), dtype=uint)
+    if m := re.fullmatch(r"__int_as_float\(\(int\)(0x[0-9a-f]+)U\)", text):
+        return np.array(int(m.group(1), 16), dtype=uint)
+    if m := re.fullmatch(r"__longlong_as_double\(\(long long\)(0x[0-9a-f]+)ULL\)", text):
+        return np.array(int(m.group(1), 16), dtype=uint)
+    m = re.fullmatch(r"\(?(-?0x[0-9a-f.]+p[-+]\d+)(f?)\)?", text)
+    assert m, text
+    assert (m.group(2) == "f") == (dt == dtypes.FLOAT32), text
+    value = float.fromhex(m.group(1))
+    return np.array(value, dtype=dt).view(uint)  # exact: the test below checks it round-trips
+
+
+@pytest.mark.parametrize("dt", [dtypes.FLOAT16, dtypes.FLOAT32, dtypes.FLOAT64], ids=dtypes.short)
+def test_cuda_ops_float_literals_are_bit_exact(dt: np.dtype, rng: np.random.Generator) -> None:
+    uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize]
+    info = np.finfo(dt)
+    values = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.1, info.max, -info.max,
+              info.tiny, info.smallest_subnormal, -info.smallest_subnormal, info.eps]
+    values = np.concatenate([np.array(values, dtype=dt), (rng.standard_normal(200) * 1e3).astype(dt)])
+    for v in values:
+        text = cuda_ops.literal(v, dt)
+        assert _parse_float_literal(text, dt) == np.array(v, dtype=dt).view(uint), (v, text)
+    # a NaN payload survives
+    payload = np.array(0x7FC00123, dtype=np.uint32).view(np.float32)[()]
+    assert cuda_ops.literal(payload, "f32") == "__int_as_float((int)0x7fc00123U)"
+
+
+def test_cuda_ops_integer_literals_are_exact_and_typed() -> None:
+    cases = {
+        (True, "bool"): "true",
+        (0, "bool"): "false",
+        (-128, "i8"): "((signed char)-128)",
+        (65535, "u16"): "((unsigned short)65535)",
+        (-(2**31), "i32"): "(-2147483647 - 1)",
+        (2**31 - 1, "i32"): "2147483647",
+        (-5, "i32"): "(-5)",
+        (-(2**63), "i64"): "(-9223372036854775807LL - 1LL)",
+        (2**63 - 1, "i64"): "9223372036854775807LL",
+        (-1, "i64"): "(-1LL)",
+        (2**32 - 1, "u32"): "4294967295U",
+        (2**64 - 1, "u64"): "18446744073709551615ULL",
+        (np.uint64(2**64 - 1), "u64"): "18446744073709551615ULL",
+        (3.0, "u8"): "((unsigned char)3)",
+    }
+    for (value, dt), text in cases.items():
+        assert cuda_ops.literal(value, dt) == text
+    with pytest.raises(FusecValueError):
+        cuda_ops.literal(256, "u8")
+    with pytest.raises(FusecValueError):
+        cuda_ops.literal(1.5, "i32")
+
+
+@pytest.mark.parametrize("op", reduction_ops(), ids=lambda op: op.name)
+def test_cuda_ops_reduction_pieces(op) -> None:
+    for dt in DTYPES:
+        if op.accepts is not None and dt.kind not in op.accepts:
+            with pytest.raises(FusecTypeError):
+                cuda_ops.reduction(op.name, dt)
+            continue
+        r = cuda_ops.reduction(op.name, dt)
+        acc = cuda_ops.accumulator_dtype(dt)
+        value = cuda_ops.literal(reduction_identity(op.name, dt), acc)
+        if op.index_result:
+            assert r.acc_ctype == f"fc::ArgPair<{cuda_ops.ctype(acc)}>"
+            assert r.identity == f"fc::make_arg_pair({value}, 9223372036854775807LL)"
+            assert r.out_dtype == dtypes.INT64 and r.result("a") == "(a).index"
+            assert r.combine("a", "b") == f"fc::{op.name}_combine(a, b)"
+        else:
+            assert r.acc_ctype == cuda_ops.ctype(acc) and r.identity == value and r.out_dtype == dt
+            assert r.combine("a", "b") == f"fc::{cuda_ops.ELEMENTWISE[op.combine].helper}(a, b)"
+    half_sum = cuda_ops.reduction("sum", "f16")
+    assert half_sum.acc_ctype == "float"
+    assert half_sum.lift("x") == "fc::cast<float>(x)" and half_sum.result("a") == "fc::cast<__half>(a)"
+
+
+def test_cuda_ops_reduction_identities_are_right() -> None:
+    # max([-inf, -inf]) == -inf: the identity of max must not be finite (cupy#8180, #7424, #8876)
+    assert cuda_ops.reduction("max", "f32").identity == "__int_as_float((int)0xff800000U)"
+    assert cuda_ops.reduction("min", "f64").identity == "__longlong_as_double((long long)0x7ff0000000000000ULL)"
+    assert cuda_ops.reduction("nanmax", "f16").identity == "__int_as_float((int)0x7fc00000U)"  # fmax ignores it
+    assert cuda_ops.reduction("max", "i8").identity == "((signed char)-128)"
+    assert cuda_ops.reduction("min", "u64").identity == "18446744073709551615ULL"
+    assert cuda_ops.reduction("prod", "f16").identity == "0x1.0000000000000p+0f"
+    assert cuda_ops.reduction("all", "bool").identity == "true"
+
+
+# ---- the header and every expression compile with NVRTC ----------------------------------------------
+def _special_constants(dt: np.dtype) -> list[object]:
+    if dt.kind == "b":
+        return [False, True]
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return [info.min, info.max, 0, 1] + ([-1] if dt.kind == "i" else [])
+    info = np.finfo(dt)
+    return [np.nan, np.inf, -np.inf, -0.0, 0.1, info.max, info.smallest_subnormal]
+
+
+def sweep_source(dt: np.dtype) -> str:
+    """One kernel reading two operands of ``dt`` (and a bool condition) that stores every elementwise op,
+    cast, where and reduction piece with inputs of ``dt``, each checked to have the C++ type of its
+    result dtype. Outputs go to one buffer per result dtype, at slot * n + i."""
+    t = cuda_ops.ctype(dt)
+    slots: dict[np.dtype, int] = {d: 0 for d in DTYPES}
+    body: list[str] = []
+
+    def store(expr: str, out: np.dtype, what: str) -> None:
+        slot = slots[out]
+        slots[out] += 1
+        body.append(f"  out_{dtypes.short(out)}[{slot} * n + i] = typed<{cuda_ops.ctype(out)}>({expr});  // {what}")
+
+    operands = ["a", "b", "c"]
+    for op in elementwise_ops():
+        if op.name == "cast":
+            for to in DTYPES:
+                store(cuda_ops.expression("cast", ["a"], [dt], to), to, f"cast to {to}")
+            continue
+        for loop in ufunc_loops(op):
+            if op.name == "where":
+                if loop[1] == dt:
+                    store(cuda_ops.expression("where", ["cond", "a", "b"], loop[:-1], loop[-1]), dt, "where")
+                continue
+            if loop[0] != dt:
+                continue
+            store(cuda_ops.expression(op.name, operands[: op.arity], loop[:-1], loop[-1]), loop[-1], op.name)
+            if op.arity == 2:  # a constant operand: the literal must have the operand's C++ type
+                for k, value in enumerate(_special_constants(dt)):
+                    const = cuda_ops.literal(value, dt)
+                    store(cuda_ops.expression(op.name, ["a", const], loop[:-1], loop[-1]), loop[-1],
+                          f"{op.name} with constant #{k}")
+    reductions = []
+    for op in reduction_ops():
+        if op.accepts is not None and dt.kind not in op.accepts:
+            continue
+        r = cuda_ops.reduction(op.name, dt)
+        acc = f"acc_{op.name}"
+        reductions += [
+            f"  {r.acc_ctype} {acc} = {r.identity};",
+            f"  {acc} = {r.combine(acc, r.lift('a', 'i'))};",
+            f"  {acc} = {r.combine(acc, r.lift('b', 'i + n'))};",
+            f"  {acc} = {r.combine(acc, f'fc::shfl_xor({acc}, 1)')};",
+            f"  {acc} = {r.combine(acc, f'fc::shfl_down({acc}, 2)')};",
+        ]
+        store(r.result(acc), r.out_dtype, op.name)
+    outputs = "".join(f", {cuda_ops.ctype(d)}* __restrict__ out_{dtypes.short(d)}" for d in DTYPES)
+    return (
+        templates.render(cuda_ops.DEVICE_HEADER)
+        + "\ntemplate <class Want, class Got> __device__ __forceinline__ Want typed(Got v) {\n"
+        + '  static_assert(fc::same<Want, Got>::value, "expression has the wrong C++ type");\n'
+        + "  return v;\n}\n\n"
+        + f'extern "C" __global__ void sweep_{dtypes.short(dt)}(const {t}* __restrict__ in_a, '
+        + f"const {t}* __restrict__ in_b, const {t}* __restrict__ in_c, const bool* __restrict__ in_cond"
+        + f"{outputs}, long long n) {{\n"
+        + "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+        + "  if (i >= n) return;\n"
+        + f"  {t} a = in_a[i], b = in_b[i], c = in_c[i];\n  bool cond = in_cond[i];\n"
+        + "\n".join(reductions + body)
+        + "\n}\n"
+    )
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("dt", DTYPES, ids=dtypes.short)
+def test_cuda_ops_sweep_kernel_compiles_with_nvrtc(dt: np.dtype, arch: str) -> None:
+    source = sweep_source(dt)
+    result = nvrtc.compile_cubin(source, arch=arch)
+    assert result.cubin[:4] == b"\x7fELF"
+    kernel = result.kernel(f"sweep_{dtypes.short(dt)}")
+    assert kernel.registers > 0
+
+
+def test_cuda_ops_sweep_covers_every_loop() -> None:
+    stored = 0
+    for dt in DTYPES:
+        stored += sweep_source(dt).count("= typed<")
+    loops = sum(len(ufunc_loops(op)) for op in elementwise_ops())
+    assert stored > loops + len(DTYPES) ** 2  # every loop, every cast, plus constants and reductions
+
+
+def test_cuda_ops_header_renders_unchanged() -> None:
+    """The header has no Jinja syntax in it: rendering returns the file as written."""
+    path = templates._CHECKOUT_TEMPLATES / cuda_ops.DEVICE_HEADER
+    assert templates.render(cuda_ops.DEVICE_HEADER) == path.read_text()
+
+
+def test_templates_render_is_strict() -> None:
+    import jinja2
+
+    env = templates.environment()
+    assert env.undefined is jinja2.StrictUndefined and env.trim_blocks and env.lstrip_blocks
+    assert env.keep_trailing_newline
+    with pytest.raises(jinja2.UndefinedError):
+        env.from_string("{{ missing }}").render()
+
+
+def test_cuda_ops_kinds_of_table_ops() -> None:
+    """Ops of the other kinds need no CUDA expression (sources are parameters, layouts index math)."""
+    for op in OPS.values():
+        if op.kind in (Kind.SOURCE, Kind.LAYOUT):
+            assert op.name not in cuda_ops.ELEMENTWISE
