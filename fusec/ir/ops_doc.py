@@ -1,0 +1,66 @@
+"""The supported-ops list of the README, rendered from the op table (:mod:`fusec.ir.ops`).
+
+``README.md`` holds the output of :func:`ops_markdown` between ``<!-- ops:begin -->`` and
+``<!-- ops:end -->``; a test checks that it is current. After adding an op, refresh it with::
+
+    python -m fusec.ir.ops_doc README.md
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from fusec.ir.ops import OPS, Kind
+
+BEGIN = "<!-- ops:begin -->"
+END = "<!-- ops:end -->"
+
+_KIND_TEXT = {
+    Kind.ELEMENTWISE: "elementwise",
+    Kind.REDUCTION: "reductions",
+    Kind.LAYOUT: "layout",
+    Kind.SOURCE: "sources",
+}
+_KIND_NOTE = {
+    Kind.ELEMENTWISE: "NumPy broadcasting; casts are explicit `cast` nodes",
+    Kind.REDUCTION: "over `axes`, with `keepdims`; `mean`, `var` and `std` trace to these",
+    Kind.LAYOUT: "index remapping only, no data moved",
+    Kind.SOURCE: "read no operand data",
+}
+
+
+def ops_markdown() -> str:
+    """One Markdown list item per op kind, naming each op of that kind (IR names, table order)."""
+    lines = []
+    for kind, title in _KIND_TEXT.items():
+        names = [op.name for op in OPS.values() if op.kind is kind]
+        lines.append(f"- **{title}** ({len(names)}; {_KIND_NOTE[kind]}): " + ", ".join(f"`{n}`" for n in names))
+    return "\n".join(lines)
+
+
+_BLOCK = re.compile(re.escape(BEGIN) + r"\n(.*?)\n?" + re.escape(END), re.DOTALL)
+
+
+def readme_block(text: str) -> str | None:
+    """The text between the ops markers of a README, or None when the markers are missing."""
+    m = _BLOCK.search(text)
+    return m.group(1) if m else None
+
+
+def update_readme(path: str) -> bool:
+    """Rewrite the ops block of the README at ``path``; True if the file changed."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if readme_block(text) is None:
+        raise ValueError(f"{path} has no '{BEGIN}' ... '{END}' block")
+    new = _BLOCK.sub(lambda _: f"{BEGIN}\n{ops_markdown()}\n{END}", text, count=1)
+    if new != text:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(new)
+    return new != text
+
+
+if __name__ == "__main__":
+    target = sys.argv[1] if len(sys.argv) > 1 else "README.md"
+    print(f"{target}: {'updated' if update_readme(target) else 'already current'}")

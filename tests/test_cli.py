@@ -1,0 +1,319 @@
+"""The ``fusec`` command line: every error is one line ``fusec: error: ...`` and a non-zero exit;
+``opt`` round-trips IR text, ``explain`` traces a function from a file, ``demo`` checks itself."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fusec
+from fusec.__main__ import gpu_available, main, traffic
+from fusec.ir.ops_doc import ops_markdown, readme_block
+
+ROOT = Path(__file__).resolve().parent.parent
+SOFTMAX = str(ROOT / "examples" / "softmax.py")
+
+SMALL_FIR = """\
+func @f(%x: f32[4,8], %y: f32[8]) -> (f32[4], f32[4,8]) {
+  %0 = abs %x : f32[4,8]
+  %1 = sum %0 {axes=[1], keepdims=false} : f32[4]
+  %2 = add %x, %y : f32[4,8]
+  return %1, %2
+}"""
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code: int, err: str, *fragments: str) -> None:
+    assert code != 0
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("fusec: error: "), err
+    for fragment in fragments:
+        assert fragment in lines[0], err
+
+
+@pytest.fixture
+def fir(tmp_path: Path) -> Path:
+    path = tmp_path / "small.fir"
+    path.write_text(SMALL_FIR + "\n")
+    return path
+
+
+# --- opt ---------------------------------------------------------------------------------------
+
+
+def test_opt_round_trips_canonical_text(capsys, fir):
+    code, out, err = run_cli(capsys, "opt", str(fir))
+    assert (code, err) == (0, "")
+    assert out == SMALL_FIR + "\n"
+
+
+def test_opt_reads_stdin(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(SMALL_FIR))
+    code, out, _ = run_cli(capsys, "opt", "-")
+    assert code == 0
+    assert out == SMALL_FIR + "\n"
+
+
+def test_opt_dump_prints_ir_after_each_pass(capsys, fir):
+    code, out, err = run_cli(capsys, "opt", str(fir), "-p", "cse,dce", "--dump")
+    assert (code, err) == (0, "")
+    headers = [line for line in out.splitlines() if line.startswith("//")]
+    assert headers == ["# after cse", "# after dce"]
+    assert out.count("func @f(") == 2
+
+
+def test_opt_runs_passes_and_prints_a_graph_that_parses(capsys, fir):
+    from fusec.ir.text import parse
+
+    code, out, _ = run_cli(capsys, "opt", str(fir), "-p", "canonicalize,fold,cse,dce")
+    assert code == 0
+    assert parse(out).name == "f"
+
+
+SOFTMAX_FIR = """\
+func @softmax(%x: f32[64,64]) -> f32[64,64] {
+  %0 = max %x {axes=[1], keepdims=true} : f32[64,1]
+  %1 = sub %x, %0 : f32[64,64]
+  %2 = exp %1 : f32[64,64]
+  %3 = sum %2 {axes=[1], keepdims=true} : f32[64,1]
+  %4 = div %2, %3 : f32[64,64]
+  return %4
+}"""
+
+
+def test_opt_fuse_prints_regions_that_round_trip(capsys, tmp_path):
+    src = tmp_path / "softmax.fir"
+    src.write_text(SOFTMAX_FIR)
+    code, fused_text, err = run_cli(capsys, "opt", str(src), "-p", "canonicalize,fold,cse,dce,fuse")
+    assert (code, err) == (0, "")
+    assert "  kernel @" in fused_text and " rows {" in fused_text
+    again = tmp_path / "fused.fir"
+    again.write_text(fused_text)
+    code, out, _ = run_cli(capsys, "opt", str(again))
+    assert code == 0
+    assert out == fused_text
+
+
+def test_opt_not_utf8_is_one_line_error(capsys, tmp_path):
+    bad = tmp_path / "binary.fir"
+    bad.write_bytes(b"\xff\xfe\x00")
+    code, _, err = run_cli(capsys, "opt", str(bad))
+    assert_one_line_error(code, err, "not UTF-8")
+
+
+def test_opt_no_verify_still_prints(capsys, fir):
+    code, out, _ = run_cli(capsys, "opt", str(fir), "--no-verify")
+    assert code == 0
+    assert out == SMALL_FIR + "\n"
+
+
+def test_opt_missing_file_is_one_line_error(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "opt", str(tmp_path / "nope.fir"))
+    assert_one_line_error(code, err, "nope.fir", "No such file")
+
+
+def test_opt_directory_is_one_line_error(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "opt", str(tmp_path))
+    assert_one_line_error(code, err, "directory")
+
+
+def test_opt_parse_error_names_file_and_line(capsys, tmp_path):
+    bad = tmp_path / "bad.fir"
+    bad.write_text(SMALL_FIR.replace("abs %x", "frobnicate %x"))
+    code, _, err = run_cli(capsys, "opt", str(bad))
+    assert_one_line_error(code, err, f"{bad}:2", "frobnicate")
+
+
+def test_opt_type_mismatch_is_one_line_error(capsys, tmp_path):
+    bad = tmp_path / "bad.fir"
+    bad.write_text(SMALL_FIR.replace("keepdims=false} : f32[4]", "keepdims=false} : f32[5]"))
+    code, _, err = run_cli(capsys, "opt", str(bad))
+    assert_one_line_error(code, err, "f32[5]")
+
+
+def test_opt_unknown_pass_is_one_line_error(capsys, fir):
+    code, out, err = run_cli(capsys, "opt", str(fir), "-p", "cse,frobnicate")
+    assert_one_line_error(code, err, "unknown pass 'frobnicate'")
+    assert out == ""
+
+
+# --- explain -----------------------------------------------------------------------------------
+
+
+def test_explain_example_prints_ir(capsys):
+    code, out, err = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[8192,8192]")
+    assert (code, err) == (0, "")
+    assert "exp" in out
+    assert "f32[8192,8192]" in out
+
+
+def test_explain_wraps_a_plain_function_and_imports_its_neighbours(capsys, tmp_path):
+    (tmp_path / "helper_for_fusec_cli.py").write_text("SCALE = 2.0\n")
+    (tmp_path / "plain.py").write_text(
+        "import numpy as np\nfrom helper_for_fusec_cli import SCALE\n\n"
+        "def scaled_tanh(x, y):\n    return np.tanh(x) * SCALE + y\n")
+    path_before = list(sys.path)
+    code, out, err = run_cli(capsys, "explain", f"{tmp_path / 'plain.py'}:scaled_tanh",
+                             "--arg", "f64[16,4]", "--arg", "f64[4]")
+    assert (code, err) == (0, "")
+    assert "tanh" in out and "f64[16,4]" in out
+    assert sys.path == path_before
+
+
+@pytest.mark.parametrize("target, fragments", [
+    ("examples/softmax.py", ["expected FILE.py:FUNC"]),
+    (":softmax", ["expected FILE.py:FUNC"]),
+    ("examples/softmax.py:", ["expected FILE.py:FUNC"]),
+    ("examples/does_not_exist.py:f", ["no such file", "does_not_exist.py"]),
+    ("README.md:f", ["expected a Python file"]),
+    ("examples/softmax.py:nope", ["has no function 'nope'", "softmax"]),
+    ("examples/softmax.py:np", ["is a module, not a function"]),
+])
+def test_explain_bad_target_is_one_line_error(capsys, monkeypatch, target, fragments):
+    monkeypatch.chdir(ROOT)
+    code, _, err = run_cli(capsys, "explain", target, "--arg", "f32[4,4]")
+    assert_one_line_error(code, err, *fragments)
+
+
+@pytest.mark.parametrize("spec", ["f33[4]", "f32[4x4]", "f32", "c64[3]", "[4]", "f32[-1]"])
+def test_explain_bad_arg_spec_is_one_line_error(capsys, spec):
+    code, _, err = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", spec)
+    assert_one_line_error(code, err, f"bad --arg '{spec}'")
+
+
+def test_explain_missing_arg_is_one_line_error(capsys):
+    code, _, err = run_cli(capsys, "explain", f"{SOFTMAX}:softmax")
+    assert_one_line_error(code, err, "missing a required argument: 'x'")
+
+
+def test_explain_untraceable_function_names_its_line(capsys, tmp_path):
+    src = tmp_path / "branchy.py"
+    src.write_text("def f(x):\n    if x.sum() > 0:\n        return x\n    return -x\n")
+    code, _, err = run_cli(capsys, "explain", f"{src}:f", "--arg", "f32[3]")
+    assert_one_line_error(code, err, f"{src}:2", "np.where")
+
+
+def test_explain_syntax_error_is_one_line_error(capsys, tmp_path):
+    src = tmp_path / "broken.py"
+    src.write_text("def f(x:\n")
+    code, _, err = run_cli(capsys, "explain", f"{src}:f", "--arg", "f32[3]")
+    assert_one_line_error(code, err, "syntax error", "broken.py:1")
+
+
+def test_explain_module_that_raises_on_import_is_one_line_error(capsys, tmp_path):
+    src = tmp_path / "raising.py"
+    src.write_text("raise RuntimeError('no config file')\n")
+    code, _, err = run_cli(capsys, "explain", f"{src}:f", "--arg", "f32[3]")
+    assert_one_line_error(code, err, "importing", "RuntimeError: no config file")
+
+
+@pytest.mark.parametrize("flag, method", [("--source", "cuda_source"), ("--ptxas", "ptxas")])
+def test_explain_source_and_ptxas_say_when_not_available(capsys, flag, method):
+    code, out, err = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[64,64]", flag)
+    if hasattr(fusec.Fused, method):
+        assert (code, err) == (0, "")
+    else:
+        assert_one_line_error(code, err, "not available yet")
+        assert out == ""
+
+
+# --- demo, help, usage ---------------------------------------------------------------------------
+
+
+def test_demo_without_gpu_checks_against_numpy(capsys):
+    code, out, err = run_cli(capsys, "demo", "--no-gpu")
+    assert (code, err) == (0, "")
+    assert "no CUDA GPU found: running the NumPy reference backend on small inputs" in out
+    assert "exp" in out and "abs" in out
+    assert re.search(r"\b3\.00+ GiB", out) and re.search(r"\b1\.00+ GiB", out)  # sum_abs, unfused vs fused
+    assert out.rstrip().endswith("result checked against NumPy: OK")
+
+
+def test_demo_size_is_used(capsys):
+    code, out, _ = run_cli(capsys, "demo", "--no-gpu", "--size", "2^10")
+    assert code == 0
+    assert "sum_abs f32[1024]" in out
+
+
+@pytest.mark.parametrize("size", ["0", "-5", "lots", "2^x"])
+def test_demo_bad_size_is_one_line_error(capsys, size):
+    code, _, err = run_cli(capsys, "demo", f"--size={size}")
+    assert code == 2
+    assert_one_line_error(code, err, "--size")
+
+
+@pytest.mark.gpu
+def test_demo_on_gpu_checks_against_numpy(capsys):
+    code, out, err = run_cli(capsys, "demo", "--size", "2^20")
+    assert (code, err) == (0, "")
+    assert "speedup" in out
+    assert out.rstrip().endswith("result checked against NumPy: OK")
+
+
+def test_traffic_of_sum_abs_is_three_to_one():
+    fused = fusec.fuse(lambda x: abs(x).sum(), name="sum_abs")
+    kernels, unfused, minimum = traffic(fused.trace(fusec.ArraySpec((1 << 28,), "float32")))
+    assert kernels == 2
+    assert unfused == 3 * 2**30 + 4
+    assert minimum == 2**30 + 4
+
+
+def test_gpu_available_never_raises():
+    usable, why = gpu_available()
+    assert isinstance(usable, bool)
+    assert usable or why
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["opt", "--help"], ["explain", "--help"], ["demo", "--help"]])
+def test_help_exits_zero(capsys, argv):
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0
+    assert out.startswith("usage: fusec")
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    ([], "required: COMMAND"),
+    (["frobnicate"], "invalid choice"),
+    (["opt"], "FILE.fir"),
+    (["opt", "x.fir", "--bogus"], "unrecognized arguments"),
+])
+def test_usage_error_is_one_line(capsys, argv, fragment):
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert_one_line_error(code, err, fragment)
+
+
+def test_python_m_fusec_help():
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "fusec", "--help"], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    for command in ("opt", "explain", "demo"):
+        assert command in proc.stdout
+
+
+# --- README ------------------------------------------------------------------------------------
+
+
+def test_readme_ops_block_is_generated_from_the_op_table():
+    block = readme_block((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert block is not None, "README.md lacks the <!-- ops:begin --> ... <!-- ops:end --> block"
+    assert block == ops_markdown(), "README.md's ops list is stale: run `python -m fusec.ir.ops_doc README.md`"
+
+
+def test_readme_quick_start_commands():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for command in ('pip install -e ".[test]"', "pytest", "fusec demo", "pytest -m gpu"):
+        assert command in readme
