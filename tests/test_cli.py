@@ -69,7 +69,7 @@ def test_opt_reads_stdin(capsys, monkeypatch):
 def test_opt_dump_prints_ir_after_each_pass(capsys, fir):
     code, out, err = run_cli(capsys, "opt", str(fir), "-p", "cse,dce", "--dump")
     assert (code, err) == (0, "")
-    headers = [line for line in out.splitlines() if line.startswith("//")]
+    headers = [line for line in out.splitlines() if line.startswith("# after")]
     assert headers == ["# after cse", "# after dce"]
     assert out.count("func @f(") == 2
 
