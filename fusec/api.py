@@ -19,11 +19,11 @@ import numpy as np
 
 from fusec.arrayspec import ArraySpec
 from fusec.errors import FusecError, FusecTypeError, FusecValueError, TraceError
+from fusec.explain import Explanation
 from fusec.ir import dtypes
 from fusec.ir.graph import Graph, rebind
-from fusec.explain import Explanation
-from fusec.plan import Plan, execute_numpy, make_plan
 from fusec.ir.trace import output_node, trace_function
+from fusec.plan import Plan, execute_numpy, make_plan
 
 _SHAPES_KEPT = 64  # graphs kept per signature, one per distinct set of input shapes
 

@@ -152,4 +152,6 @@ def execute_numpy(plan: Plan, args: list[np.ndarray], xp: Any = np) -> list[Any]
         run_nodes(xp, sources + list(kernel.nodes), env)
         for out in kernel.outputs:
             memory[out] = env[out]
+    # an output that is a constant or a size (after folding, say) is in no kernel: make it here
+    run_nodes(xp, [o for o in graph.outputs if o not in memory], memory)
     return [memory[o] for o in graph.outputs]

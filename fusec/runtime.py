@@ -1,0 +1,313 @@
+"""The GPU side: compile generated kernels, size their launches, allocate outputs, launch.
+
+``KernelLauncher.run_region(region, space, graph_values)`` runs one fused region on the current CuPy
+device and stream and returns its outputs. The first call with a new *layout key* (each input array's
+shape, strides and pointer alignment, the device) builds a launch recipe: plan the kernel
+(:func:`fusec.codegen.plan.kernel_spec`), render its source, compile it (cached in-process by source
+text, and across processes by CuPy's disk cache), size the grid from the device's SM count and the
+kernel's occupancy, and freeze the scalar arguments as NumPy scalars of the exact C++ parameter types.
+A repeat call looks the recipe up, allocates the outputs and launches: no planning, no rendering.
+
+Nothing here knows about ops: the kernel spec carries everything op-specific.
+
+Compilers: ``"cupy"`` (default) compiles with ``cupy.RawModule``; CuPy always adds ``-ftz=true``, so
+float32 denormals flush to zero (NumPy keeps them). ``"nvrtc"`` compiles with
+:func:`fusec.codegen.nvrtc.compile_cubin` (no ``-ftz``) and loads the cubin with CuPy, caching cubins
+in ``$XDG_CACHE_HOME/fusec/cubin``. ``FUSEC_COMPILER`` picks the default.
+
+Occupancy: ``cuOccupancyMaxActiveBlocksPerMultiprocessor`` through CuPy's driver bindings; where that is
+unavailable, an estimate from the kernel's registers and shared memory with the limits of sm_80/sm_90
+(65536 registers, 2048 threads, 32 blocks per SM, registers allocated per warp in units of 256).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fusec.codegen.cuda import render_kernel
+from fusec.codegen.plan import ArrayLayout, KernelSpec, kernel_spec
+from fusec.ir.graph import Node, Region
+from fusec.passes.space import RegionSpace
+
+POISON_BYTE = 0xAB  # what poisoned outputs are filled with, byte by byte
+
+
+def _cupy() -> Any:
+    import cupy
+
+    return cupy
+
+
+@dataclass
+class LaunchRecipe:
+    """Everything a repeat launch needs: the compiled function, the grid, the frozen scalar arguments."""
+
+    region: Region
+    spec: KernelSpec
+    source: str
+    function: Any  # cupy.cuda.function.Function (bound to one device)
+    grid: int
+    block: tuple[int, int, int]
+    scalars: tuple[Any, ...]
+    outputs: tuple[tuple[tuple[int, ...], np.dtype], ...]
+    workspace_bytes: int
+
+
+class KernelLauncher:
+    """Compiles, caches and launches fused kernels on the current CuPy device and stream.
+
+    ``poison``: fill every output with :data:`POISON_BYTE` (or the given byte) before the launch, so a
+    test sees any element the kernel failed to write. ``compiler``: ``"cupy"`` or ``"nvrtc"`` (see the
+    module docstring). ``options``: extra NVRTC options.
+    """
+
+    def __init__(self, *, poison: bool | int = False, compiler: str | None = None, options: tuple[str, ...] = ()):
+        self.poison = POISON_BYTE if poison is True else (int(poison) if poison is not False else None)
+        self.compiler = compiler or os.environ.get("FUSEC_COMPILER", "cupy")
+        if self.compiler not in ("cupy", "nvrtc"):
+            raise ValueError(f"compiler must be 'cupy' or 'nvrtc', not {self.compiler!r}")
+        self.options = tuple(options)
+        self._modules: dict[tuple[str, int], Any] = {}  # (source, device) -> module-ish
+        self._functions: dict[tuple[str, str, int], Any] = {}
+        self._capacity: dict[tuple[int, int, int], int] = {}
+        self._recipes: dict[tuple, LaunchRecipe] = {}
+        self._array_inputs: dict[int, tuple[Region, tuple[Node, ...]]] = {}
+        self._workspaces: dict[tuple[int, int], Any] = {}
+        self.compiles = 0  # how many sources this launcher compiled (or found in CuPy's disk cache)
+
+    # -- compiling ---------------------------------------------------------------------------------
+    def _compile_options(self) -> tuple[str, ...]:
+        try:
+            from fusec.codegen.nvrtc import include_options
+
+            includes = include_options()
+        except Exception:  # no cuda-bindings: CuPy finds CUDA's headers itself
+            includes = ()
+        return ("-std=c++17", *includes, *self.options)
+
+    def function(self, source: str, name: str) -> Any:
+        """The kernel ``name`` of ``source``, compiled for the current device (cached)."""
+        cp = _cupy()
+        device = cp.cuda.runtime.getDevice()
+        key = (source, name, device)
+        fn = self._functions.get(key)
+        if fn is not None:
+            return fn
+        if self.compiler == "cupy":
+            module = self._modules.get((source, device))
+            if module is None:
+                module = cp.RawModule(code=source, options=self._compile_options())
+                self._modules[(source, device)] = module
+                self.compiles += 1
+            fn = module.get_function(name).kernel
+        else:
+            fn = self._nvrtc_function(source, name, device)
+        self._functions[key] = fn
+        return fn
+
+    def _nvrtc_function(self, source: str, name: str, device: int) -> Any:
+        cp = _cupy()
+        module = self._modules.get((source, device))
+        if module is None:
+            arch = "sm_" + cp.cuda.Device(device).compute_capability
+            cubin, compiled = _cached_cubin(source, arch)
+            self.compiles += compiled
+            module = cp.cuda.function.Module()
+            module.load(cubin)
+            self._modules[(source, device)] = module
+        return module.get_function(name)
+
+    def capacity(self, function: Any, threads: int) -> int:
+        """How many blocks of ``threads`` threads of ``function`` the device keeps resident at once."""
+        cp = _cupy()
+        device = cp.cuda.runtime.getDevice()
+        key = (device, function.ptr, threads)
+        cap = self._capacity.get(key)
+        if cap is None:
+            sms = cp.cuda.Device(device).attributes["MultiProcessorCount"]
+            cap = sms * max(1, _blocks_per_sm(function, threads))
+            self._capacity[key] = cap
+        return cap
+
+    # -- recipes -----------------------------------------------------------------------------------
+    def _inputs_of(self, region: Region) -> tuple[Node, ...]:
+        entry = self._array_inputs.get(id(region))
+        if entry is None or entry[0] is not region:
+            nodes = tuple(n for n in region.inputs if n.op not in ("const", "size"))
+            entry = (region, nodes)
+            self._array_inputs[id(region)] = entry
+        return entry[1]
+
+    def recipe(self, region: Region, space: RegionSpace, arrays: list[Any],
+               out: Mapping[Node, Any] | None = None) -> LaunchRecipe:
+        """Plan, render, compile and size the launch of ``region`` over these input arrays."""
+        inputs = self._inputs_of(region)
+        layouts: dict[Node, ArrayLayout] = {}
+        for node, a in zip(inputs, arrays):
+            if a.dtype != node.dtype or tuple(a.shape) != node.shape:
+                raise ValueError(f"region {region.name} expects {node.dtype}{list(node.shape)} for an input, "
+                                 f"got {a.dtype}{list(a.shape)}")
+            layouts[node] = ArrayLayout.of(a)
+        for node, a in (out or {}).items():
+            layouts[node] = ArrayLayout.of(a)
+        spec = kernel_spec(region, space, layouts)
+        source = render_kernel(spec)
+        fn = self.function(source, spec.name)
+        threads = spec.block[0] * spec.block[1]
+        grid = spec.launch.grid(self.capacity(fn, threads))
+        return LaunchRecipe(
+            region=region, spec=spec, source=source, function=fn, grid=grid,
+            block=(spec.block[0], spec.block[1], 1), scalars=tuple(spec.args),
+            outputs=tuple((n.shape, n.dtype) for n in spec.outputs),
+            workspace_bytes=spec.launch.workspace_bytes(grid) if grid else 0,
+        )
+
+    def _workspace(self, nbytes: int) -> Any:
+        """A zeroed scratch buffer for the current device and stream (kernels leave it zeroed)."""
+        cp = _cupy()
+        key = (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr)
+        ws = self._workspaces.get(key)
+        if ws is None or ws.nbytes < nbytes:
+            ws = cp.zeros(max(nbytes, 4096), dtype=cp.uint8)
+            self._workspaces[key] = ws
+        return ws
+
+    # -- running -----------------------------------------------------------------------------------
+    def run_region(self, region: Region, space: RegionSpace, graph_values: Mapping[Node, Any],
+                   out: Mapping[Node, Any] | None = None) -> dict[Node, Any]:
+        """Launch ``region`` on its inputs (read from ``graph_values``); returns ``{output node: array}``.
+
+        ``out`` may give arrays (any layout, not overlapping the inputs) to write some outputs into;
+        the others are fresh C-contiguous arrays on the current device.
+        """
+        cp = _cupy()
+        arrays = [graph_values[n] for n in self._inputs_of(region)]
+        key: tuple = (id(region), cp.cuda.runtime.getDevice(),
+                      *[(a.shape, a.strides, a.dtype.char, a.data.ptr & 15) for a in arrays])
+        if out:
+            key += tuple((id(n), a.shape, a.strides, a.data.ptr & 15) for n, a in out.items())
+        recipe = self._recipes.get(key)
+        if recipe is None or recipe.region is not region:
+            recipe = self.recipe(region, space, arrays, out)
+            self._recipes[key] = recipe
+        outs = []
+        for node, (shape, dtype) in zip(recipe.spec.outputs, recipe.outputs):
+            given = out.get(node) if out else None
+            outs.append(given if given is not None else cp.empty(shape, dtype))
+        if self.poison is not None:
+            stream = cp.cuda.get_current_stream().ptr
+            for a in outs:
+                if a.nbytes and (a.flags.c_contiguous or a.flags.f_contiguous):
+                    cp.cuda.runtime.memsetAsync(a.data.ptr, self.poison, a.nbytes, stream)
+        if recipe.grid:
+            args: list[Any] = [*arrays, *outs]
+            if recipe.spec.kind == "reduce-all":
+                args.append(self._workspace(recipe.workspace_bytes))
+            args.extend(recipe.scalars)
+            recipe.function((recipe.grid, 1, 1), recipe.block, tuple(args))
+        return dict(zip(recipe.spec.outputs, outs))
+
+    def source(self, region: Region, space: RegionSpace, graph_values: Mapping[Node, Any]) -> str:
+        """The CUDA source ``run_region`` compiles for these inputs (no launch)."""
+        arrays = [graph_values[n] for n in self._inputs_of(region)]
+        layouts = {n: ArrayLayout.of(a) for n, a in zip(self._inputs_of(region), arrays)}
+        return render_kernel(kernel_spec(region, space, layouts))
+
+
+def _cubin_path(source: str, arch: str) -> Path:
+    from fusec.codegen.nvrtc import cuda_include_dirs
+
+    digest = hashlib.sha256(f"{arch}\0{cuda_include_dirs()}\0{source}".encode()).hexdigest()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fusec" / "cubin"
+    return cache / f"{digest}.cubin"
+
+
+def _cached_cubin(source: str, arch: str) -> tuple[bytes, int]:
+    """The cubin of ``source`` for ``arch`` from the disk cache, or compiled (with NVRTC) and cached;
+    and 1 when it was compiled, else 0."""
+    from fusec.codegen.nvrtc import compile_cubin
+
+    path = _cubin_path(source, arch)
+    if path.is_file():
+        return path.read_bytes(), 0
+    cubin = compile_cubin(source, arch).cubin
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(cubin)
+        tmp.replace(path)
+    except OSError:
+        pass
+    return cubin, 1
+
+
+def _compile_one(job: tuple[str, str]) -> int:
+    return _cached_cubin(*job)[1]
+
+
+def precompile(sources: Iterable[str], arch: str, workers: int | None = None) -> int:
+    """Compile ``sources`` for ``arch`` (``"sm_90"``) into the cubin cache of the ``"nvrtc"`` compiler, in
+    parallel processes (NVRTC only: no GPU is touched); returns how many were compiled (not cached).
+
+    A launcher with ``compiler="nvrtc"`` then loads them without compiling (tests and warm-ups)."""
+    import concurrent.futures
+    import multiprocessing
+
+    jobs = [(s, arch) for s in dict.fromkeys(sources) if not _cubin_path(s, arch).is_file()]
+    if not jobs:
+        return 0
+    workers = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
+    if workers == 1:
+        return sum(_compile_one(j) for j in jobs)
+    context = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+        return sum(pool.map(_compile_one, jobs, chunksize=1))
+
+
+def _blocks_per_sm(function: Any, threads: int) -> int:
+    try:
+        from cupy_backends.cuda.api import driver
+
+        return int(driver.occupancyMaxActiveBlocksPerMultiprocessor(function.ptr, threads, 0))
+    except Exception:
+        return _estimate_blocks_per_sm(function, threads)
+
+
+def _estimate_blocks_per_sm(function: Any, threads: int) -> int:
+    """Resident blocks per SM from the kernel's registers and shared memory (sm_80/sm_90 limits)."""
+    from cupy_backends.cuda.api import driver
+
+    regs = driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_NUM_REGS, function.ptr)
+    smem = driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function.ptr)
+    warps = -(-threads // 32)
+    regs_per_warp = -(-max(regs, 1) * 32 // 256) * 256
+    by_regs = 65536 // (regs_per_warp * warps)
+    by_threads = 2048 // threads
+    by_smem = (228 * 1024) // (smem + 1024) if smem else 32
+    return max(1, min(32, by_regs, by_threads, by_smem))
+
+
+_DEFAULT: KernelLauncher | None = None
+
+
+def default_launcher() -> KernelLauncher:
+    """The process-wide launcher that :func:`run_region` uses."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = KernelLauncher()
+    return _DEFAULT
+
+
+def run_region(region: Region, space: RegionSpace, graph_values: Mapping[Node, Any]) -> dict[Node, Any]:
+    """Run ``region`` with the default launcher (see :meth:`KernelLauncher.run_region`)."""
+    return default_launcher().run_region(region, space, graph_values)
+
+
+__all__ = ["KernelLauncher", "LaunchRecipe", "POISON_BYTE", "default_launcher", "precompile", "run_region"]

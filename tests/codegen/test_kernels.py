@@ -1,0 +1,384 @@
+"""Kernel specs and generated kernels, without a GPU.
+
+Every workload below is traced, made into ONE region over all its non-source nodes, planned
+(``kernel_spec``) under several layouts and dtypes, rendered, and compiled with NVRTC for sm_90 and
+sm_80: each must compile with zero register spills. The kernels of one workload are rendered into one
+source, so the suite runs one NVRTC compile per workload and arch (about 2 x 13).
+
+The unit tests check what the planner decides from a signature: schedules (contiguous, vectorized,
+strided; warp or block per row; last-block or grid-barrier), collapsed ranks, int32/int64 indexing,
+launch sizes (never a grid of 0 blocks, one block for an empty reduce-all), argument types, and that
+the source does not depend on sizes. ``WORKLOADS`` and :func:`single_region` are shared with the golden
+and GPU tests.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+import fusec
+from fusec.codegen import nvrtc
+from fusec.codegen.cuda import render_body, render_kernel, render_module
+from fusec.codegen.plan import INT32_LIMIT, ArrayLayout, KernelSpec, kernel_spec
+from fusec.ir.graph import Graph, Region, make_region
+from fusec.ir.ops import Kind
+from fusec.passes.space import RegionSpace, region_space
+
+ARCHS = ["sm_90", "sm_80"]
+FLOATS = ["float16", "float32", "float64"]
+INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+ALL = ["bool", *INTS, *FLOATS]
+
+
+# ---- workloads ----------------------------------------------------------------------------------------------
+
+
+def sum_abs(x):
+    return np.abs(x).sum()
+
+
+def gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def layernorm(x):
+    mean = x.mean(axis=-1, keepdims=True)
+    centered = x - mean
+    var = (centered * centered).mean(axis=-1, keepdims=True)
+    return centered / np.sqrt(var + 1e-5)
+
+
+def router(x):
+    p = softmax(x)
+    return p.max(axis=-1), p.argmax(axis=-1)
+
+
+def row_min_argmin(x):
+    return x.min(axis=-1), x.argmin(axis=-1)
+
+
+def row_sum(x):
+    return x.sum(axis=-1)
+
+
+def col_sum(x):
+    return x.sum(axis=0)
+
+
+def col_any_all(x):
+    return x.any(axis=0), x.all(axis=0)
+
+
+def col_softmax(x):
+    e = np.exp(x - x.max(axis=0, keepdims=True))
+    return e / e.sum(axis=0, keepdims=True)
+
+
+def col_max_argmax(x):
+    return x.max(axis=0), x.argmax(axis=0)
+
+
+def mean_var(x):
+    return x.mean(), x.var()
+
+
+def center_all(x):
+    """reduce-all with an output over every element: x - mean(x)."""
+    return x - x.mean()
+
+
+def adam(p, g, m, v):
+    m2 = 0.9 * m + 0.1 * g
+    v2 = 0.999 * v + 0.001 * (g * g)
+    p2 = p - 0.001 * m2 / (np.sqrt(v2) + 1e-8)
+    return p2, m2, v2
+
+
+def bias_add(x, b):
+    return x + b
+
+
+def transpose_add(x, y):
+    return x.T + y
+
+
+def single_region(fn: Callable, *specs: fusec.ArraySpec, name: str = "k0") -> tuple[Graph, Region, RegionSpace]:
+    """``fn`` traced over ``specs``, and one region over all its non-source nodes."""
+    graph = fusec.fuse(fn).trace(*specs)
+    nodes = [n for n in graph.nodes if n.kind is not Kind.SOURCE]
+    space = region_space(nodes)
+    return graph, make_region(name, space.kind, nodes, graph.users, graph.outputs), space
+
+
+def layout(shape: tuple[int, ...], how: str, align: int = 16) -> ArrayLayout:
+    """Element strides of an array of ``shape`` laid out ``how``: c, f (Fortran), step2 (every other
+    element of a twice-as-long last axis), neg (reversed last axis), bcast0 (zero stride on axis 0)."""
+    c = ArrayLayout.c_contiguous(shape).strides
+    if how == "c":
+        return ArrayLayout(c, True, align)
+    if how == "f":
+        strides, step = [], 1
+        for d in shape:
+            strides.append(step)
+            step *= max(d, 1)
+        return ArrayLayout(tuple(strides), len(shape) <= 1, align)
+    if how == "step2":
+        return ArrayLayout(tuple(2 * s for s in c), False, align)
+    if how == "neg":
+        return ArrayLayout(c[:-1] + (-c[-1],), False, align)
+    if how == "bcast0":
+        return ArrayLayout((0,) + c[1:], False, align)
+    raise ValueError(how)
+
+
+@dataclass
+class Variant:
+    """One kernel of a workload: dtype, input shapes, and per-input layouts (default C-contiguous)."""
+
+    dtype: str
+    shapes: tuple[tuple[int, ...], ...]
+    layouts: tuple[str, ...] = ()
+    align: int = 16
+
+    def spec(self, fn: Callable, name: str) -> KernelSpec:
+        specs = [fusec.ArraySpec(s, self.dtype) for s in self.shapes]
+        graph, region, space = single_region(fn, *specs, name=name)
+        lay = {}
+        for node, how in zip(graph.inputs, self.layouts or ("c",) * len(graph.inputs)):
+            lay[node] = layout(node.shape, how, self.align)
+        return kernel_spec(region, space, lay)
+
+
+@dataclass
+class Workload:
+    fn: Callable
+    variants: list[Variant] = field(default_factory=list)
+
+
+BIG = 2**31 + 16  # more elements than int32 indexing allows (specs only: nothing is allocated)
+
+WORKLOADS: dict[str, Workload] = {
+    "sum_abs": Workload(sum_abs, [
+        *(Variant(dt, ((1029, 917),)) for dt in ALL),
+        Variant("float32", ((1029, 917),), align=4),
+        Variant("float32", ((1029, 917),), ("step2",)),
+        Variant("int8", ((BIG,),)),
+    ]),
+    "gelu": Workload(gelu, [
+        *(Variant(dt, ((1029, 917),)) for dt in FLOATS),
+        Variant("float32", ((1029, 917),), align=8),
+        Variant("float32", ((1029, 917),), ("f",)),
+        Variant("float16", ((1029, 917),), ("neg",)),
+        Variant("float32", ((BIG,),)),
+    ]),
+    "softmax": Workload(softmax, [
+        *(Variant(dt, ((1029, 64),)) for dt in FLOATS),
+        *(Variant(dt, ((64, 4096),)) for dt in FLOATS),
+        Variant("float32", ((64, 4096),), ("f",)),
+        Variant("float32", ((8, 16, 64),), ("step2",)),
+    ]),
+    "layernorm": Workload(layernorm, [
+        *(Variant(dt, ((64, 8192),)) for dt in FLOATS),
+        Variant("float32", ((1029, 917),), ("neg",)),
+    ]),
+    "router": Workload(router, [*(Variant(dt, ((4096, 64),)) for dt in FLOATS)]),
+    "row_min_argmin": Workload(row_min_argmin, [
+        *(Variant(dt, ((1029, 917),)) for dt in ["bool", *INTS, *FLOATS]),
+        Variant("float32", ((16, 32, 64),), ("f",)),
+    ]),
+    "col_sum": Workload(col_sum, [
+        *(Variant(dt, ((1029, 917),)) for dt in ALL),
+        Variant("float32", ((917, 1029),), ("f",)),
+        Variant("int32", ((BIG // 4, 4),)),
+    ]),
+    "col_any_all": Workload(col_any_all, [Variant("bool", ((1029, 917),)), Variant("float32", ((3, 5, 7),))]),
+    "col_softmax": Workload(col_softmax, [*(Variant(dt, ((1029, 917),)) for dt in FLOATS)]),
+    "col_max_argmax": Workload(col_max_argmax, [
+        Variant("float32", ((1029, 917),)), Variant("int64", ((23, 5, 7),), ("step2",)),
+    ]),
+    "mean_var": Workload(mean_var, [
+        *(Variant(dt, ((1029, 917),)) for dt in FLOATS + ["int32", "uint8"]),
+        Variant("float32", ((1029, 917),), ("f",)),
+    ]),
+    "center_all": Workload(center_all, [Variant("float32", ((1029, 917),)), Variant("float64", ((23,),))]),
+    "adam": Workload(adam, [
+        *(Variant(dt, ((1 << 20,),) * 4) for dt in FLOATS),
+        Variant("float32", ((1 << 20,),) * 4, ("c", "step2", "c", "neg")),
+    ]),
+    "bias_add": Workload(bias_add, [
+        *(Variant(dt, ((1029, 917), (917,))) for dt in ["bool", "int8", "int32", "int64", "uint8", *FLOATS]),
+        Variant("float32", ((1029, 917), (1029, 1))),
+    ]),
+    "transpose_add": Workload(transpose_add, [
+        Variant("float32", ((917, 1029), (1029, 917))), Variant("int64", ((917, 1029), (1029, 917)), ("f", "c")),
+    ]),
+}
+
+
+def workload_specs(name: str) -> list[KernelSpec]:
+    w = WORKLOADS[name]
+    return [v.spec(w.fn, f"{name}{i}") for i, v in enumerate(w.variants)]
+
+
+# ---- every kernel compiles, without spills -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+def test_kernels_compile_without_spills(workload: str, arch: str) -> None:
+    specs = workload_specs(workload)
+    result = nvrtc.compile_cubin(render_module(specs), arch)
+    assert result.kernels is not None
+    for spec in specs:
+        res = result.kernel(spec.name)
+        assert res.spills == 0, f"{spec.name} ({spec.schedule}) spills on {arch}: {res}"
+        assert res.stack_frame == 0, f"{spec.name} ({spec.schedule}) uses a stack frame on {arch}: {res}"
+
+
+def test_kernels_render_kernel_is_a_complete_source() -> None:
+    spec = workload_specs("gelu")[0]
+    source = render_kernel(spec)
+    assert source.startswith("// ---- fusec device helpers")
+    assert "namespace fs {" in source and source.endswith(render_body(spec))
+    assert render_kernel(spec) == source  # deterministic
+
+
+# ---- schedules and index math -------------------------------------------------------------------------------
+
+
+def _spec(fn: Callable, *shapes: tuple[int, ...], dtype: str = "float32", layouts: tuple[str, ...] = (),
+          align: int = 16) -> KernelSpec:
+    return Variant(dtype, shapes, layouts, align).spec(fn, "k0")
+
+
+def test_kernels_pointwise_contiguous_is_vectorized_when_aligned() -> None:
+    spec = _spec(gelu, (1029, 917))
+    assert (spec.kind, spec.schedule, spec.vec, spec.contiguous) == ("pointwise", "vector", 4, True)
+    assert [p.name for p in spec.scalar_params] == ["n"]
+    assert spec.args == (np.int32(1029 * 917),) and type(spec.args[0]) is np.int32
+    assert _spec(gelu, (1029, 917), dtype="float16").vec == 8
+    assert _spec(gelu, (1029, 917), dtype="float64").vec == 2
+
+
+def test_kernels_pointwise_misaligned_falls_back_to_scalar() -> None:
+    spec = _spec(gelu, (1029, 917), align=4)
+    assert (spec.schedule, spec.vec) == ("contiguous", 1)
+
+
+def test_kernels_pointwise_strided_collapses_what_it_can() -> None:
+    spec = _spec(gelu, (4, 5, 6), layouts=("step2",))  # every element doubled: still one flat axis
+    assert spec.schedule == "strided" and len(spec.loop_axes) == 1
+    spec = _spec(gelu, (4, 5, 6), layouts=("f",))
+    assert spec.schedule == "strided" and len(spec.loop_axes) == 3
+    spec = _spec(bias_add, (4, 5, 6), (6,))  # the bias repeats along the first two axes: they merge
+    assert spec.schedule == "strided" and len(spec.loop_axes) == 2
+    assert len(spec.uniform_loads) == 0
+
+
+def test_kernels_broadcast_scalar_is_loaded_once() -> None:
+    spec = _spec(bias_add, (1029, 917), (1,))
+    assert spec.schedule == "vector" and [a.pointer for a in spec.uniform_loads] == ["in1"]
+
+
+def test_kernels_int64_indexing_beyond_int32() -> None:
+    assert _spec(gelu, (INT32_LIMIT - 1,)).index_ctype == "int"
+    spec = _spec(gelu, (BIG,), dtype="int8")
+    assert spec.index_ctype == "long long" and type(spec.args[0]) is np.int64
+    # the extent fits, but the strided offsets do not
+    spec = _spec(gelu, (2**30,), layouts=("step2",))
+    assert spec.index_ctype == "long long"
+    assert _spec(sum_abs, (BIG,), dtype="int8").index_ctype == "long long"
+
+
+def test_kernels_rows_warp_or_block_per_row() -> None:
+    assert _spec(softmax, (1029, 64)).schedule == "warp"
+    spec = _spec(softmax, (64, 4096))
+    assert (spec.kind, spec.schedule, len(spec.phases)) == ("rows", "block", 2)
+    assert spec.launch.per_block == 1 and spec.launch.work == 64
+
+
+def test_kernels_rows_phases_of_layernorm_and_router() -> None:
+    spec = _spec(layernorm, (64, 8192))
+    assert len(spec.phases) == 2 and [len(p.fields) for p in spec.phases] == [1, 1]
+    spec = _spec(router, (4096, 64))
+    assert len(spec.phases) == 3
+    assert [f.ctype for f in spec.phases[2].fields] == ["float", "fc::ArgPair<float>"]
+    assert len(spec.row_stores) == 2 and not spec.epilogue_stores
+
+
+def test_kernels_cols_and_reduce_all_schedules() -> None:
+    spec = _spec(col_sum, (1029, 917))
+    assert (spec.kind, spec.schedule, spec.launch.block) == ("cols", "tiles", (32, 8))
+    spec = _spec(sum_abs, (1029, 917))
+    assert (spec.kind, spec.schedule, spec.vec) == ("reduce-all", "last_block", 4)
+    spec = _spec(mean_var, (1029, 917))
+    assert spec.schedule == "grid_barrier" and spec.launch.cooperative and len(spec.phases) == 2
+    assert _spec(center_all, (1029, 917)).schedule == "grid_barrier"
+
+
+def test_kernels_size_one_axes_are_dropped() -> None:
+    spec = _spec(softmax, (1, 64))  # one row: a reduce-all
+    assert spec.kind == "reduce-all"
+    spec = _spec(softmax, (7, 1))  # rows of one element
+    assert spec.kind == "rows" and spec.loop_axes == ()
+
+
+def test_kernels_empty_regions_launch_nothing_except_reduce_all() -> None:
+    assert _spec(gelu, (0, 5)).launch.grid(1000) == 0
+    assert _spec(softmax, (0, 5)).launch.grid(1000) == 0
+    assert _spec(row_sum, (5, 0)).launch.grid(1000) == 1  # empty rows: the identity is still written
+    assert _spec(sum_abs, (0,)).launch.grid(1000) == 1
+    assert _spec(mean_var, (0, 3)).launch.grid(1000) == 1
+
+
+def test_kernels_grid_is_capped_by_capacity() -> None:
+    spec = _spec(gelu, (1 << 24,))
+    assert spec.launch.grid(528) == 528 and spec.launch.grid(10**9) == -(-(1 << 22) // 256)
+    spec = _spec(mean_var, (1 << 24,))
+    assert spec.launch.grid(528) == 528
+    assert spec.launch.workspace_bytes(528) >= 128 + 2 * 528 * 8
+
+
+def test_kernels_source_depends_on_signature_not_sizes() -> None:
+    for fn, a, b in [(gelu, (1029, 917), (23,)), (softmax, (1029, 64), (3, 100)),
+                     (softmax, (64, 4096), (3, 5000)), (col_sum, (1029, 917), (3, 5)),
+                     (mean_var, (1029, 917), (5, 7)), (transpose_add, (917, 1029), (3, 5))]:
+        shapes_a = (a,) if fn is not transpose_add else (a, a[::-1])
+        shapes_b = (b,) if fn is not transpose_add else (b, b[::-1])
+        assert render_body(_spec(fn, *shapes_a)) == render_body(_spec(fn, *shapes_b)), fn.__name__
+
+
+def test_kernels_size_values_are_parameters() -> None:
+    spec = _spec(mean_var, (1029, 917))
+    params = {p.name: (p.ctype, v) for p, v in zip(spec.scalar_params, spec.args)}
+    assert params["size0"] == ("double", np.float64(1029 * 917))
+    assert "1029" not in render_body(spec) and "917" not in render_body(spec)
+
+
+def test_kernels_kernel_name_says_what_it_fuses() -> None:
+    assert _spec(softmax, (1029, 64)).name == "k0_rows_max_sub_exp_sum_div"
+    assert re.fullmatch(r"k0_pointwise_\w+", _spec(gelu, (5,)).name)
+
+
+def test_kernels_argmax_position_follows_the_operand_order() -> None:
+    spec = _spec(col_max_argmax, (23, 5, 7), dtype="int64")
+    assert spec.kind == "cols"
+    update = "\n".join(spec.phases[0].update)
+    assert "fc::argmax_combine" in update and "ix0" in update
+
+
+def test_kernels_transposed_input_reads_through_its_strides() -> None:
+    spec = _spec(transpose_add, (917, 1029), (1029, 917))
+    assert spec.schedule == "strided" and len(spec.loop_axes) == 2
+    body = render_body(spec)
+    assert "ld0_s0" in body and "ld0_s1" in body
