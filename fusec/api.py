@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from fusec.errors import FusecError, FusecTypeError, FusecValueError, TraceError
 from fusec.explain import Explanation
 from fusec.ir import dtypes
 from fusec.ir.graph import Graph, rebind
+from fusec.ir.interpret import interpret
 from fusec.ir.trace import output_node, trace_function
 from fusec.plan import Plan, execute_numpy, make_plan
 
@@ -221,14 +223,82 @@ class Fused:
         traced, plan = self._plan(params)
         arrays = [v for _, v in params if _backend(v) is not None]
         if backend == "cupy":
-            import cupy
-
-            results = execute_numpy(plan, arrays, xp=cupy)
-        else:
-            results = execute_numpy(plan, arrays, xp=np)
+            return traced.pack(self._run_gpu(plan, arrays, out))
+        results = execute_numpy(plan, arrays, xp=np)
         if out is not None:
-            results = _write_out(self.name, results, out, np if backend == "numpy" else __import__("cupy"))
+            results = _write_out(self.name, results, out, np)
         return traced.pack(results)
+
+    def _run_gpu(self, plan: Plan, arrays: list[Any], out: Any) -> list[Any]:
+        import cupy
+
+        from fusec.runtime import run_plan
+
+        if _fusion_disabled():  # FUSEC_DISABLE_FUSION=1: one CuPy call per op, for comparison
+            results = interpret(plan.traced, arrays, xp=cupy)
+            return results if out is None else _write_out(self.name, results, out, cupy)
+        if out is None:
+            return run_plan(plan, arrays)
+        outs = _out_list(self.name, out, len(plan.graph.outputs))
+        direct = {}
+        for node, dst in zip(plan.graph.outputs, outs):
+            if (isinstance(dst, cupy.ndarray) and dst.dtype == node.dtype and tuple(dst.shape) == node.shape
+                    and node not in direct and not any(cupy.may_share_memory(dst, a) for a in arrays)):
+                direct[node] = dst
+        results = run_plan(plan, arrays, out=direct)
+        pending = [r for r, dst in zip(results, outs) if r is not dst]
+        if pending:
+            _write_out(self.name, results, outs, cupy)
+        return outs
+
+    def cuda_source(self, *args: Any, **kwargs: Any) -> str:
+        """The CUDA C source of every kernel, exactly as compiled for these arguments (arrays, whose
+        layouts matter, or :class:`fusec.ArraySpec`, taken as C-contiguous). No GPU needed."""
+        return "\n".join(self._kernel_sources(args, kwargs))
+
+    def ptxas(self, *args: Any, arch: str = "sm_90", **kwargs: Any) -> str:
+        """The compiler's resource report of each kernel (registers, spills, stack, shared memory),
+        compiled with NVRTC for ``arch``. No GPU needed."""
+        from fusec.codegen.nvrtc import compile_cubin
+
+        lines = []
+        for source in self._kernel_sources(args, kwargs):
+            result = compile_cubin(source, arch)
+            for name, report in (result.kernels or {}).items():
+                lines.append(f"{name} ({arch}): {report}")
+        return "\n".join(lines)
+
+    def _kernel_sources(self, args: tuple, kwargs: dict) -> list[str]:
+        from fusec.codegen.cuda import render_kernel
+        from fusec.codegen.plan import ArrayLayout, kernel_spec
+
+        params = self._params(args, kwargs)
+        self._check_arguments(params)
+        _, plan = self._plan(params)
+        values = dict(zip(plan.graph.inputs, [v for _, v in params if _backend(v) is not None]))
+        sources = []
+        for kernel in plan.kernels:
+            layouts = {}
+            for node in kernel.inputs:
+                value = values.get(node)
+                if isinstance(value, ArraySpec):
+                    if value.strides is not None:
+                        layouts[node] = ArrayLayout(tuple(value.strides), contiguous=False)
+                elif value is not None:
+                    layouts[node] = ArrayLayout.of(value)
+            sources.append(render_kernel(kernel_spec(kernel.region, kernel.space, layouts)))
+        return sources
+
+
+def _fusion_disabled() -> bool:
+    return os.environ.get("FUSEC_DISABLE_FUSION", "") not in ("", "0")
+
+
+def _out_list(name: str, out: Any, count: int) -> list[Any]:
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    if len(outs) != count:
+        raise FusecValueError(f"{name} returns {count} arrays but out= has {len(outs)}")
+    return outs
 
 
 def _write_out(name: str, results: list[Any], out: Any, xp: Any) -> list[Any]:

@@ -10,10 +10,11 @@ A repeat call looks the recipe up, allocates the outputs and launches: no planni
 
 Nothing here knows about ops: the kernel spec carries everything op-specific.
 
-Compilers: ``"cupy"`` (default) compiles with ``cupy.RawModule``; CuPy always adds ``-ftz=true``, so
-float32 denormals flush to zero (NumPy keeps them). ``"nvrtc"`` compiles with
-:func:`fusec.codegen.nvrtc.compile_cubin` (no ``-ftz``) and loads the cubin with CuPy, caching cubins
-in ``$XDG_CACHE_HOME/fusec/cubin``. ``FUSEC_COMPILER`` picks the default.
+Compilers: ``"nvrtc"`` (default) compiles with :func:`fusec.codegen.nvrtc.compile_cubin` (no ``-ftz``, so
+float32 subnormals behave as in NumPy), loads the cubin with CuPy, and caches cubins on disk in
+``$XDG_CACHE_HOME/fusec/cubin`` so a new process compiles nothing. ``"cupy"`` compiles with
+``cupy.RawModule`` and its disk cache, but CuPy always adds ``-ftz=true``, so float32 subnormals flush
+to zero there. ``FUSEC_COMPILER`` picks the default.
 
 Occupancy: ``cuOccupancyMaxActiveBlocksPerMultiprocessor`` through CuPy's driver bindings; where that is
 unavailable, an estimate from the kernel's registers and shared memory with the limits of sm_80/sm_90
@@ -70,7 +71,7 @@ class KernelLauncher:
 
     def __init__(self, *, poison: bool | int = False, compiler: str | None = None, options: tuple[str, ...] = ()):
         self.poison = POISON_BYTE if poison is True else (int(poison) if poison is not False else None)
-        self.compiler = compiler or os.environ.get("FUSEC_COMPILER", "cupy")
+        self.compiler = compiler or os.environ.get("FUSEC_COMPILER", "nvrtc")
         if self.compiler not in ("cupy", "nvrtc"):
             raise ValueError(f"compiler must be 'cupy' or 'nvrtc', not {self.compiler!r}")
         self.options = tuple(options)
@@ -305,9 +306,28 @@ def default_launcher() -> KernelLauncher:
     return _DEFAULT
 
 
+def run_plan(plan: Any, arrays: list[Any], out: Mapping[Node, Any] | None = None,
+             launcher: KernelLauncher | None = None) -> list[Any]:
+    """Run every kernel of ``plan`` (a :class:`fusec.plan.Plan`) on CuPy ``arrays`` (one per graph
+    input); returns one array per graph output. ``out`` maps output nodes to arrays to write into
+    (of the node's dtype and shape, not overlapping any input)."""
+    from fusec.ir.interpret import run_nodes
+
+    launcher = launcher or default_launcher()
+    memory: dict[Node, Any] = dict(zip(plan.graph.inputs, arrays))
+    for kernel in plan.kernels:
+        targets = {n: out[n] for n in kernel.outputs if n in out} if out else None
+        memory.update(launcher.run_region(kernel.region, kernel.space, memory, out=targets))
+    missing = [o for o in plan.graph.outputs if o not in memory]
+    if missing:  # constants and sizes returned as they are: no kernel computes them
+        run_nodes(_cupy(), missing, memory)
+    return [memory[o] for o in plan.graph.outputs]
+
+
 def run_region(region: Region, space: RegionSpace, graph_values: Mapping[Node, Any]) -> dict[Node, Any]:
     """Run ``region`` with the default launcher (see :meth:`KernelLauncher.run_region`)."""
     return default_launcher().run_region(region, space, graph_values)
 
 
-__all__ = ["KernelLauncher", "LaunchRecipe", "POISON_BYTE", "default_launcher", "precompile", "run_region"]
+__all__ = ["KernelLauncher", "LaunchRecipe", "POISON_BYTE", "default_launcher", "precompile", "run_plan",
+           "run_region"]
