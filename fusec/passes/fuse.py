@@ -19,6 +19,7 @@ no. The result is the same graph with ``regions`` (in an order that respects dep
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import networkx as nx
@@ -279,7 +280,11 @@ def partition(graph: Graph) -> Graph:
         pair = frozenset((where[na], where[nb]))
         if len(pair) == 2:
             by_pair.setdefault(pair, msg)
-    refusals = list(by_pair.values())
+    fused = Graph(graph.name, graph.inputs, graph.outputs, regions)
+    # the messages name nodes as the unfused graph prints them; say them as the result prints them
+    printed = _node_names(fused)
+    rename = {part.names[n]: printed[n] for n in part.names if n in printed}
+    refusals = [re.sub(r"%\d+\b", lambda m: rename.get(m.group(), m.group()), msg) for msg in by_pair.values()]
     return Graph(graph.name, graph.inputs, graph.outputs, regions, tuple(dict.fromkeys(refusals)))
 
 

@@ -1,0 +1,134 @@
+"""Kernel counts and bytes through the public API: ``fusec.fuse(fn).plan(ArraySpec(...))`` (no data,
+no GPU). Each workload the fusion pass is built for must become the number of kernels its shape
+allows, and the bytes a plan reports must be what those kernels read and write.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusec
+from fusec import ArraySpec
+
+F32 = "float32"
+ROWS = ArraySpec((4096, 1024), F32)
+
+
+def sum_abs(x):
+    return np.abs(x).sum()
+
+
+def gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(0.7978845608 * (x + 0.044715 * x**3)))
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def layernorm(x, eps=1e-5):
+    m = x.mean(axis=-1, keepdims=True)
+    v = ((x - m) ** 2).mean(axis=-1, keepdims=True)
+    return (x - m) / np.sqrt(v + eps)
+
+
+def moe_router(logits):
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs = e / e.sum(axis=-1, keepdims=True)
+    return probs.max(axis=-1), probs.argmax(axis=-1)
+
+
+def adam(param, grad, m, v, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, step=1):
+    m = beta1 * m + (1.0 - beta1) * grad
+    v = beta2 * v + (1.0 - beta2) * grad * grad
+    m_hat = m / (1.0 - beta1**step)
+    v_hat = v / (1.0 - beta2**step)
+    return param - lr * m_hat / (np.sqrt(v_hat) + eps), m, v
+
+
+def mean_var(x):
+    return x.mean(), x.var()
+
+
+def l2_norm(x):
+    return np.sqrt(np.sum(x * x))
+
+
+def rmsnorm(x, w, eps=1e-6):
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * w
+
+
+def column_sums(x):
+    return x.sum(axis=0)
+
+
+def row_then_column(x):
+    return (x - x.sum(axis=1, keepdims=True)).sum(axis=0)
+
+
+KERNEL_COUNTS = [
+    (sum_abs, [ArraySpec((1 << 20,), F32)], 1, "reduce-all"),
+    (gelu, [ROWS], 1, "pointwise"),
+    (softmax, [ROWS], 1, "rows"),
+    (layernorm, [ROWS], 1, "rows"),
+    (moe_router, [ArraySpec((65536, 64), F32)], 1, "rows"),
+    (mean_var, [ROWS], 1, "reduce-all"),
+    (l2_norm, [ArraySpec((1 << 20,), F32)], 1, "reduce-all"),
+    (rmsnorm, [ROWS, ArraySpec((1024,), F32)], 1, "rows"),
+    (column_sums, [ROWS], 1, "cols"),
+]
+
+
+@pytest.mark.parametrize(("fn", "specs", "count", "kind"), KERNEL_COUNTS, ids=[c[0].__name__ for c in KERNEL_COUNTS])
+def test_kernel_count_of_workload(fn, specs, count, kind) -> None:
+    plan = fusec.fuse(fn).plan(*specs)
+    assert len(plan.kernels) == count, str(plan.graph)
+    assert [k.kind for k in plan.kernels] == [kind] * count
+    assert plan.refusals == ()
+    assert plan.bytes_moved <= plan.bytes_moved_unfused  # equal for a single op (column_sums)
+
+
+def test_kernel_count_adam_one_kernel_three_outputs() -> None:
+    vec = ArraySpec((1 << 20,), F32)
+    plan = fusec.fuse(adam).plan(vec, vec, vec, vec)
+    (kernel,) = plan.kernels
+    assert kernel.kind == "pointwise"
+    assert len(kernel.outputs) == 3
+    assert len(kernel.inputs) == 4
+    assert plan.bytes_moved == 7 * vec.size * 4
+
+
+def test_kernel_count_moe_router_outputs_two_dtypes() -> None:
+    plan = fusec.fuse(moe_router).plan(ArraySpec((65536, 64), F32))
+    (kernel,) = plan.kernels
+    assert sorted(str(n.dtype) for n in kernel.outputs) == ["float32", "int64"]
+    assert sum(n.op in ("max", "sum", "argmax") for n in kernel.nodes) == 4  # max, sum, max, argmax
+
+
+def test_kernel_count_sum_abs_bytes_moved() -> None:
+    """sum(|x|) over 2**28 float32: fused, x is read once (2**30 bytes) and 4 bytes written; unfused,
+    abs reads x and writes |x|, and the sum reads |x| again."""
+    plan = fusec.fuse(sum_abs).plan(ArraySpec((1 << 28,), F32))
+    assert len(plan.kernels) == 1
+    assert plan.bytes_moved == 2**30 + 4
+    assert plan.bytes_moved_unfused == 3 * 2**30 + 4
+
+
+def test_kernel_count_explain_softmax_shows_one_kernel() -> None:
+    report = fusec.fuse(softmax).explain(ROWS)
+    assert report.kernel_count == 1
+    text = str(report)
+    assert "-- kernels: 1 --" in text
+    assert "nothing was refused" in text
+    assert text.count("kernel @k") == 1  # the IR after the passes marks one region
+
+
+def test_kernel_count_row_reduction_feeding_column_reduction() -> None:
+    plan = fusec.fuse(row_then_column).plan(ArraySpec((1024, 512), F32))
+    assert [k.kind for k in plan.kernels] == ["rows", "cols"]
+    assert len(plan.refusals) == 1
+    assert "different iteration space" in plan.refusals[0]
+    text = str(fusec.fuse(row_then_column).explain(ArraySpec((1024, 512), F32)))
+    assert "different iteration space" in text
