@@ -13,8 +13,10 @@
 4. **Index width.** ``int`` when every extent and every access's largest offset stays below
    :data:`INT32_LIMIT`, else ``long long``.
 5. **Schedule.** The variant of the kind's template: pointwise ``contiguous``/``vector``/``strided``;
-   rows ``warp`` (a warp per row) or ``block`` (a block per row); cols ``tiles``; reduce-all
-   ``last_block`` or ``grid_barrier``.
+   rows ``warp_regs`` / ``block_regs`` (a (sub-)warp or a block per row, the row read once into registers:
+   when the row is one contiguous axis and short enough, see :data:`ROW_REGS_TABLE`), else ``warp`` (a
+   warp per row) or ``block`` (a block per row), which re-read the row in every phase; cols ``tiles``;
+   reduce-all ``last_block`` or ``grid_barrier``.
 6. **Body.** Member nodes as C++ lines built from the op table's CUDA expressions
    (:mod:`fusec.codegen.cuda_ops`), placed in the scope that computes them: once per kernel (uniform
    loads), once per row (reduced values and what depends only on them), per element of each pass over
@@ -44,6 +46,8 @@ from fusec.codegen.spec import (
     COLS_TILE,
     INT32_LIMIT,
     ROW_BLOCK_MIN,
+    ROW_REGS,
+    ROW_REGS_TABLE,
     VECTOR_BYTES,
     WARP,
     Access,
@@ -303,6 +307,13 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
     else:
         contiguous = all(groups[k][2][i] == 1 for k in loop_idx for i in range(len(infos)) if varying(i))
 
+    # rows in registers: one loop axis along which every varying access steps by 1, and a bucket that fits
+    regs = None
+    if kind == "rows" and ROW_REGS and len(loop_idx) == 1 and n_loop > 0:
+        k = loop_idx[0]
+        if all(groups[k][2][i] in (0, 1) for i in range(len(infos))):
+            regs = _row_regs(b, infos, groups, kept_idx, k, n_loop)
+
     # schedule
     vec = 1
     if kind == "pointwise" or kind == "reduce-all":
@@ -312,6 +323,9 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
         schedule = "vector" if vec > 1 else ("contiguous" if contiguous else "strided")
     elif kind == "reduce-all":
         schedule = "grid_barrier" if (n_phases > 1 or full_outputs) else "last_block"
+    elif kind == "rows" and regs is not None:
+        row_threads, elems, vec = regs
+        schedule = "warp_regs" if row_threads <= WARP else "block_regs"
     elif kind == "rows":
         schedule = "block" if n_loop >= ROW_BLOCK_MIN else "warp"
     else:
@@ -340,7 +354,7 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
                 s = groups[k][2][i]
                 if s == 0:
                     continue
-                if contiguous:
+                if contiguous or (regs is not None and k in loop_idx):
                     terms.append("i")
                     continue
                 pname = f"{info.var}_s{k}"
@@ -391,7 +405,14 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
     params += [p for p, _ in scalar_params]
     args = tuple(v for _, v in scalar_params)
 
-    launch = _launch_policy(kind, schedule, vec, n_kept, n_loop, phases)
+    held: tuple[Access, ...] = ()
+    row_threads = elems = 0
+    if regs is not None:
+        row_threads, elems = regs[0], regs[1]
+        seen = {a.var: a for p in phases for a in p.loads if not a.is_index}
+        seen.update((a.var, a) for a in epilogue_loads if not a.is_index)
+        held = tuple(sorted(seen.values(), key=lambda a: _var_order(a.var)))
+    launch = _launch_policy(kind, schedule, vec, n_kept, n_loop, phases, row_threads)
     return KernelSpec(
         name=spec_name, kind=kind, schedule=schedule, index_ctype=index_ctype, contiguous=contiguous, vec=vec,
         params=tuple(params), args=args, inputs=tuple(b.array_inputs), outputs=tuple(region.outputs),
@@ -402,7 +423,7 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
         epilogue_loads=epilogue_loads, epilogue_body=tuple(epilogue_body),
         epilogue_stores=tuple(Store(built[s.var], v) for s, v in epilogue_store_raw),
         row_stores=tuple(Store(built[s.var], v) for s, v in row_store_raw),
-        launch=launch,
+        launch=launch, row_threads=row_threads, elems=elems, held=held,
     )
 
 
@@ -427,14 +448,42 @@ def _vector_width(b: _Builder, infos: list[_AccessInfo], varying: list[int]) -> 
     return width
 
 
+def _row_regs(b: _Builder, infos: list[_AccessInfo], groups: list, kept_idx: list[int], k: int,
+              n_loop: int) -> tuple[int, int, int] | None:
+    """(threads per row, elements per thread, vector width) of a register-resident row of ``n_loop``
+    elements along collapsed axis ``k`` (every access steps along it by 0 or 1), or None when no bucket of
+    :data:`ROW_REGS_TABLE` holds it. The vector width is the widest power of two up to 16 bytes of the
+    widest varying array (and up to the elements per thread) that keeps every varying array's row starts
+    aligned: its pointer alignment and each kept stride allow it."""
+    varying = [i for i in range(len(infos)) if groups[k][2][i] != 0]
+    arrays = [i for i in varying if infos[i].pointer is not None]
+    itemsize = max((infos[i].dtype.itemsize for i in arrays), default=4)
+    table = ROW_REGS_TABLE[8 if itemsize > 4 else 4]
+    bucket = next((t for t in table if n_loop <= t[0]), None)
+    if bucket is None:
+        return None
+    _, threads, elems = bucket
+    vec = min(VECTOR_BYTES // itemsize, elems)
+    while vec > 1:
+        if all(b._layout(infos[i].node).align >= vec * infos[i].dtype.itemsize
+               and all(groups[g][2][i] % vec == 0 for g in kept_idx) for i in arrays):
+            break
+        vec //= 2
+    return threads, elems, vec
+
+
 def _launch_policy(kind: str, schedule: str, vec: int, n_kept: int, n_loop: int,
-                   phases: list[Phase]) -> LaunchPolicy:
+                   phases: list[Phase], row_threads: int = 0) -> LaunchPolicy:
     if kind == "pointwise":
         return LaunchPolicy((BLOCK, 1), -(-n_loop // vec), BLOCK)
     if kind == "reduce-all":
         partial = tuple(max(8, ACC_FIELD_BOUND * len(p.fields)) for p in phases)
         return LaunchPolicy((BLOCK, 1), -(-n_loop // vec), BLOCK, min_blocks=1,
                             cooperative=schedule == "grid_barrier", partial_bytes=partial)
+    if schedule == "block_regs":
+        return LaunchPolicy((row_threads, 1), n_kept, 1, min_resident=max(1, 512 // row_threads))
+    if schedule == "warp_regs":
+        return LaunchPolicy((BLOCK, 1), n_kept, BLOCK // row_threads)
     if kind == "rows":
         per_block = 1 if schedule == "block" else BLOCK // WARP
         return LaunchPolicy((BLOCK, 1), n_kept, per_block)

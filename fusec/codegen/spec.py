@@ -19,6 +19,22 @@ INT32_LIMIT = 2**31 - 2**24
 BLOCK = 256  # threads per block of every schedule (cols: COLS_TILE x COLS_SPLIT)
 WARP = 32
 ROW_BLOCK_MIN = 1024  # rows with at least this many elements get a block each, shorter ones a warp
+ROW_REGS = True  # rows held in registers (schedules warp_regs / block_regs) where ROW_REGS_TABLE allows
+
+# Register-resident rows: by the widest itemsize of the arrays held (1, 2 and 4 bytes share one column),
+# the buckets (longest row, threads per row, elements per thread). A row of length n takes the first bucket
+# with n <= longest row; the threads and elements per thread are compile-time constants of the kernel, so
+# every row length of one bucket shares a kernel. Threads per row below 256 are (sub-)warps: 256 / threads
+# rows per block, all phases by shuffles; 256 and up are one block per row. At most 32 elements (16 for
+# 8-byte values) per thread: the held values plus the row's working set stay within the 64..128 registers
+# that __launch_bounds__(threads, MIN_RESIDENT) allows. Longer rows (and rows that are not contiguous)
+# keep the re-reading schedules warp/block.
+ROW_REGS_TABLE: dict[int, tuple[tuple[int, int, int], ...]] = {
+    4: ((32, 8, 4), (64, 8, 8), (128, 16, 8), (256, 32, 8), (512, 32, 16), (1024, 32, 32),
+        (2048, 256, 8), (4096, 256, 16), (8192, 256, 32), (16384, 512, 32)),
+    8: ((16, 8, 2), (32, 8, 4), (64, 8, 8), (128, 16, 8), (256, 32, 8), (512, 32, 16),
+        (1024, 256, 4), (2048, 256, 8), (4096, 256, 16), (8192, 512, 16)),
+}
 COLS_TILE = 32  # cols: kept indices per block (threadIdx.x, coalesced)
 COLS_SPLIT = 8  # cols: threads splitting the reduced extent of one kept index (threadIdx.y)
 MIN_RESIDENT = 2  # __launch_bounds__(threads, 2): up to 128 registers per thread
@@ -195,7 +211,8 @@ class KernelSpec:
 
     name: str
     kind: str  # pointwise | reduce-all | rows | cols
-    schedule: str  # contiguous | vector | strided | warp | block | tiles | last_block | grid_barrier
+    schedule: str  # contiguous | vector | strided | warp | block | warp_regs | block_regs | tiles | last_block
+    # | grid_barrier
     index_ctype: str  # int | long long
     contiguous: bool  # one flat loop index i addresses every array that varies along the loop
     vec: int  # elements per thread per vector step (1: scalar)
@@ -214,6 +231,11 @@ class KernelSpec:
     epilogue_stores: tuple[Store, ...]
     row_stores: tuple[Store, ...]
     launch: LaunchPolicy = field(compare=False)
+    # warp_regs / block_regs: threads per row, elements each thread holds (compile-time constants), and the
+    # loads held in registers (the arrays varying along the row, read once at offset <var>_kb + i)
+    row_threads: int = 0
+    elems: int = 0
+    held: tuple[Access, ...] = ()
 
     @property
     def block(self) -> tuple[int, int]:

@@ -186,15 +186,27 @@ WORKLOADS: dict[str, Workload] = {
         *(Variant(dt, ((64, 4096),)) for dt in FLOATS),
         Variant("float32", ((64, 4096),), ("f",)),
         Variant("float32", ((8, 16, 64),), ("step2",)),
+        # register-resident rows: every bucket edge, both tables, unaligned rows (scalar loads)
+        *(Variant("float32", ((8, n),)) for n in (7, 32, 33, 63, 65, 128, 129, 256, 257, 512, 513, 1000,
+                                                   1024, 1025, 2048, 2049, 8192, 8193, 16384, 16385)),
+        *(Variant(dt, ((8, n),)) for dt in ("float16", "float64") for n in (7, 64, 1000, 8192, 8193)),
+        Variant("float32", ((8, 8192),), align=4),
+        Variant("float32", ((4, 5, 64),), ("neg",)),
     ]),
     "layernorm": Workload(layernorm, [
         *(Variant(dt, ((64, 8192),)) for dt in FLOATS),
+        *(Variant("float32", ((8, n),)) for n in (1000, 16384)),
         Variant("float32", ((1029, 917),), ("neg",)),
     ]),
-    "router": Workload(router, [*(Variant(dt, ((4096, 64),)) for dt in FLOATS)]),
+    "router": Workload(router, [
+        *(Variant(dt, ((4096, 64),)) for dt in FLOATS),
+        Variant("float32", ((4096, 64),), ("step2",)),
+        *(Variant("float32", ((4096, n),)) for n in (7, 63, 65, 1000)),
+    ]),
     "row_min_argmin": Workload(row_min_argmin, [
         *(Variant(dt, ((1029, 917),)) for dt in ["bool", *INTS, *FLOATS]),
         Variant("float32", ((16, 32, 64),), ("f",)),
+        *(Variant(dt, ((16, n),)) for dt in ("bool", "int8", "int16", "int64", "uint64") for n in (64, 128, 8192)),
     ]),
     "col_sum": Workload(col_sum, [
         *(Variant(dt, ((1029, 917),)) for dt in ALL),
@@ -301,10 +313,64 @@ def test_kernels_int64_indexing_beyond_int32() -> None:
 
 
 def test_kernels_rows_warp_or_block_per_row() -> None:
-    assert _spec(softmax, (1029, 64)).schedule == "warp"
-    spec = _spec(softmax, (64, 4096))
+    """Rows that are not one contiguous axis, or too long for registers, re-read the row."""
+    assert _spec(softmax, (1029, 64), layouts=("step2",)).schedule == "warp"
+    spec = _spec(softmax, (64, 4096), layouts=("f",))
     assert (spec.kind, spec.schedule, len(spec.phases)) == ("rows", "block", 2)
     assert spec.launch.per_block == 1 and spec.launch.work == 64
+    assert (spec.row_threads, spec.elems, spec.held) == (0, 0, ())
+    assert _spec(softmax, (3, 16385)).schedule == "block"
+    assert _spec(softmax, (3, 8193), dtype="float64").schedule == "block"
+    assert _spec(softmax, (3, 64), layouts=("neg",)).schedule == "warp"  # the row runs backwards
+
+
+@pytest.mark.parametrize("n, itemsize, threads, elems", [
+    (1000, 4, 32, 32), (7, 4, 8, 4), (32, 4, 8, 4), (33, 4, 8, 8), (64, 4, 8, 8), (65, 4, 16, 8),
+    (8192, 4, 256, 32), (8193, 4, 512, 32), (16384, 4, 512, 32), (1025, 4, 256, 8), (64, 8, 8, 8),
+    (8192, 8, 512, 16), (1024, 8, 256, 4), (64, 2, 8, 8), (64, 1, 8, 8),
+])
+def test_kernels_rows_held_in_registers(n: int, itemsize: int, threads: int, elems: int) -> None:
+    dtype = {1: "int8", 2: "float16", 4: "float32", 8: "float64"}[itemsize]
+    spec = _spec(row_min_argmin if itemsize == 1 else softmax, (5, n), dtype=dtype)
+    assert (spec.row_threads, spec.elems) == (threads, elems)
+    assert spec.schedule == ("warp_regs" if threads <= 32 else "block_regs")
+    assert [a.var for a in spec.held] == ["ld0"]
+    vec = min(16 // itemsize, elems) if n % min(16 // itemsize, elems) == 0 else None
+    if vec is not None:
+        assert spec.vec == vec
+    if threads <= 32:
+        assert spec.launch.block == (256, 1) and spec.launch.per_block == 256 // threads
+    else:
+        assert spec.launch.block == (threads, 1) and spec.launch.per_block == 1
+    assert spec.launch.work == 5
+
+
+def test_kernels_rows_in_registers_vector_width_follows_alignment() -> None:
+    assert _spec(softmax, (5, 64)).vec == 4
+    assert _spec(softmax, (5, 66)).vec == 2  # rows start 8-byte aligned
+    assert _spec(softmax, (5, 67)).vec == 1
+    assert _spec(softmax, (5, 64), align=8).vec == 2
+    assert _spec(softmax, (5, 64), dtype="float16").vec == 8
+    assert _spec(softmax, (5, 7), dtype="float16").vec == 1
+    spec = _spec(softmax, (4, 5, 64), layouts=("bcast0",))  # every row of a block of rows is the same
+    assert spec.schedule == "warp_regs" and spec.vec == 4
+
+
+def test_kernels_rows_in_registers_can_be_turned_off(monkeypatch) -> None:
+    from fusec.codegen import plan
+
+    monkeypatch.setattr(plan, "ROW_REGS", False)
+    assert _spec(softmax, (1029, 64)).schedule == "warp"
+    assert _spec(softmax, (64, 4096)).schedule == "block"
+
+
+def test_kernels_rows_in_registers_bucket_shares_the_source() -> None:
+    assert render_body(_spec(softmax, (5, 40))) == render_body(_spec(softmax, (7, 64)))
+    assert render_body(_spec(softmax, (5, 64))) != render_body(_spec(softmax, (5, 68)))
+    assert render_body(_spec(softmax, (5, 8196))) == render_body(_spec(softmax, (2, 16000)))
+    body = render_body(_spec(softmax, (5, 8192)))
+    assert "typedef float ld0_t;" in body and "ld0_t ld0_r[32];" in body
+    assert "fs::Vec<float, 4>" in body and "8192" not in body
 
 
 def test_kernels_rows_phases_of_layernorm_and_router() -> None:
@@ -350,8 +416,9 @@ def test_kernels_grid_is_capped_by_capacity() -> None:
 
 
 def test_kernels_source_depends_on_signature_not_sizes() -> None:
-    for fn, a, b in [(gelu, (1029, 917), (23,)), (softmax, (1029, 64), (3, 100)),
-                     (softmax, (64, 4096), (3, 5000)), (col_sum, (1029, 917), (3, 5)),
+    for fn, a, b in [(gelu, (1029, 917), (23,)), (softmax, (1029, 64), (3, 60)),
+                     (softmax, (64, 4096), (3, 4000)), (softmax, (64, 20000), (3, 30000)),
+                     (col_sum, (1029, 917), (3, 5)),
                      (mean_var, (1029, 917), (5, 7)), (transpose_add, (917, 1029), (3, 5))]:
         shapes_a = (a,) if fn is not transpose_add else (a, a[::-1])
         shapes_b = (b,) if fn is not transpose_add else (b, b[::-1])

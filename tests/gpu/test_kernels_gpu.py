@@ -260,9 +260,36 @@ def _cases() -> list[Case]:
     cases += [Case("center_all", "float32", "c", ((1029, 917),)), Case("center_all", "float64", "t", ((23, 5),))]
     cases += [Case("router", dt, "c", ((1 << 14, 64),)) for dt in ("float32", "float64")]
     cases += [Case("bias_add", dt, "c", ((1029, 917), (917,))) for dt in ("bool", "int8", "int64", "uint8")]
+    cases += _row_regs_cases()
     cases += [Case("adam", "float32", layout, ((1029, 917),) * 4) for layout in ("t", "step", "offset")]
     cases += [Case("row_sum", "float64", "c", ((5, 0),)), Case("col_sum", "int64", "c", ((0, 5),))]
     return list(dict.fromkeys(cases))
+
+
+# Register-resident rows (warp_regs / block_regs, see ROW_REGS_TABLE in fusec/codegen/spec.py): row lengths
+# at and around the bucket edges, few rows for long rows; rows of one element and re-reading layouts beside.
+ROW_LENGTHS = (1, 7, 32, 33, 63, 64, 65, 128, 129, 1000, 1024, 1025, 8192, 8193, 16384, 16385)
+
+
+def _row_regs_cases() -> list[Case]:
+    cases: list[Case] = []
+    for n in ROW_LENGTHS:
+        rows = 37 if n > 1024 else 1029  # 1029: not a multiple of the rows per block
+        for w in ("softmax", "row_max_argmax"):
+            cases.append(Case(w, "float32", "c", ((rows, n),)))
+        cases.append(Case("row_sum", "int32", "c", ((rows, n),)))
+    for n in (7, 63, 64, 65, 1000):
+        cases.append(Case("router", "float32", "c", ((1 << 12, n),)))
+    for n in (1000, 8192, 8193):
+        cases.append(Case("layernorm", "float32", "c", ((37, n),)))
+    for dt in ("float16", "float64"):
+        for n in (7, 64, 65, 1000, 8192, 8193):
+            cases.append(Case("softmax", dt, "c", ((37, n),)))
+        cases.append(Case("router", dt, "c", ((1 << 12, 64),)))
+    cases += [Case("row_max_argmax", dt, "c", ((1029, 64),)) for dt in ("int8", "int64", "uint8", "bool")]
+    for layout in ("offset", "bcast", "neg", "step", "t"):  # unaligned (scalar loads), broadcast rows, re-read
+        cases += [Case("softmax", "float32", layout, ((1029, n),)) for n in (64, 1000)]
+    return cases
 
 
 CASES = _cases()
@@ -481,7 +508,7 @@ def test_gpu_kernel_matches_numpy(case: Case, launcher) -> None:
 
 def test_gpu_new_size_of_a_signature_reuses_the_kernel(launcher) -> None:
     rng = np.random.default_rng(1)
-    for shape in [(300, 200), (301, 199)]:
+    for shape in [(300, 999), (301, 1001)]:  # the 1024-element bucket, scalar loads: as 1029 x 917
         x = _data(rng, shape, "float32")
         graph, region, space = single_region(softmax, fusec.ArraySpec(shape, "float32"), name="k")
         before = launcher.compiles
@@ -546,6 +573,27 @@ def test_gpu_cases_cover_every_kind_dtype_and_layout() -> None:
     kinds = {(WORKLOADS[c.workload][1], c.dtype) for c in CASES}
     assert {(k, d) for k in SIZES for d in DTYPES} <= kinds
     assert {(WORKLOADS[c.workload][1], c.layout) for c in CASES} >= {(k, lay) for k in SIZES for lay in LAYOUTS}
+
+
+def test_gpu_cases_cover_every_rows_schedule() -> None:
+    """The rows cases plan into every rows schedule: held in registers by sub-warps, warps and blocks, with
+    vector and scalar loads, and re-read by warps and blocks."""
+    from fusec.codegen.plan import ArrayLayout, kernel_spec
+
+    seen = set()
+    for case in CASES:
+        if WORKLOADS[case.workload][1] != "rows":
+            continue
+        np_in, dev = _inputs(case, None, xp=np)
+        graph, region, space = _region(case, np_in)
+        if space.kind != "rows":
+            continue
+        spec = kernel_spec(region, space, {n: ArrayLayout.of(a) for n, a in zip(graph.inputs, dev)})
+        seen.add((spec.schedule, spec.row_threads, spec.vec > 1))
+    assert {("warp", 0, False), ("block", 0, False)} <= seen, seen
+    assert {("warp_regs", 8, True), ("warp_regs", 8, False), ("warp_regs", 16, True), ("warp_regs", 16, False),
+            ("warp_regs", 32, True), ("warp_regs", 32, False), ("block_regs", 256, True),
+            ("block_regs", 256, False), ("block_regs", 512, True), ("block_regs", 512, False)} <= seen, seen
 
 
 def test_gpu_errors_are_fusec_errors() -> None:
