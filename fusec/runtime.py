@@ -12,7 +12,9 @@ Nothing here knows about ops: the kernel spec carries everything op-specific.
 
 Compilers: ``"nvrtc"`` (default) compiles with :func:`fusec.codegen.nvrtc.compile_cubin` (no ``-ftz``, so
 float32 subnormals behave as in NumPy), loads the cubin with CuPy, and caches cubins on disk in
-``$XDG_CACHE_HOME/fusec/cubin`` so a new process compiles nothing. ``"cupy"`` compiles with
+``$FUSEC_CUBIN_CACHE`` (default ``$XDG_CACHE_HOME/fusec/cubin``), keyed by arch and source, so a new process
+(or another machine given the directory) compiles nothing; a cached cubin that fails to load is compiled
+again and overwritten. ``"cupy"`` compiles with
 ``cupy.RawModule`` and its disk cache, but CuPy always adds ``-ftz=true``, so float32 subnormals flush
 to zero there. ``FUSEC_COMPILER`` picks the default.
 
@@ -157,9 +159,17 @@ class KernelLauncher:
         if module is None:
             arch = "sm_" + cp.cuda.Device(device).compute_capability
             cubin, compiled = _cached_cubin(source, arch)
-            self.compiles += compiled
             module = cp.cuda.function.Module()
-            module.load(cubin)
+            try:
+                module.load(cubin)
+            except Exception:
+                if compiled:
+                    raise
+                # a stale or corrupt cache entry (another toolkit, a truncated file): compile it again
+                cubin, compiled = _compile_and_store(source, arch), 1
+                module = cp.cuda.function.Module()
+                module.load(cubin)
+            self.compiles += compiled
             self._modules[(source, device)] = module
         return module.get_function(name)
 
@@ -292,22 +302,26 @@ class KernelLauncher:
         return render_kernel(kernel_spec(region, space, layouts))
 
 
+def _cubin_dir() -> Path:
+    """``$FUSEC_CUBIN_CACHE``, else ``$XDG_CACHE_HOME/fusec/cubin`` (default ``~/.cache/fusec/cubin``)."""
+    override = os.environ.get("FUSEC_CUBIN_CACHE")
+    if override:
+        return Path(override)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fusec" / "cubin"
+
+
 def _cubin_path(source: str, arch: str) -> Path:
-    from fusec.codegen.nvrtc import cuda_include_dirs
+    # keyed by arch and source only (not by this machine's include dirs), so a cache filled on one
+    # machine (say a CPU-only one, with :func:`precompile`) serves another
+    digest = hashlib.sha256(f"{arch}\0{source}".encode()).hexdigest()
+    return _cubin_dir() / f"{digest}.cubin"
 
-    digest = hashlib.sha256(f"{arch}\0{cuda_include_dirs()}\0{source}".encode()).hexdigest()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fusec" / "cubin"
-    return cache / f"{digest}.cubin"
 
-
-def _cached_cubin(source: str, arch: str) -> tuple[bytes, int]:
-    """The cubin of ``source`` for ``arch`` from the disk cache, or compiled (with NVRTC) and cached;
-    and 1 when it was compiled, else 0."""
+def _compile_and_store(source: str, arch: str) -> bytes:
+    """Compile ``source`` with NVRTC and write (or overwrite) its cache entry."""
     from fusec.codegen.nvrtc import compile_cubin
 
     path = _cubin_path(source, arch)
-    if path.is_file():
-        return path.read_bytes(), 0
     cubin = compile_cubin(source, arch).cubin
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -316,7 +330,16 @@ def _cached_cubin(source: str, arch: str) -> tuple[bytes, int]:
         tmp.replace(path)
     except OSError:
         pass
-    return cubin, 1
+    return cubin
+
+
+def _cached_cubin(source: str, arch: str) -> tuple[bytes, int]:
+    """The cubin of ``source`` for ``arch`` from the disk cache, or compiled (with NVRTC) and cached;
+    and 1 when it was compiled, else 0."""
+    path = _cubin_path(source, arch)
+    if path.is_file():
+        return path.read_bytes(), 0
+    return _compile_and_store(source, arch), 1
 
 
 def _compile_one(job: tuple[str, str]) -> int:

@@ -74,6 +74,19 @@ def keepdims_form(node: Node) -> Node | None:
     return make_node("squeeze", [kept], {"axes": axes}, loc=node.loc) if axes else kept
 
 
+def reduce_over_nothing(node: Node, x: Node) -> Node | None:
+    """A reduction over no axes (``axis=()``) is its operand, cast to the result dtype: one value
+    per position (``np.sum(x, axis=())`` is ``x.astype(sum's dtype)``; NaN stays NaN for nanmax).
+    ``argmax``/``argmin`` over no axes are index 0 at every position."""
+    if node.kind is not Kind.REDUCTION or node.attr("axes") or x.shape != node.shape:
+        return None
+    if node.opdef.index_result:
+        zero = make_node("const", [], {"value": 0}, dtype=node.dtype, loc=node.loc)
+        return zero if not node.shape else make_node("broadcast_to", [zero], {}, shape=node.shape,
+                                                     loc=node.loc)
+    return x if x.dtype == node.dtype else make_node("cast", [x], {}, dtype=node.dtype, loc=node.loc)
+
+
 def _exact_widening(src: np.dtype, dst: np.dtype) -> bool:
     """Whether every value of ``src`` survives a cast to ``dst``. NumPy calls int64 -> float64
     "safe" although 2**53 + 1 does not survive it, so integer -> float also needs the mantissa."""
@@ -159,6 +172,8 @@ RULES: list[Rule] = [
     Rule("size reads an input's shape", P("size", x), size_of_input),
     Rule("commutative operands in canonical order", P(where=lambda n: n.opdef.commutative),
          lambda node: _sorted_operands(node)),
+    Rule("reduction over no axes -> its operand (cast)", P(where=lambda n: n.kind is Kind.REDUCTION, name="_"),
+         lambda node, _: reduce_over_nothing(node, node.operands[0])),
     Rule("reduction in keepdims form", P(where=lambda n: n.kind is Kind.REDUCTION),
          lambda node: keepdims_form(node)),
     Rule("x * 1 -> x", P("mul", x, const(1)), _keep),

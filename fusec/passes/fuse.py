@@ -27,16 +27,19 @@ import networkx as nx
 from fusec.ir.graph import Graph, Node, Region, make_regions, rewrite
 from fusec.ir.ops import Kind
 from fusec.passes import policy
-from fusec.passes.canonicalize import keepdims_form, size_of_input
+from fusec.passes.canonicalize import keepdims_form, reduce_over_nothing, size_of_input
 from fusec.passes.manager import register
 from fusec.passes.space import Refusal, RegionSpace, region_space
 
 
 def _fusion_form(node: Node) -> Node:
-    """What fusion needs of every graph, canonicalized or not: reductions in keepdims form, and
-    ``size`` nodes that read an input's shape rather than an intermediate."""
+    """What fusion needs of every graph, canonicalized or not: no reductions over no axes (kernels
+    have nothing to reduce there), reductions in keepdims form, and ``size`` nodes that read an
+    input's shape rather than an intermediate."""
     if node.op == "size":
         return size_of_input(node, node.operands[0]) or node
+    if node.kind is Kind.REDUCTION:
+        node = reduce_over_nothing(node, node.operands[0]) or node
     return keepdims_form(node) or node
 
 

@@ -1,0 +1,197 @@
+"""The GPU fuzzer's corpus, checked without a GPU: ``FUSEC_FUZZ_EXAMPLES`` graphs (default 300, seed
+``FUSEC_FUZZ_SEED``, default 0; both printed) from ``tests.fuzz.corpus.generate``:
+
+- generation is deterministic, and the corpus file round-trips (``save``/``load``, ``print_graph``/``parse``);
+- every graph obeys its family's rules (the ops and dtypes an exact comparison allows) and has no sign
+  hazard; the comparator and the hazard analysis do what the module docstring says;
+- the plan, run kernel by kernel with NumPy (``execute_numpy``), matches the interpreter exactly, on
+  C-contiguous inputs and, every 5th graph, on the same non-contiguous views the GPU test uses: the GPU
+  test's own harness (``run_corpus``) with NumPy in place of CuPy;
+- every kernel source the GPU test would compile renders, and NVRTC compiles them for sm_90. SAMPLED: at
+  most ``FUSEC_FUZZ_COMPILE`` distinct kernels (default 400, which covers all of the default 300 graphs;
+  a deterministic stride sample beyond that), renamed per graph and compiled 40 to a module
+  (``render_module``) to keep NVRTC's per-compile cost down; a module NVRTC rejects is compiled kernel by
+  kernel (the first 3 such modules) to name the graphs whose kernels fail.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from fusec.codegen.cuda import render_kernel, render_module
+from fusec.ir.graph import Graph, make_node
+from fusec.ir.ops import Kind
+from fusec.ir.text import parse, print_graph
+from fusec.plan import execute_numpy, make_plan
+from tests.fuzz import corpus
+
+EXAMPLES = int(os.environ.get("FUSEC_FUZZ_EXAMPLES", "300"))
+SEED = int(os.environ.get("FUSEC_FUZZ_SEED", "0"))
+COMPILE_AT_MOST = int(os.environ.get("FUSEC_FUZZ_COMPILE", "400"))
+KERNELS_PER_MODULE = 40
+
+
+@pytest.fixture(scope="module")
+def graphs() -> list[Graph]:
+    start = time.perf_counter()
+    out = corpus.generate(EXAMPLES, SEED)
+    print(f"\nfuzz corpus: {len(out)} graphs, seed {SEED} (FUSEC_FUZZ_EXAMPLES, FUSEC_FUZZ_SEED), "
+          f"generated in {time.perf_counter() - start:.1f} s")
+    return out
+
+
+def test_generation_is_deterministic() -> None:
+    a = corpus.generate(25, SEED + 7)
+    b = corpus.generate(25, SEED + 7)
+    assert len(a) == 25
+    assert [print_graph(g) for g in a] == [print_graph(g) for g in b]
+    assert len({g.name for g in a}) == 25
+
+
+def test_corpus_round_trips(graphs: list[Graph], tmp_path) -> None:
+    path = tmp_path / "corpus.fir"
+    corpus.save(path, graphs)
+    loaded = corpus.load(path)
+    assert len(loaded) == len(graphs)
+    for g, h in zip(graphs, loaded):
+        text = print_graph(g)
+        assert print_graph(h) == text
+        assert h == g
+        assert print_graph(parse(text)) == text
+    assert corpus.dumps(loaded) == path.read_text()
+
+
+def _rule_violations(g: Graph) -> list[str]:
+    family = g.name.split("_", 1)[1]
+    assert family in corpus.FAMILIES, g.name
+    bad = []
+    for n in g.nodes:
+        operand_kinds = {o.dtype.kind for o in n.operands}
+        touches_float = "f" in operand_kinds or n.dtype.kind == "f"
+        if n.op == "cast":
+            if operand_kinds == {"f"} and n.dtype.kind in "iu":
+                bad.append(f"float -> int cast {n!r}")
+        elif n.kind is Kind.ELEMENTWISE and touches_float and n.op not in corpus.EXACT_FLOAT_OPS:
+            bad.append(f"inexact float op {n!r}")
+        elif n.kind is Kind.REDUCTION and "f" in operand_kinds and n.op not in corpus.EXACT_REDUCTIONS:
+            bad.append(f"inexact float reduction {n!r}")
+        if n.op == "pow" and operand_kinds - {"u"}:
+            bad.append(f"signed pow {n!r}")
+        if n.op == "reciprocal" and n.dtype.kind != "f":
+            bad.append(f"integer reciprocal {n!r}")
+    return bad + corpus.hazards(g)
+
+
+def test_graphs_follow_the_family_rules(graphs: list[Graph]) -> None:
+    bad = {g.name: v for g in graphs if (v := _rule_violations(g))}
+    assert not bad, bad
+    families = {g.name.split("_", 1)[1] for g in graphs}
+    assert families == set(corpus.FAMILIES), families
+    assert all(make_plan(g).kernels for g in graphs[:50])
+
+
+def test_comparator_and_hazards() -> None:
+    f32 = np.float32
+    assert corpus.differences(np.array([np.nan, 1.0], f32), np.array([-np.nan, 1.0], f32)) is None
+    assert "1 of 2" in corpus.differences(np.array([0.0, 1.0], f32), np.array([-0.0, 1.0], f32))
+    assert corpus.differences(np.array([0.0, 1.0], f32), np.array([-0.0, 1.0], f32), True) is None
+    assert corpus.differences(np.array([1.0], f32), np.array([-1.0], f32), True) is not None
+    assert corpus.differences(np.array([np.inf], f32), np.array([-np.inf], f32), True) is not None
+    assert "dtype" in corpus.differences(np.zeros(2, np.float64), np.zeros(2, f32))
+    assert "shape" in corpus.differences(np.zeros(2, f32), np.zeros(3, f32))
+    poisoned = np.array([0xAB, 1], np.uint8).view(np.bool_)
+    assert corpus.differences(poisoned, np.array([True, True])) is not None
+    assert corpus.differences(np.array(5, np.int8), np.array(5, np.int8)) is None
+
+    x = make_node("input", (), {"name": "x", "index": 0}, dtype="f32", shape=(3, 2))
+    i = make_node("input", (), {"name": "i", "index": 1}, dtype="i32", shape=(3, 2))
+    m = make_node("max", (x,), {"axes": [1], "keepdims": True})
+    neg_m = make_node("neg", (m,))
+    as_float = make_node("cast", (i,), dtype="f32")
+
+    def graph(*outs):
+        return Graph("h", (x, i), tuple(outs))
+
+    assert corpus.hazards(graph(make_node("signbit", (x,)))) == []
+    assert corpus.hazards(graph(make_node("signbit", (as_float,)))) == []
+    assert corpus.hazards(graph(make_node("signbit", (make_node("add", (x, x)),))))
+    assert corpus.hazards(graph(make_node("copysign", (x, make_node("sqrt", (x,))))))
+    assert corpus.hazards(graph(make_node("copysign", (m, x)))) == []
+    assert corpus.hazards(graph(make_node("div", (x, neg_m))))
+    assert corpus.hazards(graph(make_node("div", (neg_m, x)))) == []
+    g = graph(neg_m, make_node("abs", (m,)), make_node("div", (neg_m, x)), x)
+    assert [o in corpus.zero_sign_free(g) for o in g.outputs] == [True, False, True, False]
+
+
+@pytest.mark.parametrize("kind", ["c", "t", "step", "neg"])
+def test_views_hold_the_values(kind: str) -> None:
+    rng = np.random.default_rng(3)
+    for shape in [(), (0,), (5,), (3, 4), (2, 0, 3), (2, 3, 4)]:
+        for dt in (np.bool_, np.int8, np.float16, np.float64):
+            a = (rng.random(shape) * 10).astype(dt)
+            view, base = corpus.place(np, a, kind)
+            assert view.shape == a.shape and view.dtype == a.dtype
+            assert np.array_equal(view, a)
+            layout = corpus.host_layout(view, base)
+            assert len(layout.strides) == a.ndim
+            if kind == "neg" and a.ndim and a.shape[0] > 1 and a.size:
+                assert layout.align == corpus.alignment(view.strides[0] * (a.shape[0] - 1) + 256)
+
+
+def test_plan_matches_interpreter_exactly(graphs: list[Graph]) -> None:
+    """The GPU test's harness with NumPy as the device: ``execute_numpy`` on the same inputs and views."""
+    result = corpus.run_corpus(graphs, np, lambda plan, arrays: execute_numpy(plan, arrays))
+    print("\n" + result.summary())
+    assert result.runs > result.graphs  # the layout variants ran too
+    assert not result.failures, result.report() + "\n" + result.summary()
+
+
+def _first_error(exc: Exception) -> str:
+    return next((ln.strip() for ln in str(exc).splitlines() if "error" in ln), " ".join(str(exc).split())[:200])
+
+
+def test_kernel_sources_compile_with_nvrtc(graphs: list[Graph]) -> None:
+    """SAMPLED (see the module docstring): at most FUSEC_FUZZ_COMPILE distinct kernels, 40 to a module."""
+    from fusec.codegen.nvrtc import CompileError, compile_cubin
+
+    kernels: dict[str, tuple[int, object]] = {}  # source -> (graph index, renamed spec)
+    for index, g in enumerate(graphs):
+        plan = make_plan(g)
+        views = corpus.layout_variants(index, g)
+        for kinds in [None] + ([views] if views is not None else []):
+            layouts = corpus.input_layouts(g, kinds)
+            plain = corpus.plan_specs(plan, layouts)
+            renamed = corpus.plan_specs(plan, layouts, prefix=f"g{index}{'v' if kinds else ''}")
+            for spec, named in zip(plain, renamed):
+                kernels.setdefault(render_kernel(spec), (index, named))
+    items = list(kernels.values())
+    step = max(1, -(-len(items) // COMPILE_AT_MOST)) if COMPILE_AT_MOST else 1
+    sample = items[::step]
+    print(f"\nNVRTC: {len(sample)} of {len(items)} distinct kernel sources "
+          f"({'all' if step == 1 else f'every {step}th'}), {KERNELS_PER_MODULE} to a module")
+    start = time.perf_counter()
+    failed_modules = []
+    for k in range(0, len(sample), KERNELS_PER_MODULE):
+        chunk = sample[k:k + KERNELS_PER_MODULE]
+        try:
+            compile_cubin(render_module([spec for _, spec in chunk]), "sm_90")
+        except CompileError as exc:
+            failed_modules.append((chunk, _first_error(exc)))
+    print(f"compiled in {time.perf_counter() - start:.1f} s")
+    if not failed_modules:
+        return
+    lines = [f"{len(failed_modules)} of {-(-len(sample) // KERNELS_PER_MODULE)} modules failed to compile"]
+    for chunk, module_error in failed_modules[:3]:
+        lines.append(f"module of graphs {chunk[0][0]}..{chunk[-1][0]}: {module_error}")
+        for index, spec in chunk:
+            try:
+                compile_cubin(render_kernel(spec), "sm_90")
+            except CompileError as one:
+                error = _first_error(one)
+                lines.append(f"graph {index} ({graphs[index].name}), kernel {spec.name}: {error}\n"
+                             + print_graph(graphs[index]))
+    pytest.fail("\n".join(lines[:12]) + ("\n..." if len(lines) > 12 else ""), pytrace=False)
