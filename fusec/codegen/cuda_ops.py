@@ -68,6 +68,17 @@ ELEMENTWISE: dict[str, CudaOp] = {
 }
 
 
+def is_float_cube(node: Any) -> bool:
+    """Whether ``node`` is a float ``x ** 3`` with a constant exponent, computed as ``x * x * x``
+    (``fc::cube``): within 2 ULP of ``pow`` (CORRECTNESS.md's elementwise tolerance) with the same
+    NaN, inf, -0.0 and overflow behaviour, and about 20x cheaper than ``powf`` (gelu is
+    compute-bound with it)."""
+    if node.op != "pow" or node.dtype.kind != "f":
+        return False
+    exponent = node.operands[1]
+    return exponent.op == "const" and float(exponent.attr("value")) == 3.0
+
+
 @dataclass(frozen=True)
 class CudaCombine:
     """How a reduction combines two partials: the op table's elementwise ``combine`` on the accumulator
