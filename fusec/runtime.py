@@ -13,10 +13,10 @@ Nothing here knows about ops: the kernel spec carries everything op-specific.
 Compilers: ``"nvrtc"`` (default) compiles with :func:`fusec.codegen.nvrtc.compile_cubin` (no ``-ftz``, so
 float32 subnormals behave as in NumPy), loads the cubin with CuPy, and caches cubins on disk in
 ``$FUSEC_CUBIN_CACHE`` (default ``$XDG_CACHE_HOME/fusec/cubin``), keyed by arch and source, so a new process
-(or another machine given the directory) compiles nothing; a cached cubin that fails to load is compiled
-again and overwritten. ``"cupy"`` compiles with
-``cupy.RawModule`` and its disk cache, but CuPy always adds ``-ftz=true``, so float32 subnormals flush
-to zero there. ``FUSEC_COMPILER`` picks the default.
+(or another machine given the directory) compiles nothing. Each entry carries its length and SHA-256: a
+truncated or corrupt entry, or a cubin that fails to load, is compiled again and overwritten. ``"cupy"``
+compiles with ``cupy.RawModule`` and its disk cache, but CuPy always adds ``-ftz=true``, so float32
+subnormals flush to zero there. ``FUSEC_COMPILER`` picks the default.
 
 Occupancy: ``cuOccupancyMaxActiveBlocksPerMultiprocessor`` through CuPy's driver bindings; where that is
 unavailable, an estimate from the kernel's registers and shared memory with the limits of sm_80/sm_90
@@ -28,6 +28,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import struct
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +123,7 @@ class KernelLauncher:
         self._recipes: dict[tuple, LaunchRecipe] = {}
         self._array_inputs: dict[int, tuple[Region, tuple[Node, ...]]] = {}
         self._workspaces: dict[tuple[int, int], Any] = {}
+        self._lock = threading.RLock()  # one compile per source, whichever thread asks first
         self.compiles = 0  # how many sources this launcher compiled (or found in CuPy's disk cache)
 
     # -- compiling ---------------------------------------------------------------------------------
@@ -141,17 +144,23 @@ class KernelLauncher:
         fn = self._functions.get(key)
         if fn is not None:
             return fn
+        with self._lock:
+            fn = self._functions.get(key)
+            if fn is None:
+                fn = self._compile_function(source, name, device)
+                self._functions[key] = fn
+        return fn
+
+    def _compile_function(self, source: str, name: str, device: int) -> Any:
+        cp = _cupy()
         if self.compiler == "cupy":
             module = self._modules.get((source, device))
             if module is None:
                 module = cp.RawModule(code=source, options=self._compile_options())
                 self._modules[(source, device)] = module
                 self.compiles += 1
-            fn = module.get_function(name).kernel
-        else:
-            fn = self._nvrtc_function(source, name, device)
-        self._functions[key] = fn
-        return fn
+            return module.get_function(name).kernel
+        return self._nvrtc_function(source, name, device)
 
     def _nvrtc_function(self, source: str, name: str, device: int) -> Any:
         cp = _cupy()
@@ -317,16 +326,71 @@ def _cubin_path(source: str, arch: str) -> Path:
     return _cubin_dir() / f"{digest}.cubin"
 
 
+# A cache entry is a header, then the cubin: the magic line, the cubin's length (8 bytes, little-endian)
+# and its SHA-256, so that a truncated or corrupt file is caught before the driver sees it.
+_CUBIN_MAGIC = b"fusec-cubin 1\n"
+_CUBIN_HEADER = struct.Struct("<Q32s")
+
+
+def _pack_cubin(cubin: bytes) -> bytes:
+    return _CUBIN_MAGIC + _CUBIN_HEADER.pack(len(cubin), hashlib.sha256(cubin).digest()) + cubin
+
+
+def _unpack_cubin(data: bytes) -> bytes | None:
+    """The cubin of a cache entry, or None when the entry is truncated or corrupt. A bare cubin (written
+    before entries had a header) is accepted when its ELF tables end inside the file."""
+    if data.startswith(_CUBIN_MAGIC):
+        start = len(_CUBIN_MAGIC) + _CUBIN_HEADER.size
+        if len(data) < start:
+            return None
+        length, digest = _CUBIN_HEADER.unpack_from(data, len(_CUBIN_MAGIC))
+        cubin = data[start:]
+        return cubin if len(cubin) == length and hashlib.sha256(cubin).digest() == digest else None
+    return data if _elf_complete(data) else None
+
+
+def _elf_complete(data: bytes) -> bool:
+    """Whether ``data`` is a 64-bit little-endian ELF file whose header, program and section tables and
+    sections all lie inside it (a truncated file fails: a cubin's tables end at its last byte)."""
+    if len(data) < 64 or data[:6] != b"\x7fELF\x02\x01":
+        return False
+    phoff, shoff = struct.unpack_from("<QQ", data, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 0x36)
+    end = max(64, phoff + phnum * phentsize, shoff + shnum * shentsize)
+    if end > len(data) or (shnum and shentsize < 64):  # 64: the size of an ELF64 section header
+        return False
+    for i in range(shnum):
+        kind, _, _, offset, size = struct.unpack_from("<4xIQQQQ", data, shoff + i * shentsize)
+        if kind != 8 and offset + size > len(data):  # 8: SHT_NOBITS, no bytes in the file
+            return False
+    return True
+
+
+def _read_cubin(path: Path) -> bytes | None:
+    """The cubin stored at ``path``, or None when there is none or it is truncated or corrupt."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return _unpack_cubin(data)
+
+
+def _cubin_cached(source: str, arch: str) -> bool:
+    """Whether the cache holds a sound cubin of ``source`` for ``arch``."""
+    return _read_cubin(_cubin_path(source, arch)) is not None
+
+
 def _compile_and_store(source: str, arch: str) -> bytes:
-    """Compile ``source`` with NVRTC and write (or overwrite) its cache entry."""
+    """Compile ``source`` with NVRTC and write (or overwrite) its cache entry, atomically (a temporary file
+    per process and thread, renamed over the entry)."""
     from fusec.codegen.nvrtc import compile_cubin
 
     path = _cubin_path(source, arch)
     cubin = compile_cubin(source, arch).cubin
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(cubin)
+        tmp = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
+        tmp.write_bytes(_pack_cubin(cubin))
         tmp.replace(path)
     except OSError:
         pass
@@ -335,10 +399,10 @@ def _compile_and_store(source: str, arch: str) -> bytes:
 
 def _cached_cubin(source: str, arch: str) -> tuple[bytes, int]:
     """The cubin of ``source`` for ``arch`` from the disk cache, or compiled (with NVRTC) and cached;
-    and 1 when it was compiled, else 0."""
-    path = _cubin_path(source, arch)
-    if path.is_file():
-        return path.read_bytes(), 0
+    and 1 when it was compiled, else 0. A truncated or corrupt entry is compiled again and overwritten."""
+    cubin = _read_cubin(_cubin_path(source, arch))
+    if cubin is not None:
+        return cubin, 0
     return _compile_and_store(source, arch), 1
 
 
@@ -354,7 +418,7 @@ def precompile(sources: Iterable[str], arch: str, workers: int | None = None) ->
     import concurrent.futures
     import multiprocessing
 
-    jobs = [(s, arch) for s in dict.fromkeys(sources) if not _cubin_path(s, arch).is_file()]
+    jobs = [(s, arch) for s in dict.fromkeys(sources) if not _cubin_cached(s, arch)]
     if not jobs:
         return 0
     workers = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
@@ -389,13 +453,16 @@ def _estimate_blocks_per_sm(function: Any, threads: int) -> int:
 
 
 _DEFAULT: KernelLauncher | None = None
+_DEFAULT_LOCK = threading.Lock()
 
 
 def default_launcher() -> KernelLauncher:
     """The process-wide launcher that :func:`run_region` uses."""
     global _DEFAULT
     if _DEFAULT is None:
-        _DEFAULT = KernelLauncher()
+        with _DEFAULT_LOCK:
+            if _DEFAULT is None:
+                _DEFAULT = KernelLauncher()
     return _DEFAULT
 
 

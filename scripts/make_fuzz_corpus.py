@@ -8,7 +8,8 @@
    each graph and renders every kernel source ``tests/gpu/test_fuzz_gpu.py`` will compile: C-contiguous
    inputs, and the non-contiguous views of every 5th graph;
 3. compiles the distinct sources with ``fusec.runtime.precompile`` into ``--cubins`` (``FUSEC_CUBIN_CACHE``;
-   sources already there are skipped, so a rerun after a codegen change compiles only what changed);
+   sound entries already there are skipped, so a rerun after a codegen change compiles only what changed,
+   and a truncated or corrupt entry again);
    a source NVRTC rejects is listed in ``<cubins>/failed.txt`` (its cache digest, the graphs that use it,
    the first error line), which the GPU test reads to report those graphs without compiling them again;
 4. with ``--archive``, also packs ``--cubins`` into ``<cubins>.tar.xz`` (cubins compress about 10x).
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cubins = Path(args.cubins).resolve()
     os.environ["FUSEC_CUBIN_CACHE"] = str(cubins)  # before fusec.runtime is used, here and in the workers
-    from fusec.runtime import _cubin_path
+    from fusec.runtime import _cubin_cached, _cubin_path
     from tests.fuzz.corpus import generate, load, save
 
     start = time.perf_counter()
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         digest = _cubin_path(s, args.arch).stem
         if digest in known:
             failed[s] = known[digest]
-        elif not _cubin_path(s, args.arch).is_file():
+        elif not _cubin_cached(s, args.arch):  # none yet, or truncated or corrupt
             todo.append(s)
     print(f"compiling {len(todo)} sources for {args.arch} with {args.workers} workers "
           f"({len(users) - len(todo) - len(failed)} already in {cubins}, {len(failed)} known to fail)", flush=True)

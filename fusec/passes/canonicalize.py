@@ -76,7 +76,8 @@ def keepdims_form(node: Node) -> Node | None:
 
 def reduce_over_nothing(node: Node, x: Node) -> Node | None:
     """A reduction over no axes (``axis=()``) is its operand, cast to the result dtype: one value
-    per position (``np.sum(x, axis=())`` is ``x.astype(sum's dtype)``; NaN stays NaN for nanmax).
+    per position (``np.sum(x, axis=())`` is ``x.astype(sum's dtype) + 0``, the ``+ 0`` turning a float
+    -0.0 into +0.0 as NumPy's sum from its identity does; NaN stays NaN for nanmax).
     ``argmax``/``argmin`` over no axes are index 0 at every position."""
     if node.kind is not Kind.REDUCTION or node.attr("axes") or x.shape != node.shape:
         return None
@@ -84,7 +85,11 @@ def reduce_over_nothing(node: Node, x: Node) -> Node | None:
         zero = make_node("const", [], {"value": 0}, dtype=node.dtype, loc=node.loc)
         return zero if not node.shape else make_node("broadcast_to", [zero], {}, shape=node.shape,
                                                      loc=node.loc)
-    return x if x.dtype == node.dtype else make_node("cast", [x], {}, dtype=node.dtype, loc=node.loc)
+    x = x if x.dtype == node.dtype else make_node("cast", [x], {}, dtype=node.dtype, loc=node.loc)
+    if node.op == "sum" and node.dtype.kind == "f":  # the sum starts at +0.0: -0.0 comes out +0.0
+        zero = make_node("const", [], {"value": 0.0}, dtype=node.dtype, loc=node.loc)
+        return make_node("add", [x, zero], {}, loc=node.loc)
+    return x
 
 
 def _exact_widening(src: np.dtype, dst: np.dtype) -> bool:

@@ -176,18 +176,20 @@ class _Partition:
                     changed |= self.merge(self.owner[u], self.owner[o])
         return changed
 
-    def recompute(self) -> bool:
+    def recompute(self, views_only: bool = False) -> bool:
+        """Recompute cheap pointwise producers in the groups that read them (``views_only``: layout
+        views alone, whatever the policy says, as the unfused partition does)."""
         changed = False
         for n in list(self.graph.nodes):
             gid = self.owner.get(n)
-            if gid is None or n in self.returned:
+            if gid is None or n in self.returned or (views_only and n.kind is not Kind.LAYOUT):
                 continue
             readers = [g for g, grp in self.groups.items()
                        if g != gid and n not in grp.nodes and any(n in u.operands for u in grp.nodes)]
             if not readers:
                 continue
-            cone = self._cone(n, gid)
-            if not policy.should_recompute(cone):
+            cone = self._cone(n, gid, views_only)
+            if not views_only and not policy.should_recompute(cone):
                 continue
             trial: dict[int, tuple[list[Node], RegionSpace]] = {}
             try:
@@ -204,13 +206,13 @@ class _Partition:
             changed = True
         return changed
 
-    def _cone(self, n: Node, gid: int) -> list[Node]:
-        """``n`` and what it reads inside group ``gid``."""
+    def _cone(self, n: Node, gid: int, views_only: bool = False) -> list[Node]:
+        """``n`` and what it reads inside group ``gid`` (``views_only``: through layout views only)."""
         inside = set(self.groups[gid].nodes)
         cone, stack = set(), [n]
         while stack:
             m = stack.pop()
-            if m in cone or m not in inside:
+            if m in cone or m not in inside or (views_only and m.kind is not Kind.LAYOUT):
                 continue
             cone.add(m)
             stack.extend(m.operands)
@@ -295,3 +297,22 @@ def partition(graph: Graph) -> Graph:
 def fuse(graph: Graph) -> Graph:
     graph = rewrite(graph, _fusion_form)
     return partition(graph)
+
+
+def partition_unfused(graph: Graph) -> Graph:
+    """``graph`` with one region per elementwise op and reduction (``graph`` in keepdims form): the unfused
+    plan, for comparison with the fused one. Layout views move no data, so a view joins the region that
+    computes the array it views, or, when it views an input or a constant, each region that reads it; a
+    view that is returned as it is, or that cannot join, is a region of its own (a copy)."""
+    part = _Partition(graph)
+    for n in graph.nodes:
+        if n.kind is Kind.LAYOUT and n in part.owner and n.operands[0] in part.owner:
+            part.merge(part.owner[n], part.owner[n.operands[0]])
+    part.recompute(views_only=True)
+    return Graph(graph.name, graph.inputs, graph.outputs, part.regions())
+
+
+@register("unfuse", "one kernel per elementwise op and reduction (views join one): the plan fusion is compared with")
+def unfuse(graph: Graph) -> Graph:
+    graph = rewrite(graph, _fusion_form)
+    return partition_unfused(graph)

@@ -42,6 +42,8 @@ def register(name: str, summary: str) -> Callable[[Callable[[Graph], Graph]], Ca
 # The default pipeline: cleanup first, then fusion.
 DEFAULT_PIPELINE = ("canonicalize", "fold", "cse", "dce", "fuse")
 CLEANUP_PIPELINE = ("canonicalize", "fold", "cse", "dce")
+# fusion turned off (``fusec.fuse(f, fusion=False)``, ``FUSEC_DISABLE_FUSION=1``): one kernel per op
+UNFUSED_PIPELINE = (*CLEANUP_PIPELINE, "unfuse")
 
 
 def _load_passes() -> None:

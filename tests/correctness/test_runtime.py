@@ -1,0 +1,252 @@
+"""Robustness of the runtime, without a GPU: concurrent calls of one Fused, the on-disk cubin cache (a
+truncated or corrupt entry is detected and rebuilt), compile errors that show the source and NVRTC's log
+naming the user's function, and the unfused path (``fusion=False``, ``FUSEC_DISABLE_FUSION=1``).
+The GPU side of each is in ``tests/gpu/test_correctness_gpu.py``."""
+
+from __future__ import annotations
+
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fusec
+from fusec import runtime
+from fusec.codegen.nvrtc import CompileError
+from fusec.ir.ops import Kind
+from tests.helpers import assert_matches_numpy, random_array
+
+SMALL_SOURCE = r"""
+extern "C" __global__ void twice(const float* __restrict__ x, float* __restrict__ y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2.0f * x[i];
+}
+"""
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def router(x, b):
+    p = softmax(x + b)
+    return p.max(axis=-1), p.argmax(axis=-1), (p * p).sum(axis=0)
+
+
+# ---- concurrent calls ---------------------------------------------------------------------------------------
+
+
+def test_concurrent_calls_of_one_fused_give_right_results_and_trace_once_per_signature() -> None:
+    traces = []
+
+    def counted(x, b):
+        traces.append(threading.get_ident())
+        return router(x, b)
+
+    fused = fusec.fuse(counted)
+    rng = np.random.default_rng(7)
+    # 3 signatures (dtype, a size-1 dim) x 4 sizes each, every one called from several threads at once
+    shapes = [(5, 7), (9, 33), (2, 129), (17, 3)]
+    inputs = []
+    for dtype in (np.float32, np.float64):
+        for shape in shapes:
+            inputs.append((random_array(rng, shape, dtype, special=False), random_array(rng, shape[-1:], dtype)))
+    inputs.append((random_array(rng, (1, 8), np.float32), random_array(rng, (8,), np.float32)))
+    jobs = inputs * 6
+    barrier = threading.Barrier(8)
+
+    def call(args):
+        try:
+            barrier.wait(timeout=5)
+        except threading.BrokenBarrierError:
+            pass
+        return fused(*args)
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(call, jobs))
+    for args, got in zip(jobs, results):
+        with np.errstate(all="ignore"):
+            want = router(*args)
+        for g, w in zip(got, want):
+            assert_matches_numpy(g, w)
+    assert len(traces) == 3, f"traced {len(traces)} times for 3 signatures"
+
+
+def test_concurrent_first_calls_of_many_fused_functions_do_not_leak_tracing_state() -> None:
+    """Tracing patches CuPy's functions for its duration; concurrent traces of different functions must
+    leave them as they were."""
+    import cupy
+
+    originals = {name: getattr(cupy, name) for name in ("expand_dims", "where", "squeeze")}
+    functions = [fusec.fuse(lambda x, k=k: np.where(x > k, x, 0.0) + np.expand_dims(x.sum(axis=0), 0))
+                 for k in range(16)]
+    x = np.arange(12, dtype=np.float64).reshape(3, 4)
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda f: f(x), functions))
+    for k, got in enumerate(results):
+        assert_matches_numpy(got, np.where(x > k, x, 0.0) + x.sum(axis=0)[None])
+    for name, fn in originals.items():
+        assert getattr(cupy, name) is fn, f"cupy.{name} left patched"
+
+
+# ---- the cubin cache ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("FUSEC_CUBIN_CACHE", str(tmp_path))
+    return tmp_path
+
+
+def test_cubin_cache_entry_carries_length_and_digest(cache_dir: Path) -> None:
+    cubin, compiled = runtime._cached_cubin(SMALL_SOURCE, "sm_90")
+    assert compiled == 1 and cubin[:4] == b"\x7fELF"
+    path = runtime._cubin_path(SMALL_SOURCE, "sm_90")
+    assert path.parent == cache_dir
+    data = path.read_bytes()
+    assert data.startswith(runtime._CUBIN_MAGIC) and data.endswith(cubin)
+    assert runtime._cached_cubin(SMALL_SOURCE, "sm_90") == (cubin, 0)  # from the cache
+    assert not list(cache_dir.glob("*.tmp")), "a temporary file was left behind"
+
+
+@pytest.mark.parametrize("damage", ["truncated", "truncated_header", "empty", "flipped_byte", "appended",
+                                    "bare_truncated_cubin", "garbage"])
+def test_cubin_cache_corrupt_or_truncated_entry_is_detected_and_rebuilt(cache_dir: Path, damage: str) -> None:
+    cubin, _ = runtime._cached_cubin(SMALL_SOURCE, "sm_90")
+    path = runtime._cubin_path(SMALL_SOURCE, "sm_90")
+    data = path.read_bytes()
+    header = len(data) - len(cubin)
+    damaged = {
+        "truncated": data[: header + len(cubin) // 2],
+        "truncated_header": data[: header - 5],
+        "empty": b"",
+        "flipped_byte": data[: header + 100] + bytes([data[header + 100] ^ 0x40]) + data[header + 101:],
+        "appended": data + b"\0" * 16,
+        "bare_truncated_cubin": cubin[:-1],
+        "garbage": b"not a cubin at all" * 10,
+    }[damage]
+    path.write_bytes(damaged)
+    assert not runtime._cubin_cached(SMALL_SOURCE, "sm_90")
+    again, compiled = runtime._cached_cubin(SMALL_SOURCE, "sm_90")
+    assert compiled == 1, "the damaged entry was used"
+    assert again == cubin
+    assert path.read_bytes() == data, "the entry was not rewritten"
+    assert runtime._cubin_cached(SMALL_SOURCE, "sm_90")
+
+
+def test_cubin_cache_accepts_a_complete_bare_cubin_from_before_the_header(cache_dir: Path) -> None:
+    cubin, _ = runtime._cached_cubin(SMALL_SOURCE, "sm_90")
+    path = runtime._cubin_path(SMALL_SOURCE, "sm_90")
+    path.write_bytes(cubin)  # the format of earlier caches (and of archived fuzz corpora)
+    assert runtime._cached_cubin(SMALL_SOURCE, "sm_90") == (cubin, 0)
+    for cut in (1, 64, len(cubin) // 3, len(cubin) - 8):  # wherever a bare cubin is cut, it is caught
+        assert runtime._unpack_cubin(cubin[:cut]) is None, cut
+
+
+def test_precompile_skips_sound_entries_and_rebuilds_damaged_ones(cache_dir: Path) -> None:
+    other = SMALL_SOURCE.replace("2.0f", "3.0f")
+    assert runtime.precompile([SMALL_SOURCE, other], "sm_90", workers=1) == 2
+    assert runtime.precompile([SMALL_SOURCE, other], "sm_90", workers=1) == 0
+    path = runtime._cubin_path(other, "sm_90")
+    path.write_bytes(path.read_bytes()[:-10])
+    assert runtime.precompile([SMALL_SOURCE, other], "sm_90", workers=1) == 1
+    assert runtime._cubin_cached(other, "sm_90")
+
+
+def test_cubin_cache_concurrent_compiles_leave_one_sound_entry(cache_dir: Path) -> None:
+    sources = [SMALL_SOURCE.replace("2.0f", f"{k}.0f") for k in range(3)]
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(lambda s: runtime._cached_cubin(s, "sm_90")[0], sources * 2))
+    for source, cubin in zip(sources * 2, results):
+        assert runtime._read_cubin(runtime._cubin_path(source, "sm_90")) == cubin
+    assert not list(cache_dir.glob("*.tmp"))
+
+
+# ---- compile errors -------------------------------------------------------------------------------------------
+
+
+def break_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every generated kernel source fail to compile: a line that uses an undefined name."""
+    from fusec.codegen import cuda
+
+    real = cuda.render_kernel
+
+    def broken(spec):
+        return real(spec) + "__device__ float fusec_broken() { return deliberately_undefined; }\n"
+
+    monkeypatch.setattr(cuda, "render_kernel", broken)
+    monkeypatch.setattr(runtime, "render_kernel", broken)
+
+
+def check_compile_error(err: BaseException, name: str) -> None:
+    """The error names the function and where it is defined, the kernel, the NVRTC log, the numbered
+    source line, and a file with the whole source."""
+    assert isinstance(err, CompileError) and isinstance(err, fusec.FusecError)
+    text = str(err)
+    assert f"of @{name} (defined at {__file__}:" in text or f"of @{name} (defined at " in text, text
+    assert re.search(r"kernel k0_\w+ of @", text), text
+    assert 'identifier "deliberately_undefined" is undefined' in text  # NVRTC's log
+    line = len(err.source.splitlines())
+    assert re.search(rf"> {line} \| __device__ float fusec_broken\(\)", text), text  # numbered, marked
+    saved = re.search(r"its full source \(\d+ lines\) is in (\S+\.cu)", text)
+    assert saved and Path(saved.group(1)).read_text() == err.source
+    assert err.function == name and err.kernel.startswith("k0_")
+    assert "deliberately_undefined" in err.log and err.arch == "sm_90"
+    assert err.hint
+
+
+def test_compile_error_shows_the_source_and_nvrtc_log_naming_the_function(monkeypatch: pytest.MonkeyPatch) -> None:
+    break_kernels(monkeypatch)
+    fused = fusec.fuse(softmax)
+    with pytest.raises(CompileError) as info:
+        fused.ptxas(fusec.ArraySpec((64, 128), "float32"))
+    check_compile_error(info.value, "softmax")
+    assert info.value.loc and __file__ in info.value.loc  # the caller's line
+
+
+# ---- the unfused path -------------------------------------------------------------------------------------------
+
+
+WORKLOADS = {
+    "softmax": (softmax, [(64, 33)]),
+    "router": (router, [(16, 40), (40,)]),
+    "layernorm": (lambda x: (x - x.mean(axis=-1, keepdims=True)) / np.sqrt(x.var(axis=-1, keepdims=True) + 1e-5),
+                  [(8, 50)]),
+    "views": (lambda x, y: (x.T + y).sum(axis=0) * 2 + np.expand_dims(y.max(axis=1), 0).sum(), [(5, 7), (7, 5)]),
+    "sum_abs": (lambda x: np.abs(x).sum(), [(1000,)]),
+}
+
+
+@pytest.mark.parametrize("workload", list(WORKLOADS))
+def test_fusion_false_runs_one_kernel_per_op_with_the_same_results(workload: str) -> None:
+    fn, shapes = WORKLOADS[workload]
+    rng = np.random.default_rng(3)
+    args = [(rng.random(s) + 0.5).astype(np.float32) for s in shapes]  # positive: sums do not cancel
+    fused, unfused = fusec.fuse(fn), fusec.fuse(fn, fusion=False)
+    plan = unfused.plan(*args)
+    ops = [n for n in plan.graph.nodes if n.kind in (Kind.ELEMENTWISE, Kind.REDUCTION)]
+    assert len(plan.kernels) == len(ops) > len(fused.plan(*args).kernels)
+    for kernel in plan.kernels:
+        assert sum(n.kind is not Kind.LAYOUT for n in kernel.nodes) == 1, [n.op for n in kernel.nodes]
+    want, got = fused(*args), unfused(*args)
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        assert_matches_numpy(g, w)
+    # its kernels compile
+    from fusec.codegen.nvrtc import compile_cubin
+
+    compile_cubin(unfused.cuda_source(*args))
+
+
+def test_fusec_disable_fusion_environment_variable_runs_the_unfused_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = np.linspace(-3, 3, 40, dtype=np.float32).reshape(4, 10)
+    fused = fusec.fuse(softmax)
+    assert len(fused.plan(x).kernels) == 1
+    monkeypatch.setenv("FUSEC_DISABLE_FUSION", "1")
+    assert len(fused.plan(x).kernels) == 5
+    assert_matches_numpy(fused(x), softmax(x))
+    monkeypatch.setenv("FUSEC_DISABLE_FUSION", "0")
+    assert len(fused.plan(x).kernels) == 1
