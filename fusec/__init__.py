@@ -1,6 +1,32 @@
 """fusec: a graph-level kernel-fusion compiler for NumPy/CuPy-style functions on NVIDIA GPUs.
 
-Public names: :func:`fuse`, :class:`Fused`, :class:`ArraySpec` and the errors.
+Decorate a function written with NumPy or CuPy calls with :func:`fuse`; call it with CuPy arrays to
+run it as fused CUDA kernels, with NumPy arrays to run the NumPy reference backend::
+
+    import numpy as np
+    import fusec
+
+    @fusec.fuse
+    def softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    spec = fusec.ArraySpec((8192, 8192), "float32")
+    print(softmax.explain(spec))        # IR, kernels, refusals, bytes moved: no data, no GPU needed
+    print(softmax.cuda_source(spec))    # the generated CUDA C
+
+Public names:
+
+- :func:`fuse`: the decorator (``help(fusec.fuse)`` tells everything it takes and returns);
+- :class:`Fused`: what it returns (call it; ``trace``, ``plan``, ``explain``, ``cuda_source``, ``ptxas``);
+- :class:`ArraySpec`: an argument described by shape and dtype alone (``ArraySpec.parse("f32[8192,8192]")``);
+- the errors: :class:`FusecError` is the base of every error fusec raises; :class:`TraceError`
+  (:class:`UnsupportedError`) for what cannot be traced, :class:`FusecTypeError`,
+  :class:`FusecValueError`, :class:`FusecAxisError` and :class:`FusecOverflowError` where NumPy
+  raises the like (they also derive from NumPy's/Python's class), :class:`ParseError` and
+  :class:`VerifyError` for IR text and graphs.
+
+The command line ``fusec`` (``python -m fusec``) has ``demo``, ``explain`` and ``opt``.
 """
 
 from fusec.api import Fused, fuse

@@ -1,11 +1,12 @@
 """The ``fusec`` command line: ``opt``, ``explain`` and ``demo``.
 
     fusec opt FILE.fir -p canonicalize,fold,cse,dce,fuse [--dump] [--no-verify]
-    fusec explain FILE.py:FUNC --arg f32[8192,8192] [--source] [--ptxas] [--svg OUT]
+    fusec explain FILE.py:FUNC --arg f32[8192,8192] [--svg OUT] [--source] [--ptxas] [--run] [--color WHEN]
     fusec demo [--size N] [--no-gpu]
 
-Every error a user can cause (a missing file, a bad spec, IR that does not parse, a function that
-does not trace) ends in one line ``fusec: error: ...`` on stderr and a non-zero exit status.
+Every error a user can cause (a missing file, a bad spec, IR that does not parse or verify, an unknown
+pass, a function that does not trace or raises, ``--svg`` without Graphviz, ``--run`` without a GPU)
+ends in one line ``fusec: error: ...`` on stderr and a non-zero exit status, never a traceback.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import importlib.util
 import os
 import statistics
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
 
 import fusec
-from fusec.errors import FusecError
+from fusec.errors import FusecError, VerifyError
 from fusec.ir.ops import Kind
 
 PROG = "fusec"
@@ -75,11 +77,8 @@ def cmd_opt(args: argparse.Namespace) -> int:
     from fusec.passes.manager import get_pass, run_pipeline
 
     names = [n.strip() for n in (args.passes or "").split(",") if n.strip()]
-    try:
-        for name in names:  # unknown pass names fail before any work
-            get_pass(name)
-    except ImportError as exc:
-        raise CliError(f"the passes are not available in this build: {exc}") from None
+    for name in names:  # unknown pass names fail before any work
+        get_pass(name)
     text, filename = _read_text(args.file)
     graph = parse(text, filename=filename)
     dumped: list[str] = []
@@ -88,7 +87,10 @@ def cmd_opt(args: argparse.Namespace) -> int:
         dumped.append(name)
         print(f"# after {name}\n{print_graph(g)}", flush=True)
 
-    result = run_pipeline(graph, names, check=not args.no_verify, dump=dump if args.dump else None)
+    try:
+        result = run_pipeline(graph, names, check=not args.no_verify, dump=dump if args.dump else None)
+    except VerifyError as exc:  # the verifier names the function and node; add the file
+        raise CliError(f"{filename}: {_one_line(exc)}") from None
     if not dumped:
         print(print_graph(result))
     return 0
@@ -156,30 +158,71 @@ def parse_specs(texts: Sequence[str]) -> list[fusec.ArraySpec]:
     return specs
 
 
+def use_color(choice: str, stream: Any) -> bool:
+    """``--color``: ``always``, ``never``, or ``auto`` (colour when ``stream`` is a terminal and the
+    ``NO_COLOR`` environment variable is unset or empty)."""
+    if choice != "auto":
+        return choice == "always"
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) and not os.environ.get("NO_COLOR")
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     fused = load_function(args.target)
     specs = parse_specs(args.arg or [])
-    # Transitional: Fused grows explain/cuda_source/ptxas/svg in turn; until then say what is missing.
-    # TODO: drop these hasattr checks (here and below) once every method exists.
-    wanted = [("cuda_source", args.source, "CUDA source generation"),
-              ("ptxas", args.ptxas, "the ptxas report (registers, spills)"),
-              ("svg", args.svg, "SVG rendering of the fusion groups")]
-    for method, asked, what in wanted:
-        if asked and not hasattr(fused, method):
-            raise CliError(f"{what} is not available yet")
-    if hasattr(fused, "explain"):  # transitional, see above: then always fused.explain
-        print(fused.explain(*specs))
-    else:
-        print(fused.trace(*specs))
+    if args.svg:
+        _check_drawing_path(args.svg)
+    if args.measure:
+        from fusec.explain import require_gpu
+
+        require_gpu("fusec explain --run", hint="drop --run to see the plan without a GPU")
+    try:
+        explanation = fused.explain(*specs, run=args.measure)
+    except FusecError:
+        raise
+    except Exception as exc:  # the user's function itself raised while fusec traced it
+        where = _raised_in_user_code(exc)
+        if where is None:
+            raise
+        raise CliError(f"{where}: {fused.name} raised {type(exc).__name__} while fusec traced it: "
+                       f"{_one_line(exc)}") from None
+    print(explanation.render(color=use_color(args.color, sys.stdout)))
     if args.source:
         print(fused.cuda_source(*specs))
     if args.ptxas:
         print(fused.ptxas(*specs))
     if args.svg:
-        with open(args.svg, "w", encoding="utf-8") as f:
-            f.write(fused.svg(*specs))
-        print(f"wrote {args.svg}")
+        try:
+            written, missing_graphviz = explanation._save(args.svg)
+        except OSError as exc:
+            raise CliError(f"cannot write '{args.svg}': {exc.strerror or exc}") from None
+        if missing_graphviz:
+            raise CliError(missing_graphviz)
+        print(f"wrote {written}")
     return 0
+
+
+def _raised_in_user_code(exc: BaseException) -> str | None:
+    """``file:line`` where ``exc`` was raised when that is the user's code (not fusec, NumPy or CuPy);
+    None when it came from inside fusec (a bug, reported as an internal error)."""
+    from fusec.errors import _skipped
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames or _skipped(frames[-1].filename):
+        return None
+    return f"{frames[-1].filename}:{frames[-1].lineno}"
+
+
+def _check_drawing_path(path: str) -> None:
+    """Fail before any work when ``--svg`` names a file the drawing cannot go to."""
+    from fusec.explain import DOT_SUFFIXES, RENDERED_SUFFIXES
+
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in RENDERED_SUFFIXES + DOT_SUFFIXES:
+        raise CliError(f"--svg '{path}': the drawing's format follows the suffix: use .svg (or .png, .pdf, .dot)")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CliError(f"--svg '{path}': no such directory '{folder}'")
 
 
 # --- fusec demo ----------------------------------------------------------------------------------
@@ -264,20 +307,10 @@ def _parse_size(text: str) -> int:
 def _show_case(fused: fusec.Fused, name: str, formula: str, shape: tuple[int, ...]) -> None:
     spec = fusec.ArraySpec(shape, "float32")
     graph = fused.trace(spec)
-    kernels, moved, minimum = traffic(graph)
     print(f"== {name}: {formula}, x = {spec} ==")
     print(graph)
-    # Transitional: the planner and CUDA codegen are landing; show them once Fused has them.
-    # TODO: drop the hasattr checks (and the estimate below) once plan and cuda_source exist.
-    if hasattr(fused, "plan"):
-        print(fused.plan(spec))
-    else:
-        print(f"memory traffic for x = {spec} ({_gib(spec.size * 4)}):")
-        print(f"  unfused, one CuPy call per op: {kernels} kernels, {_gib(moved)}")
-        print(f"  fused, each input read once and each output written once: {_gib(minimum)} "
-              f"({moved / minimum:.1f}x less)")
-    if hasattr(fused, "cuda_source"):
-        print(fused.cuda_source(spec))
+    print(fused.plan(spec))
+    print(fused.cuda_source(spec))
     print()
 
 
@@ -323,8 +356,6 @@ def _demo_gpu(fns: dict[str, fusec.Fused], size: int | None) -> bool:
     name_dev = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"]
     name_dev = name_dev.decode() if isinstance(name_dev, bytes) else name_dev
     print(f"GPU: {name_dev}; median of 20 runs after warm-up, timed with CUDA events")
-    if not hasattr(fns["sum_abs"], "cuda_source"):  # transitional, see _show_case
-        print("note: fused CUDA kernels are in progress; until they land the fused column runs the CuPy reference")
     rows, ok = [], True
     cases = [("sum_abs", (size or 1 << 26,)), ("softmax", (8192, 8192)), ("softmax", (4096, 4096))]
     for name, shape in cases:
@@ -350,7 +381,8 @@ def _demo_gpu(fns: dict[str, fusec.Fused], size: int | None) -> bool:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     fns = {name: fusec.fuse(fn, name=name) for name, _, fn, _, _ in DEMO_CASES}
-    print("fusec demo: trace sum(abs(x)) and a row softmax, show their IR and memory traffic, run and check them\n")
+    print("fusec demo: trace sum(abs(x)) and a row softmax, show their IR, plan, bytes moved and CUDA source, "
+          "run and check them\n")
     for name, formula, _, _, shape in DEMO_CASES:
         _show_case(fns[name], name, formula, shape)
     usable, why = (False, "--no-gpu given") if args.no_gpu else gpu_available()
@@ -388,20 +420,30 @@ def build_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="trace a function from a Python file and explain its fusion",
                              description="Import FILE.py, take FUNC (a @fusec.fuse function or a plain one), "
                                          "trace it for the argument specs given with --arg, and print the "
-                                         "explanation (IR, fusion groups, kernels, bytes moved). No GPU needed.")
+                                         "explanation: the IR before and after the passes, each kernel (kind, "
+                                         "nodes, bytes, launch), every refusal to fuse and why, and the bytes "
+                                         "moved fused vs unfused. No GPU needed (except for --run).")
     explain.add_argument("target", metavar="FILE.py:FUNC", help="the file and the function in it")
     explain.add_argument("--arg", action="append", metavar="SPEC",
                          help="one argument as DTYPE[DIMS], such as f32[8192,8192] or i64[]; repeat in order")
     explain.add_argument("--source", action="store_true", help="also print the generated CUDA source")
     explain.add_argument("--ptxas", action="store_true", help="also compile with NVRTC and print the ptxas report")
-    explain.add_argument("--svg", metavar="OUT", help="write a drawing of the fusion groups to OUT")
+    explain.add_argument("--svg", metavar="OUT",
+                         help="draw the fused DAG (each kernel a coloured cluster) to OUT with Graphviz's dot; "
+                              "the suffix picks the format: .svg, .png, .pdf, or .dot for the DOT text")
+    explain.add_argument("--run", action="store_true", dest="measure",
+                         help="also run it on the GPU (random inputs) and report each kernel's time and GB/s, "
+                              "fused vs unfused (needs a CUDA GPU with CuPy)")
+    explain.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                         help="colour the report: auto (default) colours on a terminal unless NO_COLOR is set")
     explain.set_defaults(run=cmd_explain)
 
     demo = sub.add_parser("demo", help="the main job: trace, fuse, run and check two functions",
-                          description="Trace sum(abs(x)) and a row softmax, print their IR and memory traffic "
-                                      "fused vs unfused, then run them: on a CUDA GPU (CuPy), time fused vs "
-                                      "one CuPy call per op; without one, run the NumPy reference backend on "
-                                      "small inputs. Every result is checked against NumPy.")
+                          description="Trace sum(abs(x)) and a row softmax, print their IR, their plan (kernels "
+                                      "and bytes moved fused vs unfused) and their CUDA source, then run them: "
+                                      "on a CUDA GPU (CuPy), time fused vs one CuPy call per op; without one, "
+                                      "run the NumPy reference backend on small inputs. Every result is checked "
+                                      "against NumPy.")
     demo.add_argument("--size", type=_parse_size, metavar="N",
                       help="elements of the sum_abs input (default: 2^26 on a GPU, 2^16 on the CPU)")
     demo.add_argument("--no-gpu", action="store_true", help="use the NumPy reference backend even if a GPU is there")

@@ -23,8 +23,8 @@ from fusec.errors import FusecError, FusecTypeError, FusecValueError, TraceError
 from fusec.explain import Explanation
 from fusec.ir import dtypes
 from fusec.ir.graph import Graph, rebind
-from fusec.ir.interpret import interpret
 from fusec.ir.trace import output_node, trace_function
+from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
 from fusec.plan import Plan, execute_numpy, make_plan
 
 _SHAPES_KEPT = 64  # graphs kept per signature, one per distinct set of input shapes
@@ -71,25 +71,32 @@ def _scalar_key(value: Any) -> Any:
 
 
 class Fused:
-    """A function compiled by fusec. Call it like the original; inspect it with ``trace``/``explain``.
+    """A function compiled by fusec (what :func:`fusec.fuse` returns). Call it like the original;
+    inspect it with ``trace``, ``plan``, ``explain``, ``cuda_source`` and ``ptxas``.
 
-    - ``f(*arrays)`` with NumPy arrays runs the NumPy reference backend and returns NumPy arrays;
-      with CuPy arrays it runs on the GPU and returns CuPy arrays (results of full reductions are
-      0-d arrays).
+    - ``f(*arrays)`` with CuPy arrays runs the fused kernels on the GPU and returns CuPy arrays; with
+      NumPy arrays it runs the NumPy reference backend and returns NumPy arrays (results of full
+      reductions are 0-d arrays).
     - ``f(..., out=arrays)`` writes the results into the given arrays (same-kind casting) and
       returns them.
-    - ``f.trace(*args)`` returns the traced IR graph; arguments may be :class:`fusec.ArraySpec`.
+    - ``f.trace(*args)``, ``f.plan(*args)``, ``f.explain(*args)``, ``f.cuda_source(*args)`` and
+      ``f.ptxas(*args)`` take arrays or :class:`fusec.ArraySpec` and need no GPU
+      (``f.explain(..., run=True)`` does).
+    - ``f.fn`` is the original function, ``f.name`` its name in the IR, ``f.fusion`` whether it fuses.
+
+    ``FUSEC_DISABLE_FUSION=1`` makes every Fused run unfused (one kernel per op), for comparison.
     """
 
-    def __init__(self, fn: Callable[..., Any], *, name: str | None = None):
+    def __init__(self, fn: Callable[..., Any], *, name: str | None = None, fusion: bool = True):
         if not callable(fn):
             raise FusecTypeError(f"fusec.fuse needs a function, got {type(fn).__name__}")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "fused")
+        self.fusion = bool(fusion)  # False: one kernel per op (see fuse)
         self._signature = inspect.signature(fn)
         self._traces: dict[tuple, TracedFunction] = {}
-        self._plans: dict[Graph, Plan] = {}
+        self._plans: dict[tuple[Graph, bool], Plan] = {}
         self._fast: dict[tuple, Callable[[tuple], Any]] = {}  # exact GPU layouts -> runner
         self._lock = threading.RLock()
 
@@ -101,7 +108,10 @@ class Fused:
         try:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as exc:
-            raise FusecTypeError(f"{self.name}(): {exc}") from None
+            plain = self._signature.replace(
+                parameters=[p.replace(annotation=p.empty) for p in self._signature.parameters.values()],
+                return_annotation=inspect.Signature.empty)
+            raise FusecTypeError(f"{self.name}(): {exc}", hint=f"call it as {self.name}{plain}") from None
         bound.apply_defaults()
         params: list[tuple[str, Any]] = []
         for name, value in bound.arguments.items():
@@ -120,13 +130,23 @@ class Fused:
         for name, value in params:
             backend = _backend(value)
             if backend is None:
-                if isinstance(value, (list, tuple, dict, set, str, bytes)):
+                if isinstance(value, (list, tuple, dict, set, str, bytes)) or (
+                        hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, np.generic)):
                     raise FusecTypeError(
-                        f"argument '{name}' of {self.name} is a {type(value).__name__}",
-                        hint="pass arrays (NumPy or CuPy), NumPy scalars or Python numbers",
+                        f"argument '{name}' of {self.name} is a {_type_name(value)}",
+                        hint="pass arrays (NumPy or CuPy), NumPy scalars or Python numbers "
+                             "(numpy.asarray or cupy.asarray convert)",
                     )
                 continue
-            dtypes.as_dtype(value.dtype)
+            try:
+                dtypes.as_dtype(value.dtype)
+            except FusecTypeError as exc:
+                native = value.dtype.kind in "biuf" and value.dtype.byteorder not in "=|"
+                raise FusecTypeError(
+                    f"argument '{name}' of {self.name} has dtype {value.dtype}"
+                    + (" (not in the machine's byte order)" if native else "") + ", which fusec does not support",
+                    hint=f"convert it: {name}.astype({name}.dtype.newbyteorder('='))" if native else exc.hint,
+                ) from None
             seen.setdefault(backend, name)
         if len(seen) > 1:
             first, second = sorted(seen.items())[:2]
@@ -134,6 +154,10 @@ class Fused:
                 f"{self.name} got {first[0]} argument '{first[1]}' and {second[0]} argument '{second[1]}'",
                 hint="pass all arrays from one library (convert with cupy.asarray or .get())",
             )
+        if "cupy" in seen:
+            for name, value in params:
+                if _backend(value) == "cupy":
+                    _check_device(self.name, f"argument '{name}'", value)
         return next(iter(seen), "numpy")
 
     def _key(self, params: list[tuple[str, Any]]) -> tuple:
@@ -147,7 +171,8 @@ class Fused:
 
     # -- tracing -------------------------------------------------------------------------------
     def trace(self, *args: Any, **kwargs: Any) -> Graph:
-        """The traced IR graph for these arguments (arrays or :class:`fusec.ArraySpec`)."""
+        """The traced IR graph for these arguments (arrays or :class:`fusec.ArraySpec`), before any
+        pass; ``print()`` shows its text form. No GPU needed."""
         params = self._params(args, kwargs)
         self._check_arguments(params)
         return self._graph(params)
@@ -198,22 +223,46 @@ class Fused:
 
     def _plan(self, params: list[tuple[str, Any]]) -> tuple[TracedFunction, Plan]:
         traced, graph = self._traced(params)
+        key = (graph, self.fusion and not _fusion_disabled())
         with self._lock:
-            plan = self._plans.get(graph)
+            plan = self._plans.get(key)
             if plan is None:
-                plan = make_plan(graph)
+                plan = make_plan(graph, DEFAULT_PIPELINE if key[1] else UNFUSED_PIPELINE)
                 if len(self._plans) >= _SHAPES_KEPT:
                     self._plans.pop(next(iter(self._plans)))
-                self._plans[graph] = plan
+                self._plans[key] = plan
         return traced, plan
 
-    def explain(self, *args: Any, **kwargs: Any) -> Explanation:
-        """A report of the traced IR, the optimized IR with kernels marked, each kernel's bytes and the
-        reason for every refusal to fuse. Works with :class:`fusec.ArraySpec` and without a GPU."""
-        return Explanation(self.plan(*args, **kwargs))
+    def explain(self, *args: Any, run: bool = False, **kwargs: Any) -> Explanation:
+        """What fusec makes of this function for these arguments, as an :class:`fusec.explain.Explanation`.
+
+        ``print(f.explain(*args))`` shows the traced IR, the IR after the passes with each kernel's
+        region marked, each kernel (kind, nodes, what it reads and writes, bytes, launch shape), every
+        refusal to fuse with its reason, the intermediates written between kernels, and the bytes
+        moved fused vs unfused. Arguments may be arrays or :class:`fusec.ArraySpec`; no GPU needed.
+        ``.to_dot()`` / ``.save("f.svg")`` draw the fused DAG (kernels as coloured clusters).
+
+        ``run=True`` also runs it on the GPU and reports each kernel's time and GB/s, the whole fused
+        call and the unfused one-CuPy-call-per-op time (CUDA events, medians). ArraySpec arguments get
+        random data, NumPy arrays are copied to the GPU. Without a CUDA GPU it raises
+        :class:`fusec.FusecError`.
+        """
+        from fusec.explain import measure, require_gpu, to_device
+
+        params = self._params(args, kwargs)
+        self._check_arguments(params)
+        cupy = require_gpu() if run else None
+        if cupy is not None:
+            params = [(name, to_device(value, cupy, seed=i)) for i, (name, value) in enumerate(params)]
+        _, plan = self._plan(params)
+        values = [v for _, v in params if _backend(v) is not None]
+        passes = DEFAULT_PIPELINE if self.fusion and not _fusion_disabled() else UNFUSED_PIPELINE
+        return Explanation.of(plan, values, measure(plan, values) if cupy is not None else None, passes)
 
     # -- running -------------------------------------------------------------------------------
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+        """Run the function: fused kernels on the GPU for CuPy arrays, the NumPy reference backend for
+        NumPy arrays; ``out=`` (an array, or a tuple for several results) receives the results."""
         if out is None and not kwargs:
             key = _fast_key(args)
             fast = self._fast.get(key)
@@ -228,36 +277,37 @@ class Fused:
             )
         traced, plan = self._plan(params)
         arrays = [v for _, v in params if _backend(v) is not None]
+        outs = None if out is None else _check_out(self.name, out, plan.graph.outputs, backend)
         if backend == "cupy":
-            results = self._run_gpu(plan, arrays, out)
+            results = self._run_gpu(plan, arrays, outs)
             if out is None and not kwargs and len(arrays) == len(args) and not _fusion_disabled():
                 self._remember_fast_path(args, traced, plan, arrays)
             return traced.pack(results)
         results = execute_numpy(plan, arrays, xp=np)
-        if out is not None:
-            results = _write_out(self.name, results, out, np)
+        if outs is not None:
+            results = _write_out(results, outs, np)
         return traced.pack(results)
 
-    def _run_gpu(self, plan: Plan, arrays: list[Any], out: Any) -> list[Any]:
+    def _run_gpu(self, plan: Plan, arrays: list[Any], outs: list[Any] | None) -> list[Any]:
         import cupy
 
         from fusec.runtime import run_plan
 
-        if _fusion_disabled():  # FUSEC_DISABLE_FUSION=1: one CuPy call per op, for comparison
-            results = interpret(plan.traced, arrays, xp=cupy)
-            return results if out is None else _write_out(self.name, results, out, cupy)
-        if out is None:
-            return run_plan(plan, arrays)
-        outs = _out_list(self.name, out, len(plan.graph.outputs))
         direct = {}
-        for node, dst in zip(plan.graph.outputs, outs):
-            if (isinstance(dst, cupy.ndarray) and dst.dtype == node.dtype and tuple(dst.shape) == node.shape
-                    and node not in direct and not any(cupy.may_share_memory(dst, a) for a in arrays)):
+        for node, dst in zip(plan.graph.outputs, outs or ()):
+            if (dst.dtype == node.dtype and node not in direct
+                    and not any(cupy.may_share_memory(dst, a) for a in arrays)):
                 direct[node] = dst
-        results = run_plan(plan, arrays, out=direct)
-        pending = [r for r, dst in zip(results, outs) if r is not dst]
-        if pending:
-            _write_out(self.name, results, outs, cupy)
+        try:
+            results = run_plan(plan, arrays, out=direct or None)
+        except Exception as exc:
+            if type(exc).__name__ not in ("CompileError", "CompileException"):
+                raise
+            raise _compile_failure(self, exc) from None
+        if outs is None:
+            return results
+        if any(r is not dst for r, dst in zip(results, outs)):
+            _write_out(results, outs, cupy)
         return outs
 
     def _remember_fast_path(self, args: tuple, traced: TracedFunction, plan: Plan, arrays: list[Any]) -> None:
@@ -286,7 +336,10 @@ class Fused:
 
         lines = []
         for source in self._kernel_sources(args, kwargs):
-            result = compile_cubin(source, arch)
+            try:
+                result = compile_cubin(source, arch)
+            except FusecError as exc:
+                raise _compile_failure(self, exc) from None
             for name, report in (result.kernels or {}).items():
                 lines.append(f"{name} ({arch}): {report}")
         return "\n".join(lines)
@@ -318,11 +371,15 @@ def _fast_key(args: tuple) -> tuple:
     Only array arguments qualify (a scalar argument makes the key miss, taking the full path)."""
     key = []
     for a in args:
+        if isinstance(a, np.ndarray):  # (a datetime array's .data raises)
+            return (None,)
         data = getattr(a, "data", None)
         ptr = getattr(data, "ptr", None)
         if ptr is None:
             return (None,)
         key.append((a.dtype, a.shape, a.strides, ptr & 15, data.device_id))
+    if key:  # runners launch on the device they were built on: the current one
+        key.append(_current_device())
     return tuple(key)
 
 
@@ -330,44 +387,176 @@ def _fusion_disabled() -> bool:
     return os.environ.get("FUSEC_DISABLE_FUSION", "") not in ("", "0")
 
 
-def _out_list(name: str, out: Any, count: int) -> list[Any]:
+def _type_name(value: Any) -> str:
+    cls = type(value)
+    return f"{cls.__module__.split('.')[0]}.{cls.__name__}" if cls.__module__ != "builtins" else cls.__name__
+
+
+def _check_out(name: str, out: Any, nodes: tuple[Any, ...], backend: str) -> list[Any]:
+    """The ``out=`` arrays as a list, checked before anything runs, as NumPy checks them: one per result,
+    of the arguments' library (and device), of the result's shape, writable, and of a dtype the result
+    casts to under the same-kind rule."""
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    if len(outs) != count:
-        raise FusecValueError(f"{name} returns {count} arrays but out= has {len(outs)}")
+    if len(outs) != len(nodes):
+        raise FusecValueError(f"{name} returns {len(nodes)} array(s) but out= has {len(outs)}",
+                              hint=f"pass out= a tuple of {len(nodes)} arrays" if len(nodes) > 1 else
+                              "pass out= one array")
+    library = "cupy" if backend == "cupy" else "numpy"
+    for i, (node, dst) in enumerate(zip(nodes, outs)):
+        where = f"out[{i}] of {name}" if len(outs) > 1 or isinstance(out, (tuple, list)) else f"out= of {name}"
+        if _backend(dst) != library:
+            raise FusecTypeError(
+                f"{where} must be a {library}.ndarray like the arguments, got {_type_name(dst)}",
+                hint="allocate it with cupy.empty(...) for CuPy arguments, numpy.empty(...) for NumPy ones")
+        if tuple(dst.shape) != node.shape:
+            raise FusecValueError(f"{where} has shape {tuple(dst.shape)}, the result has shape {node.shape}",
+                                  hint="allocate it with the result's shape (see .trace(...) for it)")
+        if not np.can_cast(node.dtype, dst.dtype, "same_kind"):
+            raise FusecTypeError(
+                f"{where}: cannot write the {node.dtype} result into an array of dtype {dst.dtype} with casting "
+                f"rule 'same_kind'", hint=f"allocate it as {node.dtype} (or another {node.dtype.kind!r}-kind dtype)")
+        if library == "numpy" and not dst.flags.writeable:
+            raise FusecValueError(f"{where} is read-only", hint="pass a writable array (a copy)")
+        if library == "cupy":
+            _check_device(name, where, dst)
     return outs
 
 
-def _write_out(name: str, results: list[Any], out: Any, xp: Any) -> list[Any]:
-    """Copy results into the caller's ``out`` arrays with same-kind casting, as NumPy's ``out=``."""
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    if len(outs) != len(results):
-        raise FusecValueError(f"{name} returns {len(results)} arrays but out= has {len(outs)}")
-    for i, (res, dst) in enumerate(zip(results, outs)):
-        if not isinstance(dst, xp.ndarray):
-            raise FusecTypeError(f"out[{i}] of {name} must be a {xp.__name__} array, got {type(dst).__name__}")
-        if tuple(dst.shape) != tuple(res.shape):
-            raise FusecValueError(f"out[{i}] of {name} has shape {tuple(dst.shape)}, the result has "
-                                  f"{tuple(res.shape)}")
-        if not np.can_cast(res.dtype, dst.dtype, "same_kind"):
-            raise FusecTypeError(f"cannot write the {res.dtype} result {i} of {name} into out[{i}] of dtype "
-                                 f"{dst.dtype} with casting rule 'same_kind'")
-        xp.copyto(dst, res, casting="same_kind")
+def _check_device(name: str, what: str, array: Any) -> None:
+    """A CuPy array must be on the current device (as CuPy requires), else a clear error."""
+    current = _current_device()
+    if array.device.id != current:
+        raise FusecValueError(
+            f"{what} is on GPU {array.device.id} but the current device is GPU {current}",
+            hint=f"call {name} inside `with cupy.cuda.Device({array.device.id}):`, or copy the array to GPU "
+                 f"{current} with cupy.asarray under that device")
+
+
+def _current_device() -> int:
+    global _get_device
+    if _get_device is None:
+        import cupy
+
+        _get_device = cupy.cuda.runtime.getDevice
+    return _get_device()
+
+
+_get_device: Callable[[], int] | None = None
+
+
+def _write_out(results: list[Any], outs: list[Any], xp: Any) -> list[Any]:
+    """Copy results into the caller's (checked) ``out`` arrays with same-kind casting, as NumPy's ``out=``:
+    as if every result were computed before any is written, even where an ``out`` overlaps an input."""
+    results = [res if res is dst or not any(xp.may_share_memory(res, d) for d in outs[:i + 1]) else res.copy()
+               for i, (res, dst) in enumerate(zip(results, outs))]
+    for res, dst in zip(results, outs):
+        if res is not dst:
+            xp.copyto(dst, res, casting="same_kind")
     return outs
 
 
-def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None) -> Any:
-    """Compile a NumPy/CuPy-style function into fused kernels.
+def _compile_failure(fused: Fused, exc: Exception) -> FusecError:
+    """The error for a generated kernel of ``fused`` that did not compile: it names the function (``@name``,
+    where it is defined) and the kernel, and carries NVRTC's log with the numbered source around each error
+    line; the whole source is written to a file that the message names."""
+    import hashlib
+    import re
+    import tempfile
+    from pathlib import Path
 
-    Use as ``@fusec.fuse`` or ``@fusec.fuse(name="softmax")``. The function is traced on its first
-    call with each new signature (dtypes, ranks, which dims are 0 or 1; Python scalar arguments by
-    value, so pass values that change every call as 0-d arrays). It may use NumPy or CuPy ufuncs,
-    operators, reductions with ``axis``/``keepdims``, ``where``, ``astype``, broadcasting with
-    ``None``/``...``/``expand_dims``/``broadcast_to`` and transposes, and may return one array or a
-    tuple. Anything else raises a :class:`fusec.FusecError` naming your file and line.
+    from fusec.codegen.nvrtc import CompileError, numbered_source
+
+    source = getattr(exc, "source", "") or ""
+    log = getattr(exc, "log", None) or str(exc)
+    found = re.search(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(", source)
+    kernel = found.group(1) if found else "?"
+    try:
+        where = f" (defined at {inspect.getsourcefile(fused.fn)}:{inspect.getsourcelines(fused.fn)[1]})"
+    except (OSError, TypeError):
+        where = ""
+    if isinstance(exc, FusecError):
+        detail = exc.message
+    else:  # CuPy's CompileException: its log, and the lines it names
+        lines = sorted({int(n) for n in re.findall(r"\((\d+)\): (?:catastrophic )?error", log)})[:3]
+        detail = "\n\n".join([log.strip()] + [f"source around line {n}:\n{numbered_source(source, n)}"
+                                               for n in lines])
+    saved = ""
+    if source:
+        digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+        path = Path(tempfile.gettempdir()) / "fusec" / f"{fused.name}.{kernel}.{digest}.cu"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(source)
+            saved = f"; its full source ({len(source.splitlines())} lines) is in {path}"
+        except OSError:
+            pass
+    hint = getattr(exc, "hint", None) or ("a generated kernel that does not compile is a fusec bug: please "
+                                          "report it with the source file above")
+    error = CompileError(f"kernel {kernel} of @{fused.name}{where} did not compile{saved}\n\n{detail}",
+                         log=log, source=source, arch=getattr(exc, "arch", ""), hint=hint)
+    error.function, error.kernel = fused.name, kernel
+    return error
+
+
+def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusion: bool = True) -> Any:
+    """Compile a NumPy/CuPy-style function into fused GPU kernels; returns a :class:`fusec.Fused`.
+
+    Use it as a decorator, bare or with options, or call it on a function::
+
+        @fusec.fuse
+        def softmax(x):
+            e = np.exp(x - x.max(axis=-1, keepdims=True))
+            return e / e.sum(axis=-1, keepdims=True)
+
+        @fusec.fuse(name="softmax_rows")           # a name for the IR, the kernels and errors
+        def softmax2(x): ...
+
+        gelu = fusec.fuse(my_gelu, fusion=False)   # an existing function, unfused
+
+    Arguments:
+
+    - ``fn``: the function. It may use NumPy or CuPy ufuncs and operators, reductions with
+      ``axis``/``keepdims`` (``sum``, ``max``, ``argmax``, ``mean``, ``var``, ...), ``where``,
+      ``astype``, broadcasting with ``None``/``...``/``expand_dims``/``broadcast_to``, transposes,
+      and may return one array or a tuple/list of arrays. Anything else (matmul, indexing with
+      arrays, Python control flow on array values, arrays captured from outside) raises a
+      :class:`fusec.FusecError` naming your file and line.
+    - ``name``: the function's name in the IR, kernel names and messages (default ``fn.__name__``).
+    - ``fusion``: ``False`` runs the unfused plan instead, for comparison: the same passes except
+      ``fuse``, then one kernel per elementwise op and reduction (layout views join a kernel), every
+      intermediate written to memory.
+
+    The returned :class:`fusec.Fused` object ``f``:
+
+    - ``f(*args)``: with CuPy arrays, runs the fused kernels on the GPU and returns CuPy arrays; with
+      NumPy arrays, runs the NumPy reference backend on the CPU and returns NumPy arrays (a full
+      reduction gives a 0-d array). Don't mix the two. Python numbers are compile-time constants:
+      each new value traces again, so pass a value that changes every call as a 0-d array.
+    - ``f(*args, out=arrays)``: writes the results into ``out`` (one array, or a tuple for several
+      results; same-kind casting, as NumPy's ``out=``) and returns them.
+    - ``f.trace(*args)``: the traced IR :class:`Graph` (prints as IR text).
+    - ``f.plan(*args)``: the kernels it runs as, with the bytes each moves.
+    - ``f.explain(*args, run=False)``: the report (traced IR, IR after the passes with each kernel's
+      region, kernels with kind/nodes/bytes/launch, refusals to fuse with reasons, bytes fused vs
+      unfused); ``print()`` it, ``.to_dot()``/``.save("f.svg")`` draw the fused DAG; ``run=True``
+      also times each kernel on the GPU.
+    - ``f.cuda_source(*args)``: the generated CUDA C, exactly as compiled.
+    - ``f.ptxas(*args, arch="sm_90")``: NVRTC's register/spill/shared-memory report per kernel.
+
+    Everything but calling with CuPy arrays (and ``explain(run=True)``) works without a GPU, and
+    accepts :class:`fusec.ArraySpec` (shape and dtype, no data) in place of arrays:
+    ``print(softmax.explain(fusec.ArraySpec((8192, 8192), "float32")))``.
+
+    Tracing happens on the first call with each new signature (dtypes, ranks, which dims are 0 or
+    1, Python scalars by value); a new size of a known signature re-infers shapes without tracing,
+    and compiled kernels are cached in memory and on disk.
+
+    Environment: ``FUSEC_DISABLE_FUSION=1`` runs every fused function unfused, as ``fusion=False``
+    (read when a call plans; set it before the first call).
     """
     if fn is None:
-        return lambda f: Fused(f, name=name)
-    return Fused(fn, name=name)
+        return lambda f: Fused(f, name=name, fusion=fusion)
+    return Fused(fn, name=name, fusion=fusion)
 
 
 __all__ = ["Fused", "fuse", "FusecError"]

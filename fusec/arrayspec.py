@@ -34,10 +34,12 @@ class ArraySpec:
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions, as ``ndarray.ndim``."""
         return len(self.shape)
 
     @property
     def size(self) -> int:
+        """The number of elements, as ``ndarray.size``."""
         return int(np.prod(self.shape, dtype=np.int64))
 
     @classmethod

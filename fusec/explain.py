@@ -1,50 +1,309 @@
-"""``explain``: what fusec did with a function, as a report a person reads.
+"""``explain``: what fusec did with a function, as a report a person reads and a picture of the DAG.
 
-Sections: the traced IR; the IR after the passes, with each kernel's region marked; each kernel
-(kind, iteration space, nodes, what it reads and writes, bytes); every refusal to fuse with its
-reason; and the bytes moved fused against unfused.
+:class:`Explanation` (what ``f.explain(...)`` returns) renders, in sections: the traced IR; the IR
+after the passes, with each kernel's region marked; each kernel (name, kind, iteration space, nodes,
+what it reads and writes, its launch shape); every refusal to fuse with its reason; the intermediates
+written to memory between kernels; the bytes moved fused against unfused; and, with ``run=True`` on a
+GPU, each kernel's measured time and bandwidth.
+
+``str(e)`` is plain text; ``e.render(color=True)`` adds ANSI colours for a terminal. ``e.to_dot()``
+is the optimized DAG as Graphviz DOT text (each kernel a coloured cluster, intermediates that cross
+kernels drawn with a bold double border; built in :mod:`fusec.explain_dot`), and ``e.save("f.svg")``
+draws it with Graphviz's ``dot``. The GPU measurements of ``run=True`` live in :mod:`fusec.explain_run`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import re
+import shutil
+import subprocess
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
 
+from fusec.arrayspec import ArraySpec
+from fusec.errors import FusecError, FusecValueError
+from fusec.explain_dot import PALETTE, dot_text, short_bytes, type_text
+from fusec.explain_run import KernelTime, Timings, measure, require_gpu, to_device
+from fusec.ir.graph import Node
 from fusec.ir.text import node_names
-from fusec.plan import Plan, _fmt_bytes
+from fusec.passes.manager import DEFAULT_PIPELINE
+from fusec.plan import Kernel, Plan, _fmt_bytes
+
+RENDERED_SUFFIXES = (".svg", ".png", ".pdf")  # what ``save`` draws with Graphviz's ``dot``
+DOT_SUFFIXES = (".dot", ".gv")  # what ``save`` writes as DOT text
+
+
+# --- the report --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Explanation:
-    """The report; ``str()`` renders it."""
+    """What fusec made of a function for given arguments: ``print()`` it, or draw it.
+
+    - ``str(e)`` / ``print(e)``: the plain-text report; ``e.render(color=True)`` the same with ANSI
+      colours (the CLI colours it on a terminal unless ``NO_COLOR`` is set).
+    - ``e.to_dot()``: the optimized DAG as Graphviz DOT text; ``e.save(path)`` writes it (``.dot``) or
+      draws it (``.svg``, ``.png``, ``.pdf``, with Graphviz's ``dot``).
+    - ``e.plan``: the :class:`fusec.plan.Plan` (kernels, regions, bytes) the report describes;
+      ``e.kernel_count``; ``e.timings``: what ``run=True`` measured, else None.
+
+    Build one with ``f.explain(*args)`` on a ``@fusec.fuse`` function.
+    """
 
     plan: Plan
+    layouts: Mapping[Node, Any] = field(default_factory=dict, compare=False, repr=False)
+    timings: Timings | None = field(default=None, compare=False)
+    passes: tuple[str, ...] = DEFAULT_PIPELINE  # the pipeline that made ``plan`` (for the section title)
+
+    @classmethod
+    def of(cls, plan: Plan, values: Sequence[Any] = (), timings: Timings | None = None,
+           passes: Sequence[str] = DEFAULT_PIPELINE) -> Explanation:
+        """The explanation of ``plan`` (made by the pipeline ``passes``); ``values`` (one per graph input:
+        arrays or :class:`fusec.ArraySpec`) give the input layouts the launch shapes are planned for."""
+        return cls(plan, _input_layouts(plan, values), timings, tuple(passes))
 
     @property
     def kernel_count(self) -> int:
+        """How many kernels the function runs as."""
         return len(self.plan.kernels)
 
+    @cached_property
+    def materialized(self) -> dict[Node, tuple[int, tuple[int, ...]]]:
+        """Intermediates written to memory by one kernel and read by another:
+        ``{node: (index of the kernel writing it, indices of the kernels reading it)}``."""
+        readers: dict[Node, list[int]] = {}
+        for i, k in enumerate(self.plan.kernels):
+            for n in k.inputs:
+                readers.setdefault(n, []).append(i)
+        out: dict[Node, tuple[int, tuple[int, ...]]] = {}
+        for i, k in enumerate(self.plan.kernels):
+            for n in k.outputs:
+                if n in readers and n not in out:
+                    out[n] = (i, tuple(readers[n]))
+        return out
+
+    @cached_property
+    def launches(self) -> tuple[str, ...]:
+        """Each kernel's launch shape as planned on the host (schedule, block, grid bound, index width);
+        the grid's cap (SMs x resident blocks) is only known on the GPU."""
+        return tuple(_launch_text(k, self.layouts) for k in self.plan.kernels)
+
+    def __repr__(self) -> str:
+        p = self.plan
+        return (f"<fusec.Explanation @{p.graph.name}: {len(p.kernels)} kernel(s), {short_bytes(p.bytes_moved)} "
+                f"moved (unfused {short_bytes(p.bytes_moved_unfused)}); print() it for the report>")
+
     def __str__(self) -> str:
+        return self.render(color=False)
+
+    def render(self, color: bool = False) -> str:
+        """The report as text; ``color=True`` adds ANSI colour codes (for a terminal)."""
         plan = self.plan
+        c = _Colors(color)
         names = node_names(plan.graph)
-        out = [f"== fusec explain: @{plan.graph.name} ==", "", "-- traced IR --", str(plan.traced).rstrip(), "",
-               "-- after passes (canonicalize, fold, cse, dce, fuse) --", str(plan.graph).rstrip(), "",
-               f"-- kernels: {len(plan.kernels)} --"]
-        for k in plan.kernels:
+        kname = {k.name: i for i, k in enumerate(plan.kernels)}
+        out = [c.bold(f"== fusec explain: @{plan.graph.name} =="), "",
+               c.head("-- traced IR --"), str(plan.traced).rstrip(), "",
+               c.head(f"-- after passes ({', '.join(self.passes)}) --"),
+               _color_regions(str(plan.graph).rstrip(), kname, c), "",
+               c.head(f"-- kernels: {len(plan.kernels)} --")]
+        for i, k in enumerate(plan.kernels):
             space = k.space
             reduced = f", reducing axes {list(space.reduced)}" if space.reduced else ""
-            out.append(f"{k.label}")
-            out.append(f"  kind: {k.kind} over {list(space.shape)}{reduced}")
-            out.append(f"  nodes: {', '.join(names[n] + ' ' + n.op for n in k.nodes)}")
-            out.append(f"  reads: {', '.join(names[n] for n in k.inputs) or 'nothing'} "
-                       f"({_fmt_bytes(k.bytes_read)})")
-            out.append(f"  writes: {', '.join(names[n] for n in k.outputs) or 'nothing'} "
-                       f"({_fmt_bytes(k.bytes_written)})")
-        out += ["", "-- not fused --"]
-        out += [f"  {r}" for r in plan.refusals] or ["  nothing was refused"]
+            out.append(c.kernel(i, k.label))
+            out.append(f"  kind:   {k.kind} over {list(space.shape)}{reduced}")
+            out.append(f"  nodes:  {', '.join(names[n] + ' ' + n.op for n in k.nodes)}")
+            reads = ", ".join(names[n] for n in k.inputs)
+            out.append(f"  reads:  {_fmt_bytes(k.bytes_read)} from {reads}" if reads else "  reads:  nothing")
+            writes = ", ".join(names[n] + self._destination(n) for n in k.outputs)
+            out.append(f"  writes: {_fmt_bytes(k.bytes_written)} to {writes}" if writes else "  writes: nothing")
+            out.append(f"  launch: {self.launches[i]}")
+        out += ["", c.head("-- not fused --")]
+        out += [c.warn(f"  {r}") for r in plan.refusals] or ["  nothing was refused"]
+        out += ["", c.head("-- intermediates in memory --")]
+        if self.materialized:
+            for n, (writer, readers) in self.materialized.items():
+                by = ", ".join(plan.kernels[j].name for j in readers)
+                out.append(c.warn(f"  {names[n]} ({n.op}, {type_text(n)}): "
+                                  f"{_fmt_bytes(n.nbytes)}, written by {plan.kernels[writer].name}, read by {by}"))
+        else:
+            out.append("  none: no kernel reads what another one wrote")
         fused, unfused = plan.bytes_moved, plan.bytes_moved_unfused
         ratio = f"{unfused / fused:.2f}x less" if fused else "n/a"
-        out += ["", "-- bytes moved --",
+        out += ["", c.head("-- bytes moved --"),
                 f"  fused:   {len(plan.kernels)} kernel(s), {_fmt_bytes(fused)}",
                 f"  unfused: {plan.kernel_count_unfused} kernel(s), {_fmt_bytes(unfused)}",
-                f"  fusion moves {ratio}"]
+                "  fusion moves " + c.bold(ratio)]
+        if self.timings is not None:
+            out += [""] + self._render_timings(c)
         return "\n".join(out) + "\n"
+
+    def _destination(self, node: Node) -> str:
+        where = []
+        if node in self.materialized:
+            where.append("read by " + ", ".join(self.plan.kernels[j].name for j in self.materialized[node][1]))
+        if node in self.plan.graph.outputs:
+            where.append("returned")
+        return f" ({'; '.join(where)})" if where else ""
+
+    def _render_timings(self, c: _Colors) -> list[str]:
+        t = self.timings
+        assert t is not None
+        out = [c.head(f"-- measured on {t.device} (CUDA events, median of {t.reps} after warm-up) --")]
+        width = max([len(k.name) for k in t.kernels] + [10])
+        for i, k in enumerate(t.kernels):
+            out.append(f"  {c.kernel(i, k.name.ljust(width))}  {k.ms:9.4f} ms  {k.gb_per_s:8.1f} GB/s  "
+                       f"grid {k.grid} x {math.prod(k.block)} threads")
+        total = sum(k.ms for k in t.kernels)
+        out.append(f"  {'all kernels'.ljust(width)}  {total:9.4f} ms")
+        gbps = (lambda nbytes, ms: f"{nbytes / ms / 1e6:8.1f} GB/s" if ms > 0 else "")
+        out.append(f"  fused call:   {t.fused_ms:9.4f} ms  {gbps(t.fused_bytes, t.fused_ms)}")
+        out.append(f"  unfused:      {t.unfused_ms:9.4f} ms  {gbps(t.unfused_bytes, t.unfused_ms)}  "
+                   "(one CuPy call per op)")
+        if t.fused_ms > 0:
+            out.append("  fusion is " + c.bold(f"{t.unfused_ms / t.fused_ms:.2f}x faster"))
+        return out
+
+    # --- the picture ---------------------------------------------------------------------------------------
+
+    def to_dot(self) -> str:
+        """The optimized DAG as Graphviz DOT text.
+
+        Each kernel is a ``subgraph cluster_<name>`` filled with its colour and labelled with its name,
+        kind, iteration space and bytes; each node is labelled with its IR name, op and type. Inputs
+        are grey, outputs are ``output i`` sinks, and an intermediate written to memory by one kernel
+        and read by another has a bold double border, with a bold red edge into each reader.
+        """
+        return dot_text(self)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the drawing to ``path`` and return the path written.
+
+        ``.dot`` (or ``.gv``): the DOT text. ``.svg``, ``.png``, ``.pdf``: drawn with Graphviz's ``dot``
+        when it is on ``PATH``; when it is not, the DOT text goes to ``path`` with the suffix ``.dot``
+        instead, with a warning saying so (the returned path tells which was written).
+        """
+        written, note = self._save(path)
+        if note:
+            warnings.warn(note, RuntimeWarning, stacklevel=2)
+        return written
+
+    def _save(self, path: str | Path) -> tuple[Path, str | None]:
+        """``save`` without the warning: (the path written, the note when Graphviz was missing)."""
+        path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix not in RENDERED_SUFFIXES + DOT_SUFFIXES:
+            raise FusecValueError(f"cannot save a drawing as '{path}': unknown suffix '{path.suffix}'",
+                                  loc="", hint="use .svg, .png or .pdf (drawn with Graphviz), or .dot")
+        text = self.to_dot()
+        if suffix in DOT_SUFFIXES:
+            path.write_text(text, encoding="utf-8")
+            return path, None
+        dot = shutil.which("dot")
+        if dot is None:
+            fallback = path.with_suffix(".dot")
+            fallback.write_text(text, encoding="utf-8")
+            return fallback, (f"Graphviz 'dot' was not found, so {path} was not drawn: wrote the DOT text to "
+                              f"{fallback} instead (install Graphviz, then `dot -T{suffix[1:]} {fallback} -o {path}`)")
+        try:
+            proc = subprocess.run([dot, f"-T{suffix[1:]}", "-o", str(path)], input=text.encode(),
+                                  capture_output=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise FusecError(f"Graphviz 'dot' failed to draw {path}: {exc}", loc="") from None
+        if proc.returncode != 0:
+            why = proc.stderr.decode(errors="replace").strip().splitlines()
+            raise FusecError(f"Graphviz 'dot' failed to draw {path} (exit {proc.returncode})"
+                             + (f": {why[0]}" if why else ""), loc="")
+        return path, None
+
+
+# --- text helpers --------------------------------------------------------------------------------------------
+
+
+class _Colors:
+    """ANSI escapes, or nothing when colour is off."""
+
+    def __init__(self, on: bool):
+        self.on = on
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.on else text
+
+    def bold(self, text: str) -> str:
+        return self._wrap("1", text)
+
+    def head(self, text: str) -> str:
+        return self._wrap("1;36", text)
+
+    def warn(self, text: str) -> str:
+        return self._wrap("33", text)
+
+    def kernel(self, index: int, text: str) -> str:
+        return self._wrap("1;" + PALETTE[index % len(PALETTE)][0], text)
+
+
+_KERNEL_LINE = re.compile(r"^  kernel @(\S+) ")
+
+
+def _color_regions(ir: str, kernel_index: Mapping[str, int], c: _Colors) -> str:
+    """The optimized IR with each ``kernel @k {`` line and its closing brace in that kernel's colour."""
+    if not c.on:
+        return ir
+    lines, current = [], None
+    for line in ir.splitlines():
+        m = _KERNEL_LINE.match(line)
+        if m and m.group(1) in kernel_index:
+            current = kernel_index[m.group(1)]
+            lines.append(c.kernel(current, line))
+        elif current is not None and line == "  }":
+            lines.append(c.kernel(current, line))
+            current = None
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def _input_layouts(plan: Plan, values: Sequence[Any]) -> dict[Node, Any]:
+    """The layout of each graph input that is not a fresh C-contiguous array (arrays, strided specs)."""
+    from fusec.codegen.plan import ArrayLayout
+
+    layouts: dict[Node, Any] = {}
+    for node, value in zip(plan.graph.inputs, values):
+        if isinstance(value, ArraySpec):
+            if value.strides is not None:
+                layouts[node] = ArrayLayout(tuple(value.strides), contiguous=False)
+        elif hasattr(value, "strides") and hasattr(value, "dtype"):
+            try:
+                layouts[node] = ArrayLayout.of(value)
+            except ValueError:
+                pass
+    return layouts
+
+
+def _launch_text(kernel: Kernel, layouts: Mapping[Node, Any]) -> str:
+    """``block_regs schedule, 256 threads per block, grid min(8192, SMs x resident blocks)`` and a second
+    line of details (threads and elements per row, index width, vector width): the launch as the code
+    generator plans it, without a GPU."""
+    try:
+        from fusec.codegen.plan import kernel_spec
+
+        spec = kernel_spec(kernel.region, kernel.space, {n: layouts[n] for n in kernel.inputs if n in layouts})
+    except Exception as exc:  # codegen cannot plan this kernel: say so, and still explain the rest
+        return f"not planned ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    launch = spec.launch
+    threads = spec.block[0] * spec.block[1]
+    wanted = max(-(-launch.work // launch.per_block) if launch.work > 0 else 0, launch.min_blocks)
+    grid = f"grid min({wanted}, SMs x resident blocks)" if wanted else "nothing to launch (empty)"
+    details = [f"{spec.row_threads} threads x {spec.elems} elements per row"] if spec.row_threads else []
+    details.append(("int32" if spec.index_ctype == "int" else "int64") + " indices")
+    if spec.vec > 1:
+        details.append(f"{spec.vec}-wide vector accesses")
+    return f"{spec.schedule} schedule, {threads} threads per block, {grid}\n          {', '.join(details)}"
+
+
+__all__ = ["Explanation", "KernelTime", "Timings", "measure", "require_gpu", "to_device"]

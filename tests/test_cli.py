@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +14,9 @@ from pathlib import Path
 import pytest
 
 import fusec
-from fusec.__main__ import gpu_available, main, traffic
+from fusec.__main__ import gpu_available, main, traffic, use_color
 from fusec.ir.ops_doc import ops_markdown, readme_block
+from tests.conftest import cuda_gpu_present
 
 ROOT = Path(__file__).resolve().parent.parent
 SOFTMAX = str(ROOT / "examples" / "softmax.py")
@@ -143,6 +145,15 @@ def test_opt_type_mismatch_is_one_line_error(capsys, tmp_path):
     assert_one_line_error(code, err, "f32[5]")
 
 
+def test_opt_verifier_error_names_file_and_node(capsys, tmp_path):
+    bad = tmp_path / "unfused.fir"
+    bad.write_text("func @f(%x: f32[4]) -> f32[4] {\n  kernel @k0 pointwise {\n    %0 = abs %x : f32[4]\n  }\n"
+                   "  %1 = neg %0 : f32[4]\n  return %1\n}\n")
+    code, out, err = run_cli(capsys, "opt", str(bad))
+    assert_one_line_error(code, err, f"{bad}: func @f: 1 problem in the IR", "%1 (neg): is in no region")
+    assert out == ""
+
+
 def test_opt_unknown_pass_is_one_line_error(capsys, fir):
     code, out, err = run_cli(capsys, "opt", str(fir), "-p", "cse,frobnicate")
     assert_one_line_error(code, err, "unknown pass 'frobnicate'")
@@ -219,14 +230,129 @@ def test_explain_module_that_raises_on_import_is_one_line_error(capsys, tmp_path
     assert_one_line_error(code, err, "importing", "RuntimeError: no config file")
 
 
-@pytest.mark.parametrize("flag, method", [("--source", "cuda_source"), ("--ptxas", "ptxas")])
-def test_explain_source_and_ptxas_say_when_not_available(capsys, flag, method):
-    code, out, err = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[64,64]", flag)
-    if hasattr(fusec.Fused, method):
-        assert (code, err) == (0, "")
+def test_explain_source_prints_the_cuda_kernel(capsys):
+    code, out, err = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[64,64]", "--source")
+    assert (code, err) == (0, "")
+    assert "-- kernels: 1 --" in out
+    assert 'extern "C" __global__' in out and "k0_rows_max_sub_exp_sum_div" in out
+
+
+def _nvrtc_importable() -> bool:
+    try:
+        import cuda.core  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _nvrtc_importable(), reason="cuda-core (NVRTC) is not installed: pip install -e '.[test]'")
+def test_explain_ptxas_reports_registers(capsys):
+    code, out, err = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[64,64]", "--ptxas")
+    assert (code, err) == (0, "")
+    assert re.search(r"k0_rows_max_sub_exp_sum_div \(sm_90\): .*registers", out)
+
+
+def test_explain_prints_plain_text_when_piped(capsys, monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    code, out, _ = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[64,64]")
+    assert code == 0 and "\x1b[" not in out  # capsys is not a terminal
+
+
+def test_explain_color_always_and_never(capsys):
+    code, colored, _ = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[64,64]", "--color", "always")
+    assert code == 0 and "\x1b[1;36m-- kernels: 1 --\x1b[0m" in colored
+    code, plain, _ = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[64,64]", "--color=never")
+    assert code == 0 and "\x1b[" not in plain
+    assert re.sub(r"\x1b\[[0-9;]*m", "", colored) == plain
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("choice, no_color, expected", [
+    ("auto", None, True), ("auto", "1", False), ("auto", "", True), ("always", "1", True), ("never", None, False),
+])
+def test_use_color_follows_terminal_and_no_color(monkeypatch, choice, no_color, expected):
+    if no_color is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
     else:
-        assert_one_line_error(code, err, "not available yet")
-        assert out == ""
+        monkeypatch.setenv("NO_COLOR", no_color)
+    assert use_color(choice, _Terminal()) is expected
+    assert use_color(choice, io.StringIO()) is (choice == "always")
+
+
+# the acceptance test: one kernel cluster for softmax
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' not found: install graphviz to draw SVG")
+def test_explain_svg_of_softmax_shows_one_kernel_cluster(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    out_svg = tmp_path / "s.svg"
+    code, out, err = run_cli(capsys, "explain", "examples/softmax.py:softmax", "--arg", "f32[8192,8192]",
+                             "--svg", str(out_svg))
+    assert (code, err) == (0, "")
+    assert out.rstrip().endswith(f"wrote {out_svg}")
+    svg = out_svg.read_text()
+    assert svg.lstrip().startswith(("<?xml", "<!DOCTYPE", "<svg")) and "</svg>" in svg
+    assert svg.count('class="cluster"') == 1
+    assert "k0_rows_max_sub_exp_sum_div" in svg
+
+
+def test_explain_svg_dot_suffix_writes_dot_text(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # needs no Graphviz
+    code, out, err = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[64,64]",
+                             "--svg", str(tmp_path / "s.dot"))
+    assert (code, err) == (0, "")
+    text = (tmp_path / "s.dot").read_text()
+    assert text.startswith('digraph "softmax" {') and text.count("subgraph cluster_") == 1
+
+
+def test_explain_svg_without_graphviz_is_one_line_error(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no `dot` on PATH
+    code, out, err = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[64,64]",
+                             "--svg", str(tmp_path / "s.svg"))
+    assert_one_line_error(code, err, "Graphviz 'dot' was not found", "s.svg was not drawn",
+                          f"wrote the DOT text to {tmp_path / 's.dot'}")
+    assert "-- kernels: 1 --" in out  # the report still printed
+    assert (tmp_path / "s.dot").read_text().startswith('digraph "softmax"')
+    assert not (tmp_path / "s.svg").exists()
+
+
+@pytest.mark.parametrize("name, fragment", [("s.txt", "use .svg"), ("no/such/dir/s.svg", "no such directory")])
+def test_explain_svg_bad_path_is_one_line_error(capsys, tmp_path, name, fragment):
+    code, out, err = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[64,64]",
+                             "--svg", str(tmp_path / name))
+    assert_one_line_error(code, err, "--svg", fragment)
+    assert out == ""  # checked before any work
+
+
+@pytest.mark.skipif(cuda_gpu_present(), reason="a CUDA GPU is present: --run works here")
+def test_explain_run_without_gpu_is_one_line_error(capsys):
+    code, out, err = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[64,64]", "--run")
+    assert_one_line_error(code, err, "fusec explain --run needs a CUDA GPU", "drop --run")
+    assert out == ""
+
+
+@pytest.mark.gpu
+def test_explain_run_on_gpu_prints_times(capsys):
+    code, out, err = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[1024,1024]", "--run")
+    assert (code, err) == (0, "")
+    assert "-- measured on " in out and "GB/s" in out and "fusion is " in out
+
+
+def test_explain_unsupported_call_is_one_line_error(capsys, tmp_path):
+    src = tmp_path / "matmul.py"
+    src.write_text("import numpy as np\n\n\ndef f(x):\n    return np.matmul(x, x)\n")
+    code, _, err = run_cli(capsys, "explain", f"{src}:f", "--arg", "f32[4,4]")
+    assert_one_line_error(code, err, f"{src}:5", "numpy.matmul is not supported")
+
+
+def test_explain_function_that_raises_names_its_line(capsys, tmp_path):
+    src = tmp_path / "raises.py"
+    src.write_text("def f(x):\n    raise KeyError('boom')\n")
+    code, _, err = run_cli(capsys, "explain", f"{src}:f", "--arg", "f32[3]")
+    assert_one_line_error(code, err, f"{src}:2", "f raised KeyError while fusec traced it", "boom")
+    assert "internal error" not in err
 
 
 # --- demo, help, usage ---------------------------------------------------------------------------
@@ -238,6 +364,8 @@ def test_demo_without_gpu_checks_against_numpy(capsys):
     assert "no CUDA GPU found: running the NumPy reference backend on small inputs" in out
     assert "exp" in out and "abs" in out
     assert re.search(r"\b3\.00+ GiB", out) and re.search(r"\b1\.00+ GiB", out)  # sum_abs, unfused vs fused
+    assert "plan for @sum_abs: 1 kernel(s)" in out and "plan for @softmax: 1 kernel(s)" in out
+    assert out.count('extern "C" __global__') >= 2  # the CUDA source of both
     assert out.rstrip().endswith("result checked against NumPy: OK")
 
 

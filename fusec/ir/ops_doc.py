@@ -1,4 +1,5 @@
-"""The supported-ops list of the README, rendered from the op table (:mod:`fusec.ir.ops`).
+"""The supported dtypes and ops list of the README, rendered from :mod:`fusec.ir.dtypes` and the op
+table (:mod:`fusec.ir.ops`).
 
 ``README.md`` holds the output of :func:`ops_markdown` between ``<!-- ops:begin -->`` and
 ``<!-- ops:end -->``; a test checks that it is current. After adding an op, refresh it with::
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 import sys
 
+from fusec.ir import dtypes
 from fusec.ir.ops import OPS, Kind
 
 BEGIN = "<!-- ops:begin -->"
@@ -30,9 +32,17 @@ _KIND_NOTE = {
 }
 
 
+def dtypes_markdown() -> str:
+    """One Markdown list item naming every supported dtype, with its short name in IR text and ``--arg``."""
+    names = [f"`{dt.name}` (`{short}`)" if dt.name != short else f"`{short}`"
+             for dt, short in dtypes.SHORT_NAMES.items()]
+    return f"- **dtypes** ({len(names)}; NumPy 2 promotion rules, NEP 50): " + ", ".join(names)
+
+
 def ops_markdown() -> str:
-    """One Markdown list item per op kind, naming each op of that kind (IR names, table order)."""
-    lines = []
+    """The dtypes item, then one Markdown list item per op kind naming each op of that kind (IR names,
+    table order)."""
+    lines = [dtypes_markdown()]
     for kind, title in _KIND_TEXT.items():
         names = [op.name for op in OPS.values() if op.kind is kind]
         lines.append(f"- **{title}** ({len(names)}; {_KIND_NOTE[kind]}): " + ", ".join(f"`{n}`" for n in names))

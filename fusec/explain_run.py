@@ -1,0 +1,145 @@
+"""``explain(..., run=True)``: run a plan on the GPU and time it with CUDA events.
+
+:func:`measure` launches each kernel of a plan alone (through the runtime's launcher, so with the
+same compiled kernel and launch a call uses), then the whole fused call, then the unfused reference
+(the NumPy reference interpreter over CuPy: one CuPy call per op), and reports medians. Nothing here
+imports CuPy until it is called; without a usable GPU :func:`require_gpu` raises a
+:class:`fusec.FusecError` saying why.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fusec.arrayspec import ArraySpec
+from fusec.errors import FusecError
+from fusec.ir.graph import Node
+from fusec.plan import Plan
+
+# --- measured times -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """One kernel's measured time: the median over ``Timings.reps`` launches, and the launch it made."""
+
+    name: str
+    ms: float
+    bytes_moved: int
+    grid: int
+    block: tuple[int, ...]
+
+    @property
+    def gb_per_s(self) -> float:
+        """Bytes the kernel must move (its reads and writes, once each) per second, in 10^9 B/s."""
+        return self.bytes_moved / self.ms / 1e6 if self.ms > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class Timings:
+    """What ``explain(..., run=True)`` measured on the GPU (CUDA events; times in milliseconds).
+
+    ``kernels``: each kernel launched alone; ``fused_ms``: one fused call (every kernel, with the
+    dispatch); ``unfused_ms``: the same function run as one CuPy call per op (the reference
+    interpreter on the GPU), which moves ``unfused_bytes``.
+    """
+
+    device: str
+    reps: int
+    kernels: tuple[KernelTime, ...]
+    fused_ms: float
+    fused_bytes: int
+    unfused_ms: float
+    unfused_bytes: int
+
+
+# --- measuring ------------------------------------------------------------------------
+
+
+def require_gpu(what: str = "explain(..., run=True)", hint: str = "leave run=False to see the plan without a GPU"
+                ) -> Any:
+    """CuPy, when it imports and sees a CUDA device; otherwise a :class:`FusecError` saying why
+    (``what`` names what needs the GPU, ``hint`` what to do instead)."""
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # no CuPy, no driver, a driver too old for this CuPy
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+        raise FusecError(f"{what} needs a CUDA GPU with CuPy, and none is usable ({why})", loc="",
+                         hint=hint) from None
+    if count < 1:
+        raise FusecError(f"{what} needs a CUDA GPU with CuPy, and CuPy sees no device", loc="",
+                         hint=hint)
+    return cupy
+
+
+def to_device(value: Any, cupy: Any, seed: int = 0) -> Any:
+    """``value`` as a CuPy array for ``run=True``: an :class:`ArraySpec` becomes random data of its shape
+    and dtype (C-contiguous; its ``strides`` are not reproduced), a NumPy array is copied to the GPU,
+    anything else (CuPy arrays, Python scalars) is returned as it is."""
+    if isinstance(value, ArraySpec):
+        rng = np.random.default_rng(seed)
+        dt = np.dtype(value.dtype)
+        if dt.kind == "f":
+            host = rng.standard_normal(value.shape).astype(dt)
+        elif dt.kind == "b":
+            host = rng.random(value.shape) < 0.5
+        elif dt.kind == "u":
+            host = rng.integers(0, 100, value.shape).astype(dt)
+        else:
+            host = rng.integers(-100, 100, value.shape).astype(dt)
+        return cupy.asarray(host)
+    if isinstance(value, np.ndarray):
+        return cupy.asarray(value)
+    return value
+
+
+def _time_ms(fn: Callable[[], Any], cupy: Any, reps: int, warmup: int = 3) -> float:
+    """Median over ``reps`` calls of ``fn`` of the GPU time between CUDA events around each call."""
+    for _ in range(warmup):
+        fn()
+    cupy.cuda.Device().synchronize()
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    times = []
+    for _ in range(reps):
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, end))
+    return statistics.median(times)
+
+
+def measure(plan: Plan, arrays: Sequence[Any], reps: int = 20) -> Timings:
+    """Time ``plan`` on CuPy ``arrays`` (one per graph input): each kernel alone, the whole fused call,
+    and the unfused reference (one CuPy call per op). Compiles first; every time is a median of ``reps``."""
+    cupy = require_gpu()
+    from fusec.ir.interpret import interpret
+    from fusec.runtime import default_launcher, run_plan
+
+    launcher = default_launcher()
+    memory: dict[Node, Any] = dict(zip(plan.graph.inputs, arrays))
+    kernels = []
+    for k in plan.kernels:
+        recipe = launcher.recipe(k.region, k.space, [memory[n] for n in k.inputs])  # compiles; gives the grid
+        launch = (lambda k=k: launcher.run_region(k.region, k.space, memory))
+        ms = _time_ms(launch, cupy, reps)
+        memory.update(launch())
+        kernels.append(KernelTime(k.label, ms, k.bytes_moved, recipe.grid, tuple(recipe.block)))
+    runner = launcher.plan_runner(plan, list(arrays))
+    fused = (lambda: runner(arrays)) if runner is not None else (lambda: run_plan(plan, list(arrays)))
+    fused_ms = _time_ms(fused, cupy, reps)
+    unfused_ms = _time_ms(lambda: interpret(plan.traced, list(arrays), xp=cupy), cupy, reps)
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    device = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return Timings(device, reps, tuple(kernels), fused_ms, plan.bytes_moved, unfused_ms, plan.bytes_moved_unfused)
+
+
+__all__ = ["KernelTime", "Timings", "measure", "require_gpu", "to_device"]
