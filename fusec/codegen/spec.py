@@ -30,7 +30,7 @@ ROW_REGS = True  # rows held in registers (schedules warp_regs / block_regs) whe
 # that __launch_bounds__(threads, MIN_RESIDENT) allows. Longer rows (and rows that are not contiguous)
 # keep the re-reading schedules warp/block.
 ROW_REGS_TABLE: dict[int, tuple[tuple[int, int, int], ...]] = {
-    4: ((32, 8, 4), (64, 8, 8), (128, 16, 8), (256, 32, 8), (512, 32, 16), (1024, 32, 32),
+    4: ((32, 8, 4), (64, 4, 16), (128, 16, 8), (256, 32, 8), (512, 32, 16), (1024, 32, 32),
         (2048, 256, 8), (4096, 256, 16), (8192, 256, 32), (16384, 512, 32)),
     8: ((16, 8, 2), (32, 8, 4), (64, 8, 8), (128, 16, 8), (256, 32, 8), (512, 32, 16),
         (1024, 256, 4), (2048, 256, 8), (4096, 256, 16), (8192, 512, 16)),

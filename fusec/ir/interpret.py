@@ -26,7 +26,13 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
     """The value of ``node`` given its operands' values, as NumPy computes it (dtype exact)."""
     op = node.opdef
     if node.op == "const":
-        return xp.asarray(node.attr("value"), dtype=node.dtype)
+        host = np.asarray(node.attr("value"), dtype=node.dtype)
+        if xp is np or not hasattr(xp, "empty"):
+            return host
+        # cupy.asarray of a scalar goes through fill, which writes +0.0 for -0.0: copy the bytes instead
+        out = xp.empty((), host.dtype)
+        out.set(host)
+        return out
     if node.op == "size":
         (x,) = node.operands
         count = math.prod(x.shape[a] for a in node.attr("axes"))

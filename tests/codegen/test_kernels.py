@@ -325,9 +325,9 @@ def test_kernels_rows_warp_or_block_per_row() -> None:
 
 
 @pytest.mark.parametrize("n, itemsize, threads, elems", [
-    (1000, 4, 32, 32), (7, 4, 8, 4), (32, 4, 8, 4), (33, 4, 8, 8), (64, 4, 8, 8), (65, 4, 16, 8),
+    (1000, 4, 32, 32), (7, 4, 8, 4), (32, 4, 8, 4), (33, 4, 4, 16), (64, 4, 4, 16), (65, 4, 16, 8),
     (8192, 4, 256, 32), (8193, 4, 512, 32), (16384, 4, 512, 32), (1025, 4, 256, 8), (64, 8, 8, 8),
-    (8192, 8, 512, 16), (1024, 8, 256, 4), (64, 2, 8, 8), (64, 1, 8, 8),
+    (8192, 8, 512, 16), (1024, 8, 256, 4), (64, 2, 4, 16), (64, 1, 4, 16),
 ])
 def test_kernels_rows_held_in_registers(n: int, itemsize: int, threads: int, elems: int) -> None:
     dtype = {1: "int8", 2: "float16", 4: "float32", 8: "float64"}[itemsize]

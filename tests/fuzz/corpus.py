@@ -306,24 +306,35 @@ def _gap_fill(a: np.ndarray) -> np.ndarray:
     return np.full(a.shape + (a.dtype.itemsize,), 0x5A, np.uint8).view(a.dtype).reshape(a.shape)
 
 
+def upload(xp: Any, host: np.ndarray) -> Any:
+    """A C-contiguous ``xp`` copy of ``host``, bit for bit. ``cupy.array`` of a 0-d array goes through
+    ``fill``, which writes +0.0 for -0.0 (a memset for any value equal to 0); ``set`` copies the bytes."""
+    host = np.array(host, order="C")
+    if xp is np:
+        return host
+    out = xp.empty(host.shape, host.dtype)
+    out.set(host)
+    return out
+
+
 def place(xp: Any, a: np.ndarray, kind: str) -> tuple[Any, Any]:
     """``(view, base)``: an ``xp`` array with the values of ``a`` laid out as ``kind`` says, and the
     contiguous buffer it views (the whole of which must stay unchanged)."""
     if kind == "c" or a.ndim == 0:
-        base = xp.array(np.array(a, order="C"))  # not ascontiguousarray: it makes a 0-d array 1-d
+        base = upload(xp, a)
         return base, base
     if kind == "t":
         perm = tuple(reversed(range(a.ndim)))  # its own inverse
-        base = xp.array(np.array(a.transpose(perm), order="C"))
+        base = upload(xp, a.transpose(perm))
         return base.transpose(perm), base
     if kind == "step":
         host = np.empty(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
         host[..., ::2] = a
         host[..., 1::2] = _gap_fill(a)
-        base = xp.array(host)
+        base = upload(xp, host)
         return base[..., ::2], base
     if kind == "neg":
-        base = xp.array(np.array(a[::-1], order="C"))
+        base = upload(xp, a[::-1])
         return base[::-1], base
     raise ValueError(f"unknown layout kind {kind!r}")
 

@@ -37,7 +37,7 @@ __device__ __forceinline__ void combine(Acc2& a, const Acc2& b) {
 }
 }  // namespace k0_rows_max_sub_exp_sum_div_argmax_acc
 
-// k0_rows_max_sub_exp_sum_div_argmax: rows, 8 threads per row holding 8 elements each in registers, vectors of 4, int indices
+// k0_rows_max_sub_exp_sum_div_argmax: rows, 4 threads per row holding 16 elements each in registers, vectors of 4, int indices
 extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div_argmax(
     const float* __restrict__ in0,
     float* __restrict__ out0,
@@ -52,12 +52,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
 ) {
   using namespace k0_rows_max_sub_exp_sum_div_argmax_acc;
   typedef int index_t;
-  const int lane = threadIdx.x & 7;
-  const index_t row_step = (index_t)gridDim.x * 32;
+  const int lane = threadIdx.x & 3;
+  const index_t row_step = (index_t)gridDim.x * 64;
 
-  for (index_t warp_row = (index_t)blockIdx.x * 32 + (threadIdx.x >> 5) * 4; warp_row < nk;
+  for (index_t warp_row = (index_t)blockIdx.x * 64 + (threadIdx.x >> 5) * 8; warp_row < nk;
        warp_row += row_step) {
-    const index_t my_row = warp_row + (index_t)((threadIdx.x & 31) / 8);
+    const index_t my_row = warp_row + (index_t)((threadIdx.x & 31) / 4);
     const bool active = my_row < nk;
     const index_t row = active ? my_row : nk - 1;
     const index_t c0 = row;
@@ -68,10 +68,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
 
     // the row, read once
     typedef float ld0_t;
-    ld0_t ld0_r[8];
+    ld0_t ld0_r[16];
     #pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const index_t i0 = ((index_t)c * 8 + lane) * 4;
+    for (int c = 0; c < 4; ++c) {
+      const index_t i0 = ((index_t)c * 4 + lane) * 4;
       if (i0 + 4 <= nr) {
         const fs::Vec<float, 4> ld0_v = *reinterpret_cast<const fs::Vec<float, 4>*>(in0 + ld0_kb + i0);
     #pragma unroll
@@ -90,10 +90,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
     // phase 0
     Acc0 acc0 = Acc0_identity();
     #pragma unroll
-    for (int c = 0; c < 2; ++c) {
+    for (int c = 0; c < 4; ++c) {
     #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const index_t i = ((index_t)c * 8 + lane) * 4 + j;
+        const index_t i = ((index_t)c * 4 + lane) * 4 + j;
         if (i < nr) {
           const float ld0 = ld0_r[c * 4 + j];
           acc0.r0 = fc::maximum(acc0.r0, ld0);
@@ -101,15 +101,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
       }
     }
 
-    acc0 = fs::subwarp_allreduce<8>(acc0);
+    acc0 = fs::subwarp_allreduce<4>(acc0);
     const float v0 = acc0.r0;
     // phase 1
     Acc1 acc1 = Acc1_identity();
     #pragma unroll
-    for (int c = 0; c < 2; ++c) {
+    for (int c = 0; c < 4; ++c) {
     #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const index_t i = ((index_t)c * 8 + lane) * 4 + j;
+        const index_t i = ((index_t)c * 4 + lane) * 4 + j;
         if (i < nr) {
           const float ld0 = ld0_r[c * 4 + j];
           const float v1 = fc::sub(ld0, v0);
@@ -119,15 +119,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
       }
     }
 
-    acc1 = fs::subwarp_allreduce<8>(acc1);
+    acc1 = fs::subwarp_allreduce<4>(acc1);
     const float v3 = acc1.r0;
     // phase 2
     Acc2 acc2 = Acc2_identity();
     #pragma unroll
-    for (int c = 0; c < 2; ++c) {
+    for (int c = 0; c < 4; ++c) {
     #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const index_t i = ((index_t)c * 8 + lane) * 4 + j;
+        const index_t i = ((index_t)c * 4 + lane) * 4 + j;
         if (i < nr) {
           const index_t ix0 = i;
           const float ld0 = ld0_r[c * 4 + j];
@@ -140,7 +140,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
       }
     }
 
-    acc2 = fs::subwarp_allreduce<8>(acc2);
+    acc2 = fs::subwarp_allreduce<4>(acc2);
     const float v5 = acc2.r0;
     const long long v7 = (acc2.r1).index;
     if (lane == 0 && active) {
