@@ -30,6 +30,7 @@ signature reuses the compiled kernel.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -44,6 +45,8 @@ from fusec.codegen.spec import (
     BLOCK,
     COLS_SPLIT,
     COLS_TILE,
+    HOLD_MAX_VALUES,
+    HOLD_MIN_COST,
     INT32_LIMIT,
     ROW_BLOCK_MIN,
     ROW_REGS,
@@ -253,6 +256,7 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
     # -- body, by scope ---------------------------------------------------------------------------------
     row_refs: set[str] = set()  # accesses referenced outside loops (per row / uniform)
     phase_refs: list[set[str]] = []
+    phase_needed: list[list[Node]] = []
     phases_raw = []
     n_phases = 1 + max((space.phase[r] for r in b.reductions), default=-1)
     per_row = [n for n in members if not b.full(n) and n.kind is Kind.ELEMENTWISE]
@@ -261,6 +265,7 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
         reds = [r for r in b.reductions if space.phase[r] == p]
         refs: set[str] = set()
         needed = b.closure([(r.operands[0], r) for r in reds], refs)
+        phase_needed.append(needed)
         body = [b.line(n, refs) for n in needed]
         fields, update, finish = [], [], []
         for k, r in enumerate(reds):
@@ -409,12 +414,17 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
     args = tuple(v for _, v in scalar_params)
 
     held: tuple[Access, ...] = ()
+    held_values: tuple[tuple[str, str], ...] = ()
     row_threads = elems = 0
     if regs is not None:
         row_threads, elems = regs[0], regs[1]
         seen = {a.var: a for p in phases for a in p.loads if not a.is_index}
         seen.update((a.var, a) for a in epilogue_loads if not a.is_index)
         held = tuple(sorted(seen.values(), key=lambda a: _var_order(a.var)))
+        budget = HOLD_MAX_VALUES - sum(elems * (2 if a.ctype in _WIDE_CTYPES else 1) for a in held)
+        kept = _values_to_hold(b, phase_needed, epi_needed, elems, budget)
+        if kept:
+            phases, epilogue_body, held_values = _hold_values(b, kept, phases, epilogue_body, vec)
     launch = _launch_policy(kind, schedule, vec, n_kept, n_loop, phases, row_threads)
     return KernelSpec(
         name=spec_name, kind=kind, schedule=schedule, index_ctype=index_ctype, contiguous=contiguous, vec=vec,
@@ -426,8 +436,51 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
         epilogue_loads=epilogue_loads, epilogue_body=tuple(epilogue_body),
         epilogue_stores=tuple(Store(built[s.var], v) for s, v in epilogue_store_raw),
         row_stores=tuple(Store(built[s.var], v) for s, v in row_store_raw),
-        launch=launch, row_threads=row_threads, elems=elems, held=held,
+        launch=launch, row_threads=row_threads, elems=elems, held=held, held_values=held_values,
     )
+
+
+def _values_to_hold(b: _Builder, phase_needed: list[list[Node]], epi_needed: list[Node], elems: int,
+                    budget: int) -> dict[Node, int]:
+    """Rows in registers: the element values (op cost >= HOLD_MIN_COST) that a phase computes and a later
+    phase or the epilogue needs again, each with the phase that computes it first; within ``budget``
+    4-byte registers per thread (``elems`` per value)."""
+    kept: dict[Node, int] = {}
+    for p, needed in enumerate(phase_needed):
+        later = {n for s in phase_needed[p + 1:] for n in s} | set(epi_needed)
+        for n in needed:
+            if n in kept or n not in later or n.opdef.cost < HOLD_MIN_COST:
+                continue
+            size = elems * max(1, n.dtype.itemsize // 4)
+            if size > budget:
+                continue
+            budget -= size
+            kept[n] = p
+    return kept
+
+
+def _hold_values(b: _Builder, kept: dict[Node, int], phases: list[Phase], epilogue_body: list[str], vec: int):
+    """Rewrite the phase and epilogue bodies: the first phase that computes a kept value also stores it in
+    ``<var>_h[c * vec + j]`` (the element's register slot, as the row's loads); later phases and the
+    epilogue read it from there (what computed it before becomes dead code for the compiler)."""
+    slot = f"[c * {vec} + j]"
+    decl = {n: f"const {cuda_ops.ctype(n.dtype)} {b.var[n]} = " for n in kept}
+
+    def rewrite(lines: tuple[str, ...] | list[str], p: int | None) -> tuple[str, ...]:
+        out = []
+        for line in lines:
+            node = next((n for n in kept if line.startswith(decl[n])), None)
+            if node is None:
+                out.append(line)
+            elif p is not None and kept[node] == p:
+                out += [line, f"{b.var[node]}_h{slot} = {b.var[node]};"]
+            else:
+                out.append(f"{decl[node]}{b.var[node]}_h{slot};")
+        return tuple(out)
+
+    new_phases = [dataclasses.replace(ph, body=rewrite(ph.body, ph.index)) for ph in phases]
+    values = tuple((cuda_ops.ctype(n.dtype), b.var[n]) for n in kept)
+    return new_phases, list(rewrite(epilogue_body, None)), values
 
 
 def _var_order(var: str) -> tuple[str, int]:

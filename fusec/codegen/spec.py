@@ -37,6 +37,9 @@ ROW_REGS_TABLE: dict[int, tuple[tuple[int, int, int], ...]] = {
 }
 COLS_TILE = 32  # cols: kept indices per block (threadIdx.x, coalesced)
 COLS_SPLIT = 8  # cols: threads splitting the reduced extent of one kept index (threadIdx.y)
+HOLD_MIN_COST = 2  # rows in registers: an element value of at least this op cost (exp, div, ...) that a later
+# phase or the epilogue needs again is kept in registers (<var>_h) rather than recomputed there
+HOLD_MAX_VALUES = 64  # ... while the row's loads and the kept values take at most this many 4-byte registers
 MIN_RESIDENT = 2  # __launch_bounds__(threads, 2): up to 128 registers per thread
 MAX_GRID = 65535  # upper bound on any grid (grid-stride loops cover the rest)
 VECTOR_BYTES = 16  # vectorized loads/stores move this many bytes per array per thread
@@ -236,6 +239,9 @@ class KernelSpec:
     row_threads: int = 0
     elems: int = 0
     held: tuple[Access, ...] = ()
+    # warp_regs / block_regs: values computed in one phase and kept in registers for the later phases and
+    # the epilogue instead of being computed again ((C++ type, variable); the array is <variable>_h)
+    held_values: tuple[tuple[str, str], ...] = ()
 
     @property
     def block(self) -> tuple[int, int]:

@@ -67,6 +67,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
       }
     }
 
+    float v2_h[32];  // computed once, in the first phase that needs it
     // phase 0
     Acc0 acc0 = Acc0_identity();
     #pragma unroll
@@ -94,6 +95,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
           const float ld0 = ld0_r[c * 4 + j];
           const float v1 = fc::sub(ld0, v0);
           const float v2 = fc::exp(v1);
+          v2_h[c * 4 + j] = v2;
           acc1.r0 = fc::add(acc1.r0, v2);
         }
       }
@@ -110,7 +112,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
       for (int j = 0; j < 4; ++j) {
         const float ld0 = ld0_r[c * 4 + j];
         const float v1 = fc::sub(ld0, v0);
-        const float v2 = fc::exp(v1);
+        const float v2 = v2_h[c * 4 + j];
         const float v4 = fc::div(v2, v3);
 
         st0_v.v[j] = v4;
