@@ -15,6 +15,7 @@ import numpy as np
 
 import fusec
 from fusec.codegen import plan as codegen_plan
+from fusec.explain_run import time_ms
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,17 +28,7 @@ def _example(name: str):
 
 
 def _time(call, reps: int = 50) -> float:
-    for _ in range(10):
-        call()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    times = []
-    for _ in range(reps):
-        start.record()
-        call()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop))
-    return float(np.median(times))
+    return time_ms(call, cp, reps, warmup=10)
 
 
 CASES = {  # workload -> (shape, row length bucket, variants (threads per row, elements per thread))

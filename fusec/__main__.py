@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import statistics
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 import numpy as np
@@ -333,24 +332,11 @@ def _demo_numpy(fns: dict[str, fusec.Fused], size: int | None) -> bool:
     return ok
 
 
-def _time_ms(fn: Callable[[], Any], cupy: Any, reps: int = 20, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    cupy.cuda.Device().synchronize()
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    times = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, end))
-    return statistics.median(times)
-
 
 def _demo_gpu(fns: dict[str, fusec.Fused], size: int | None) -> bool:
     import cupy
 
+    from fusec.explain_run import time_ms
     from fusec.ir.interpret import interpret
 
     name_dev = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"]
@@ -363,8 +349,8 @@ def _demo_gpu(fns: dict[str, fusec.Fused], size: int | None) -> bool:
         x = cupy.random.standard_normal(shape, dtype=cupy.float32)
         graph = fused.trace(x)
         _, _, minimum = traffic(graph)
-        t_fused = _time_ms(lambda f=fused, a=x: f(a), cupy)
-        t_unfused = _time_ms(lambda g=graph, a=x: interpret(g, [a], xp=cupy), cupy)
+        t_fused = time_ms(lambda f=fused, a=x: f(a), cupy, reps=20)
+        t_unfused = time_ms(lambda g=graph, a=x: interpret(g, [a], xp=cupy), cupy, reps=20)
         xh = cupy.asnumpy(x)
         reference = _np_sum_abs(xh) if name == "sum_abs" else _np_softmax(xh)
         good, _ = _close(cupy.asnumpy(fused(x)), reference, rtol=1e-4, atol=1e-7)

@@ -101,7 +101,7 @@ def to_device(value: Any, cupy: Any, seed: int = 0) -> Any:
     return value
 
 
-def _time_ms(fn: Callable[[], Any], cupy: Any, reps: int, warmup: int = 3) -> float:
+def time_ms(fn: Callable[[], Any], cupy: Any, reps: int, warmup: int = 3) -> float:
     """Median over ``reps`` calls of ``fn`` of the GPU time between CUDA events around each call."""
     for _ in range(warmup):
         fn()
@@ -130,13 +130,13 @@ def measure(plan: Plan, arrays: Sequence[Any], reps: int = 20) -> Timings:
     for k in plan.kernels:
         recipe = launcher.recipe(k.region, k.space, [memory[n] for n in k.inputs])  # compiles; gives the grid
         launch = (lambda k=k: launcher.run_region(k.region, k.space, memory))
-        ms = _time_ms(launch, cupy, reps)
+        ms = time_ms(launch, cupy, reps)
         memory.update(launch())
         kernels.append(KernelTime(k.label, ms, k.bytes_moved, recipe.grid, tuple(recipe.block)))
     runner = launcher.plan_runner(plan, list(arrays))
     fused = (lambda: runner(arrays)) if runner is not None else (lambda: run_plan(plan, list(arrays)))
-    fused_ms = _time_ms(fused, cupy, reps)
-    unfused_ms = _time_ms(lambda: interpret(plan.traced, list(arrays), xp=cupy), cupy, reps)
+    fused_ms = time_ms(fused, cupy, reps)
+    unfused_ms = time_ms(lambda: interpret(plan.traced, list(arrays), xp=cupy), cupy, reps)
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     device = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     return Timings(device, reps, tuple(kernels), fused_ms, plan.bytes_moved, unfused_ms, plan.bytes_moved_unfused)

@@ -14,6 +14,7 @@ import zlib
 from typing import Any
 
 import numpy as np
+import pytest
 
 # (rtol, atol) of elementwise float results, from CORRECTNESS.md
 TOLERANCES: dict[np.dtype, tuple[float, float]] = {
@@ -133,3 +134,17 @@ def numpy_error_class(exc: BaseException) -> type[BaseException]:
         if cls.__module__ in ("builtins", "numpy.exceptions"):
             return cls
     return Exception
+
+
+def gpu_count() -> int:
+    """CUDA GPUs CuPy sees (0 without CuPy, a driver or a device)."""
+    try:
+        import cupy
+
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except Exception:
+        return 0
+
+
+# pytestmark of every GPU test module: selected by ``-m gpu``, skipped with the reason where there is no GPU
+GPU_ONLY = [pytest.mark.gpu, pytest.mark.skipif(gpu_count() == 0, reason="no CUDA GPU visible to CuPy")]

@@ -30,19 +30,12 @@ from tests.correctness import test_runtime as cpu_runtime
 from tests.correctness.cases import CASES, Case
 from tests.correctness.check import kernel_specs, rng_of, run_case
 from tests.correctness.test_input_errors import ERRORS, ErrorCase, add, check_error
-from tests.helpers import assert_matches_numpy, random_array
+from tests.helpers import GPU_ONLY, assert_matches_numpy, gpu_count, random_array
 
 cupy = pytest.importorskip("cupy")
 
 
-def _gpu_count() -> int:
-    try:
-        return int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:
-        return 0
-
-
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_gpu_count() == 0, reason="no CUDA GPU visible to CuPy")]
+pytestmark = GPU_ONLY
 
 SMALL = [c for c in CASES if not c.large]
 LARGE = [c for c in CASES if c.large]
@@ -110,7 +103,7 @@ def test_gpu_mixed_numpy_and_cupy_arguments_raise_type_error_naming_them() -> No
         fusec.fuse(add)(cupy.ones(3, np.float32), 1.0, out=np.zeros(3, np.float32))
 
 
-@pytest.mark.skipif(_gpu_count() < 2, reason="needs two GPUs")
+@pytest.mark.skipif(gpu_count() < 2, reason="needs two GPUs")
 def test_gpu_arrays_on_another_gpu_than_the_current_one() -> None:
     fused = fusec.fuse(lambda x, y: x * 2 + y)
     with cupy.cuda.Device(0):

@@ -32,19 +32,9 @@ import pytest
 from fusec.codegen import cuda_ops, nvrtc, templates
 from fusec.ir import dtypes
 from fusec.ir.ops import OPS, OpDef, elementwise_ops, reduction_ops, ufunc_loops
-from tests.helpers import TOLERANCES, random_array, seed_of
+from tests.helpers import GPU_ONLY, TOLERANCES, random_array, seed_of
 
-
-def _gpu_count() -> int:
-    try:
-        import cupy
-
-        return int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:
-        return 0
-
-
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_gpu_count() == 0, reason="no CUDA GPU")]
+pytestmark = GPU_ONLY
 
 DTYPES = list(dtypes.SUPPORTED)
 N_RANDOM = 1029  # 1024 + 5

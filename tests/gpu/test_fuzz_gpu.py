@@ -39,18 +39,9 @@ import numpy as np
 import pytest
 
 from tests.fuzz import corpus
+from tests.helpers import GPU_ONLY
 
-
-def _gpu_count() -> int:
-    try:
-        import cupy
-
-        return int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:
-        return 0
-
-
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_gpu_count() == 0, reason="no CUDA GPU visible to CuPy")]
+pytestmark = GPU_ONLY
 
 ROOT = Path(__file__).resolve().parents[2]
 

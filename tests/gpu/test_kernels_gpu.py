@@ -34,19 +34,12 @@ import fusec
 from fusec.errors import FusecError
 from fusec.ir.interpret import interpret
 from tests.codegen.test_kernels import single_region
-from tests.helpers import assert_matches_numpy, seed_of, special_values
+from tests.helpers import GPU_ONLY, assert_matches_numpy, seed_of, special_values
 
 cupy = pytest.importorskip("cupy")
 
 
-def _gpu_count() -> int:
-    try:
-        return int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:
-        return 0
-
-
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_gpu_count() == 0, reason="no CUDA GPU visible to CuPy")]
+pytestmark = GPU_ONLY
 
 DTYPES = ["bool", "int8", "int32", "int64", "uint8", "float16", "float32", "float64"]
 LAYOUTS = ["t", "step", "neg", "bcast", "offset", "f"]

@@ -8,18 +8,12 @@ import pytest
 from fusec.ir.text import parse
 from fusec.plan import make_plan
 from tests.fuzz.corpus import upload
+from tests.helpers import GPU_ONLY
 
 cupy = pytest.importorskip("cupy")
 
 
-def _gpu_count() -> int:
-    try:
-        return int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:
-        return 0
-
-
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_gpu_count() == 0, reason="no CUDA GPU visible to CuPy")]
+pytestmark = GPU_ONLY
 
 # fuzz graph 1278: a folded -0.0 constant returned as an output (no kernel computes it). CuPy builds a 0-d
 # array from a scalar with fill, which writes +0.0 for -0.0; fusec must copy the constant's bytes.
