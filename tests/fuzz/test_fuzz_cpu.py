@@ -7,7 +7,7 @@
 - the plan, run kernel by kernel with NumPy (``execute_numpy``), matches the interpreter exactly, on
   C-contiguous inputs and, every 5th graph, on the same non-contiguous views the GPU test uses: the GPU
   test's own harness (``run_corpus``) with NumPy in place of CuPy;
-- every kernel source the GPU test would compile renders, and NVRTC compiles them for sm_90. SAMPLED: at
+- every kernel source the GPU test would compile renders, and NVRTC compiles them for sm_90 and sm_80. SAMPLED: at
   most ``FUSEC_FUZZ_COMPILE`` distinct kernels (default 400, which covers all of the default 300 graphs;
   a deterministic stride sample beyond that), renamed per graph and compiled 40 to a module
   (``render_module``) to keep NVRTC's per-compile cost down; a module NVRTC rejects is compiled kernel by
@@ -154,7 +154,8 @@ def _first_error(exc: Exception) -> str:
     return next((ln.strip() for ln in str(exc).splitlines() if "error" in ln), " ".join(str(exc).split())[:200])
 
 
-def test_kernel_sources_compile_with_nvrtc(graphs: list[Graph]) -> None:
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+def test_kernel_sources_compile_with_nvrtc(graphs: list[Graph], arch: str) -> None:
     """SAMPLED (see the module docstring): at most FUSEC_FUZZ_COMPILE distinct kernels, 40 to a module."""
     from fusec.codegen.nvrtc import CompileError, compile_cubin
 
@@ -178,7 +179,7 @@ def test_kernel_sources_compile_with_nvrtc(graphs: list[Graph]) -> None:
     for k in range(0, len(sample), KERNELS_PER_MODULE):
         chunk = sample[k:k + KERNELS_PER_MODULE]
         try:
-            compile_cubin(render_module([spec for _, spec in chunk]), "sm_90")
+            compile_cubin(render_module([spec for _, spec in chunk]), arch)
         except CompileError as exc:
             failed_modules.append((chunk, _first_error(exc)))
     print(f"compiled in {time.perf_counter() - start:.1f} s")
@@ -189,7 +190,7 @@ def test_kernel_sources_compile_with_nvrtc(graphs: list[Graph]) -> None:
         lines.append(f"module of graphs {chunk[0][0]}..{chunk[-1][0]}: {module_error}")
         for index, spec in chunk:
             try:
-                compile_cubin(render_kernel(spec), "sm_90")
+                compile_cubin(render_kernel(spec), arch)
             except CompileError as one:
                 error = _first_error(one)
                 lines.append(f"graph {index} ({graphs[index].name}), kernel {spec.name}: {error}\n"
