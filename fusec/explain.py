@@ -27,12 +27,12 @@ from typing import Any
 
 from fusec.arrayspec import ArraySpec
 from fusec.errors import FusecError, FusecValueError
-from fusec.explain_dot import PALETTE, dot_text, short_bytes, type_text
+from fusec.explain_dot import PALETTE, dot_text, type_text
 from fusec.explain_run import KernelTime, Timings, measure, require_gpu, to_device
 from fusec.ir.graph import Node
 from fusec.ir.text import node_names
 from fusec.passes.manager import DEFAULT_PIPELINE
-from fusec.plan import Kernel, Plan, _fmt_bytes
+from fusec.plan import Kernel, Plan, format_bytes
 
 RENDERED_SUFFIXES = (".svg", ".png", ".pdf")  # what ``save`` draws with Graphviz's ``dot``
 DOT_SUFFIXES = (".dot", ".gv")  # what ``save`` writes as DOT text
@@ -95,8 +95,9 @@ class Explanation:
 
     def __repr__(self) -> str:
         p = self.plan
-        return (f"<fusec.Explanation @{p.graph.name}: {len(p.kernels)} kernel(s), {short_bytes(p.bytes_moved)} "
-                f"moved (unfused {short_bytes(p.bytes_moved_unfused)}); print() it for the report>")
+        fused, unfused = format_bytes(p.bytes_moved, short=True), format_bytes(p.bytes_moved_unfused, short=True)
+        return (f"<fusec.Explanation @{p.graph.name}: {len(p.kernels)} kernel(s), {fused} "
+                f"moved (unfused {unfused}); print() it for the report>")
 
     def __str__(self) -> str:
         return self.render(color=False)
@@ -119,9 +120,9 @@ class Explanation:
             out.append(f"  kind:   {k.kind} over {list(space.shape)}{reduced}")
             out.append(f"  nodes:  {', '.join(names[n] + ' ' + n.op for n in k.nodes)}")
             reads = ", ".join(names[n] for n in k.inputs)
-            out.append(f"  reads:  {_fmt_bytes(k.bytes_read)} from {reads}" if reads else "  reads:  nothing")
+            out.append(f"  reads:  {format_bytes(k.bytes_read)} from {reads}" if reads else "  reads:  nothing")
             writes = ", ".join(names[n] + self._destination(n) for n in k.outputs)
-            out.append(f"  writes: {_fmt_bytes(k.bytes_written)} to {writes}" if writes else "  writes: nothing")
+            out.append(f"  writes: {format_bytes(k.bytes_written)} to {writes}" if writes else "  writes: nothing")
             out.append(f"  launch: {self.launches[i]}")
         out += ["", c.head("-- not fused --")]
         out += [c.warn(f"  {r}") for r in plan.refusals] or ["  nothing was refused"]
@@ -130,14 +131,14 @@ class Explanation:
             for n, (writer, readers) in self.materialized.items():
                 by = ", ".join(plan.kernels[j].name for j in readers)
                 out.append(c.warn(f"  {names[n]} ({n.op}, {type_text(n)}): "
-                                  f"{_fmt_bytes(n.nbytes)}, written by {plan.kernels[writer].name}, read by {by}"))
+                                  f"{format_bytes(n.nbytes)}, written by {plan.kernels[writer].name}, read by {by}"))
         else:
             out.append("  none: no kernel reads what another one wrote")
         fused, unfused = plan.bytes_moved, plan.bytes_moved_unfused
         ratio = f"{unfused / fused:.2f}x less" if fused else "n/a"
         out += ["", c.head("-- bytes moved --"),
-                f"  fused:   {len(plan.kernels)} kernel(s), {_fmt_bytes(fused)}",
-                f"  unfused: {plan.kernel_count_unfused} kernel(s), {_fmt_bytes(unfused)}",
+                f"  fused:   {len(plan.kernels)} kernel(s), {format_bytes(fused)}",
+                f"  unfused: {plan.kernel_count_unfused} kernel(s), {format_bytes(unfused)}",
                 "  fusion moves " + c.bold(ratio)]
         if self.timings is not None:
             out += [""] + self._render_timings(c)

@@ -18,6 +18,7 @@ from fusec.ir import dtypes
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
 from fusec.ir.text import node_names
+from fusec.plan import format_bytes
 
 if TYPE_CHECKING:
     from fusec.explain import Explanation
@@ -32,14 +33,6 @@ PALETTE = (
     ("36", "#e0f7fa", "#00838f"),  # cyan
 )
 MATERIALIZED_COLOR = "#c62828"
-
-
-def short_bytes(n: int) -> str:
-    """``512 MiB``: bytes to three significant digits (the report's exact counts are in the text)."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n} B"
 
 
 def _q(text: str) -> str:
@@ -100,7 +93,7 @@ class _Dot:
         head = " ".join([f"{name} = {n.op}"] + attrs)
         label = f"{head}\n{type_text(n)}"
         if n in self.e.materialized and kernel == self.owner.get(n):
-            label += f"\nin memory: {short_bytes(n.nbytes)}"
+            label += f"\nin memory: {format_bytes(n.nbytes, short=True)}"
         if self.recomputed(n, kernel):
             label += "\nrecomputed here"
         return label
@@ -136,8 +129,9 @@ class _Dot:
 
     def text(self) -> str:
         plan, L = self.plan, self.lines
-        summary = (f"@{self.graph.name}: {len(plan.kernels)} kernel(s), {short_bytes(plan.bytes_moved)} moved "
-                   f"(unfused: {plan.kernel_count_unfused} kernel(s), {short_bytes(plan.bytes_moved_unfused)})")
+        fused, unfused = format_bytes(plan.bytes_moved, short=True), format_bytes(plan.bytes_moved_unfused, short=True)
+        summary = (f"@{self.graph.name}: {len(plan.kernels)} kernel(s), {fused} moved "
+                   f"(unfused: {plan.kernel_count_unfused} kernel(s), {unfused})")
         if self.e.materialized:
             summary += "\nbold double border, red edges: intermediates written to memory between kernels"
         L += [f"digraph {_q(self.graph.name)} {{",
@@ -152,7 +146,8 @@ class _Dot:
             _, fill, border = PALETTE[i % len(PALETTE)]
             reduced = f", reducing {list(k.space.reduced)}" if k.space.reduced else ""
             label = (f"{k.label}\n{k.kind} over {list(k.space.shape)}{reduced}\n"
-                     f"reads {short_bytes(k.bytes_read)}, writes {short_bytes(k.bytes_written)}")
+                     f"reads {format_bytes(k.bytes_read, short=True)}, "
+                     f"writes {format_bytes(k.bytes_written, short=True)}")
             L += [f"  subgraph cluster_{k.name} {{",
                   f"    label={_q(label)}; style=\"filled,rounded\"; fillcolor={_q(fill)}; color={_q(border)}; "
                   "penwidth=2; fontname=\"Helvetica\";"]

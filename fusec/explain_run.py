@@ -20,6 +20,7 @@ import numpy as np
 from fusec.arrayspec import ArraySpec
 from fusec.errors import FusecError
 from fusec.ir.graph import Node
+from fusec.ir.interpret import to_xp
 from fusec.plan import Plan
 
 # --- measured times -----------------------------------------------------------------------------
@@ -95,7 +96,7 @@ def to_device(value: Any, cupy: Any, seed: int = 0) -> Any:
             host = rng.integers(0, 100, value.shape).astype(dt)
         else:
             host = rng.integers(-100, 100, value.shape).astype(dt)
-        return cupy.asarray(host)
+        return to_xp(cupy, host)
     if isinstance(value, np.ndarray):
         return cupy.asarray(value)
     return value

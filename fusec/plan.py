@@ -103,18 +103,20 @@ class Plan:
 
     def __str__(self) -> str:
         lines = [f"plan for @{self.graph.name}: {len(self.kernels)} kernel(s), "
-                 f"{_fmt_bytes(self.bytes_moved)} moved (unfused: {self.kernel_count_unfused} kernel(s), "
-                 f"{_fmt_bytes(self.bytes_moved_unfused)})"]
+                 f"{format_bytes(self.bytes_moved)} moved (unfused: {self.kernel_count_unfused} kernel(s), "
+                 f"{format_bytes(self.bytes_moved_unfused)})"]
         for k in self.kernels:
             lines.append(f"  {k.label}: {k.kind} over {list(k.space.shape)}, {len(k.nodes)} nodes, "
-                         f"reads {_fmt_bytes(k.bytes_read)}, writes {_fmt_bytes(k.bytes_written)}")
+                         f"reads {format_bytes(k.bytes_read)}, writes {format_bytes(k.bytes_written)}")
         return "\n".join(lines)
 
 
-def _fmt_bytes(n: int) -> str:
+def format_bytes(n: int, *, short: bool = False) -> str:
+    """``0.500 GiB (536870912 B)``: three decimals and the exact count; ``short``: ``512 MiB``, three
+    significant digits (drawings, one-line summaries)."""
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
-            return f"{n / size:.3f} {unit} ({n} B)"
+            return f"{n / size:.3g} {unit}" if short else f"{n / size:.3f} {unit} ({n} B)"
     return f"{n} B"
 
 

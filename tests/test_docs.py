@@ -19,7 +19,7 @@ from fusec.explain import Explanation, KernelTime, Timings
 from fusec.ir import dtypes
 from fusec.ir.ops import OPS
 from fusec.ir.ops_doc import ops_markdown, readme_block, update_readme
-from fusec.plan import _fmt_bytes
+from fusec.plan import format_bytes
 from tests.test_examples import load_example
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,7 +89,7 @@ _ROW = re.compile(r"^\| `(\w+)` \| (.*?) \| (\d+) kernels?: ([\w-]+)(?:, (\d+) o
 
 
 def _short(nbytes: int) -> str:
-    return _fmt_bytes(nbytes).split(" (")[0]
+    return format_bytes(nbytes).split(" (")[0]
 
 
 def _specs(cell: str) -> list[fusec.ArraySpec]:

@@ -22,17 +22,22 @@ def _cast(xp: Any, x: Any, dt: np.dtype) -> Any:
     return x.astype(dt, copy=False) if x.dtype != dt else x
 
 
+def to_xp(xp: Any, host: np.ndarray) -> Any:
+    """A C-contiguous ``xp`` copy of the NumPy array ``host``, bit for bit. ``cupy.asarray`` of a 0-d
+    array goes through ``fill``, which writes +0.0 for -0.0; ``set`` copies the bytes instead."""
+    host = np.array(host, order="C")
+    if xp is np or not hasattr(xp, "empty"):
+        return host
+    out = xp.empty(host.shape, host.dtype)
+    out.set(host)
+    return out
+
+
 def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
     """The value of ``node`` given its operands' values, as NumPy computes it (dtype exact)."""
     op = node.opdef
     if node.op == "const":
-        host = np.asarray(node.attr("value"), dtype=node.dtype)
-        if xp is np or not hasattr(xp, "empty"):
-            return host
-        # cupy.asarray of a scalar goes through fill, which writes +0.0 for -0.0: copy the bytes instead
-        out = xp.empty((), host.dtype)
-        out.set(host)
-        return out
+        return to_xp(xp, np.asarray(node.attr("value"), dtype=node.dtype))
     if node.op == "size":
         (x,) = node.operands
         count = math.prod(x.shape[a] for a in node.attr("axes"))

@@ -60,6 +60,7 @@ from hypothesis import strategies as st
 from fusec.codegen.cuda import render_kernel
 from fusec.codegen.plan import ArrayLayout, KernelSpec, alignment, kernel_spec
 from fusec.ir.graph import Graph, Node
+from fusec.ir.interpret import to_xp
 from fusec.ir.ops import OPS, Kind, ufunc_loops
 from fusec.ir.text import parse, print_graph
 from fusec.plan import Plan, make_plan
@@ -306,35 +307,24 @@ def _gap_fill(a: np.ndarray) -> np.ndarray:
     return np.full(a.shape + (a.dtype.itemsize,), 0x5A, np.uint8).view(a.dtype).reshape(a.shape)
 
 
-def upload(xp: Any, host: np.ndarray) -> Any:
-    """A C-contiguous ``xp`` copy of ``host``, bit for bit. ``cupy.array`` of a 0-d array goes through
-    ``fill``, which writes +0.0 for -0.0 (a memset for any value equal to 0); ``set`` copies the bytes."""
-    host = np.array(host, order="C")
-    if xp is np:
-        return host
-    out = xp.empty(host.shape, host.dtype)
-    out.set(host)
-    return out
-
-
 def place(xp: Any, a: np.ndarray, kind: str) -> tuple[Any, Any]:
     """``(view, base)``: an ``xp`` array with the values of ``a`` laid out as ``kind`` says, and the
     contiguous buffer it views (the whole of which must stay unchanged)."""
     if kind == "c" or a.ndim == 0:
-        base = upload(xp, a)
+        base = to_xp(xp, a)
         return base, base
     if kind == "t":
         perm = tuple(reversed(range(a.ndim)))  # its own inverse
-        base = upload(xp, a.transpose(perm))
+        base = to_xp(xp, a.transpose(perm))
         return base.transpose(perm), base
     if kind == "step":
         host = np.empty(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
         host[..., ::2] = a
         host[..., 1::2] = _gap_fill(a)
-        base = upload(xp, host)
+        base = to_xp(xp, host)
         return base[..., ::2], base
     if kind == "neg":
-        base = upload(xp, a[::-1])
+        base = to_xp(xp, a[::-1])
         return base[::-1], base
     raise ValueError(f"unknown layout kind {kind!r}")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fusec.ir.interpret import to_xp
 from fusec.ir.text import parse
 from fusec.plan import make_plan
-from tests.fuzz.corpus import upload
 from tests.helpers import GPU_ONLY
 
 cupy = pytest.importorskip("cupy")
@@ -34,13 +34,13 @@ def test_negative_zero_constant_output_keeps_its_sign() -> None:
 
     graph = parse(NEGATIVE_ZERO_CONSTANT)
     plan = make_plan(graph)
-    x = upload(cupy, np.array([3], np.int64))
+    x = to_xp(cupy, np.array([3], np.int64))
     zero, cast = run_plan(plan, [x])
     assert zero.shape == () and zero.dtype == np.float16
     assert np.signbit(cupy.asnumpy(zero)), "the -0.0 constant came back as +0.0"
     assert cupy.asnumpy(cast).tolist() == [3.0]
 
 
-def test_upload_keeps_negative_zero_of_a_0d_array() -> None:
+def test_to_xp_keeps_negative_zero_of_a_0d_array() -> None:
     for dtype in (np.float16, np.float32, np.float64):
-        assert np.signbit(cupy.asnumpy(upload(cupy, np.array(-0.0, dtype))))
+        assert np.signbit(cupy.asnumpy(to_xp(cupy, np.array(-0.0, dtype))))
