@@ -89,8 +89,8 @@ class Explanation:
 
     @cached_property
     def launches(self) -> tuple[str, ...]:
-        """Each kernel's launch shape as planned on the host (schedule, block, grid bound, index width);
-        the grid's cap (SMs x resident blocks) is only known on the GPU."""
+        """Each kernel's launch shape as planned on the host (schedule, block, grid, index width); a
+        persistent grid's cap (SMs x resident blocks) is only known on the GPU."""
         return tuple(_launch_text(k, self.layouts) for k in self.plan.kernels)
 
     def __repr__(self) -> str:
@@ -287,7 +287,7 @@ def _input_layouts(plan: Plan, values: Sequence[Any]) -> dict[Node, Any]:
 
 
 def _launch_text(kernel: Kernel, layouts: Mapping[Node, Any]) -> str:
-    """``block_regs schedule, 256 threads per block, grid min(8192, SMs x resident blocks)`` and a second
+    """``block_regs schedule, 256 threads per block, grid 8192`` and a second
     line of details (threads and elements per row, index width, vector width): the launch as the code
     generator plans it, without a GPU."""
     try:
@@ -298,8 +298,7 @@ def _launch_text(kernel: Kernel, layouts: Mapping[Node, Any]) -> str:
         return f"not planned ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
     launch = spec.launch
     threads = spec.block[0] * spec.block[1]
-    wanted = max(-(-launch.work // launch.per_block) if launch.work > 0 else 0, launch.min_blocks)
-    grid = f"grid min({wanted}, SMs x resident blocks)" if wanted else "nothing to launch (empty)"
+    grid = launch.describe()
     details = [f"{spec.row_threads} threads x {spec.elems} elements per row"] if spec.row_threads else []
     details.append(("int32" if spec.index_ctype == "int" else "int64") + " indices")
     if spec.vec > 1:

@@ -534,7 +534,7 @@ def _launch_policy(kind: str, schedule: str, vec: int, n_kept: int, n_loop: int,
         return LaunchPolicy((BLOCK, 1), -(-n_loop // vec), BLOCK)
     if kind == "reduce-all":
         partial = tuple(max(8, ACC_FIELD_BOUND * len(p.fields)) for p in phases)
-        return LaunchPolicy((BLOCK, 1), -(-n_loop // vec), BLOCK, min_blocks=1,
+        return LaunchPolicy((BLOCK, 1), -(-n_loop // vec), BLOCK, min_blocks=1, persistent=True,
                             cooperative=schedule == "grid_barrier", partial_bytes=partial)
     if schedule == "block_regs":
         return LaunchPolicy((row_threads, 1), n_kept, 1, min_resident=max(1, 512 // row_threads))
@@ -543,4 +543,4 @@ def _launch_policy(kind: str, schedule: str, vec: int, n_kept: int, n_loop: int,
     if kind == "rows":
         per_block = 1 if schedule == "block" else BLOCK // WARP
         return LaunchPolicy((BLOCK, 1), n_kept, per_block)
-    return LaunchPolicy((COLS_TILE, COLS_SPLIT), n_kept, COLS_TILE)
+    return LaunchPolicy((COLS_TILE, COLS_SPLIT), n_kept, COLS_TILE, persistent=True)

@@ -181,25 +181,43 @@ class Phase:
 @dataclass(frozen=True)
 class LaunchPolicy:
     """How the runtime sizes the launch: ``work`` units, ``per_block`` of them per block and grid-stride
-    step, a grid capped at the resident capacity (SMs x blocks per SM). ``cooperative`` kernels wait on a
-    grid barrier, so their grid must never exceed that capacity. ``min_blocks`` is 1 where an empty
-    iteration space still has outputs to write (reduce-all of nothing); 0 launches nothing."""
+    step. A ``persistent`` grid is capped at the resident capacity (SMs x blocks per SM), each block looping
+    over many units: reduce-all (every block adds a partial that the last one combines) and cols. The
+    others launch a block per ``per_block`` units, up to :data:`MAX_GRID` (measured on the H200: gelu,
+    layernorm and the router 7-10% faster than with the grid capped at the resident capacity).
+    ``cooperative`` kernels wait on a grid barrier, so their grid must never exceed that capacity.
+    ``min_blocks`` is 1 where an empty iteration space still has outputs to write (reduce-all of nothing);
+    0 launches nothing."""
 
     block: tuple[int, int]
     work: int
     per_block: int
     min_blocks: int = 0
+    persistent: bool = False
     cooperative: bool = False
     partial_bytes: tuple[int, ...] = ()  # reduce-all: per phase, an upper bound on one block's partial
     min_resident: int = MIN_RESIDENT  # the kernel's second launch bound: blocks per SM ptxas plans for
 
+    @property
+    def blocks(self) -> int:
+        """Blocks the work asks for: one per ``per_block`` units (at least ``min_blocks``)."""
+        return max(-(-self.work // self.per_block) if self.work > 0 else 0, self.min_blocks)
+
     def grid(self, capacity: int) -> int:
         """Blocks to launch on a device that keeps ``capacity`` of these blocks resident (0: skip)."""
-        blocks = -(-self.work // self.per_block) if self.work > 0 else 0
-        blocks = max(blocks, self.min_blocks)
+        blocks = self.blocks
         if blocks == 0:
             return 0
-        return max(1, min(blocks, capacity, MAX_GRID))
+        return max(1, min(blocks, capacity if self.persistent else blocks, MAX_GRID))
+
+    def describe(self) -> str:
+        """The grid as far as it is known without a GPU, e.g. ``grid min(1024, SMs x resident blocks)``."""
+        blocks = self.blocks
+        if blocks == 0:
+            return "nothing to launch (empty)"
+        if self.persistent:
+            return f"grid min({blocks}, SMs x resident blocks)"
+        return f"grid {blocks}" if blocks <= MAX_GRID else f"grid {MAX_GRID} (grid-stride over {blocks})"
 
     def workspace_bytes(self, grid: int) -> int:
         """Bytes of the (zero-initialized, reusable) workspace a launch of ``grid`` blocks uses."""

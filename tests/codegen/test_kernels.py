@@ -25,6 +25,7 @@ import fusec
 from fusec.codegen import nvrtc
 from fusec.codegen.cuda import render_body, render_kernel, render_module
 from fusec.codegen.plan import INT32_LIMIT, ArrayLayout, KernelSpec, kernel_spec
+from fusec.codegen.spec import MAX_GRID
 from fusec.ir.graph import Graph, Region, make_region
 from fusec.ir.ops import Kind
 from fusec.passes.space import RegionSpace, region_space
@@ -407,12 +408,19 @@ def test_kernels_empty_regions_launch_nothing_except_reduce_all() -> None:
     assert _spec(mean_var, (0, 3)).launch.grid(1000) == 1
 
 
-def test_kernels_grid_is_capped_by_capacity() -> None:
-    spec = _spec(gelu, (1 << 24,))
-    assert spec.launch.grid(528) == 528 and spec.launch.grid(10**9) == -(-(1 << 22) // 256)
-    spec = _spec(mean_var, (1 << 24,))
-    assert spec.launch.grid(528) == 528
+def test_kernels_grid_is_capped_by_capacity_only_where_persistent() -> None:
+    spec = _spec(gelu, (1 << 24,))  # a block per 256 vectors, whatever the capacity
+    assert not spec.launch.persistent
+    assert spec.launch.grid(528) == spec.launch.grid(10**9) == -(-(1 << 22) // 256)
+    assert _spec(gelu, (1 << 30,)).launch.grid(528) == MAX_GRID  # then grid-stride
+    rows = _spec(softmax, (8192, 8192))
+    assert rows.launch.grid(264) == 8192 and rows.launch.describe() == "grid 8192"
+    spec = _spec(mean_var, (1 << 24,))  # reduce-all: every block adds a partial, so it stays resident
+    assert spec.launch.persistent and spec.launch.grid(528) == 528
+    assert spec.launch.describe() == f"grid min({spec.launch.blocks}, SMs x resident blocks)"
     assert spec.launch.workspace_bytes(528) >= 128 + 2 * 528 * 8
+    cols = _spec(col_sum, (1024, 1 << 16))
+    assert cols.launch.persistent and cols.launch.grid(100) == 100
 
 
 def test_kernels_source_depends_on_signature_not_sizes() -> None:
