@@ -437,6 +437,7 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
         epilogue_stores=tuple(Store(built[s.var], v) for s, v in epilogue_store_raw),
         row_stores=tuple(Store(built[s.var], v) for s, v in row_store_raw),
         launch=launch, row_threads=row_threads, elems=elems, held=held, held_values=held_values,
+        full_rows=regs is not None and n_loop == row_threads * elems,
     )
 
 

@@ -260,6 +260,9 @@ class KernelSpec:
     # warp_regs / block_regs: values computed in one phase and kept in registers for the later phases and
     # the epilogue instead of being computed again ((C++ type, variable); the array is <variable>_h)
     held_values: tuple[tuple[str, str], ...] = ()
+    # warp_regs / block_regs: the row length is exactly row_threads x elems, so no element is past its end
+    # and the kernel checks none (a row length of the bucket's other sizes gets the checked kernel)
+    full_rows: bool = False
 
     @property
     def block(self) -> tuple[int, int]:

@@ -366,12 +366,25 @@ def test_kernels_rows_in_registers_can_be_turned_off(monkeypatch) -> None:
 
 
 def test_kernels_rows_in_registers_bucket_shares_the_source() -> None:
-    assert render_body(_spec(softmax, (5, 40))) == render_body(_spec(softmax, (7, 64)))
-    assert render_body(_spec(softmax, (5, 64))) != render_body(_spec(softmax, (5, 68)))
+    assert render_body(_spec(softmax, (5, 40))) == render_body(_spec(softmax, (7, 60)))
+    assert render_body(_spec(softmax, (5, 60))) != render_body(_spec(softmax, (5, 68)))
     assert render_body(_spec(softmax, (5, 8196))) == render_body(_spec(softmax, (2, 16000)))
     body = render_body(_spec(softmax, (5, 8192)))
     assert "typedef float ld0_t;" in body and "ld0_t ld0_r[32];" in body
     assert "fs::Vec<float, 4>" in body and "8192" not in body
+
+
+def test_kernels_full_rows_check_no_bounds() -> None:
+    """A row of exactly threads x elements (the bucket's longest) gets a kernel without bound checks; one
+    element less gets the checked kernel of the bucket, shared by every shorter length."""
+    for fn, n in [(softmax, 64), (softmax, 8192), (router, 64), (softmax, 16384)]:
+        full, short = _spec(fn, (5, n)), _spec(fn, (5, n - 1))
+        assert full.full_rows and not short.full_rows, (fn.__name__, n)
+        assert "nr)" in render_body(short) and "nr)" not in render_body(full)  # i < nr), i0 + 4 <= nr)
+        assert render_body(short) == render_body(_spec(fn, (3, n // 2 + 1)))
+    wide = _spec(softmax, (5, 64), dtype="float64")  # 8-byte buckets: 64 is 8 threads x 8 elements
+    assert wide.full_rows and wide.row_threads * wide.elems == 64
+    assert not _spec(softmax, (5, 64), layouts=("f",)).full_rows  # re-reading schedules keep their checks
 
 
 def test_kernels_rows_phases_of_layernorm_and_router() -> None:
@@ -424,8 +437,8 @@ def test_kernels_grid_is_capped_by_capacity_only_where_persistent() -> None:
 
 
 def test_kernels_source_depends_on_signature_not_sizes() -> None:
-    for fn, a, b in [(gelu, (1029, 917), (23,)), (softmax, (1029, 64), (3, 60)),
-                     (softmax, (64, 4096), (3, 4000)), (softmax, (64, 20000), (3, 30000)),
+    for fn, a, b in [(gelu, (1029, 917), (23,)), (softmax, (1029, 60), (3, 52)),
+                     (softmax, (64, 4000), (3, 3000)), (softmax, (64, 20000), (3, 30000)),
                      (col_sum, (1029, 917), (3, 5)),
                      (mean_var, (1029, 917), (5, 7)), (transpose_add, (917, 1029), (3, 5))]:
         shapes_a = (a,) if fn is not transpose_add else (a, a[::-1])

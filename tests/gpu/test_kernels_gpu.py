@@ -261,7 +261,9 @@ def _cases() -> list[Case]:
 
 # Register-resident rows (warp_regs / block_regs, see ROW_REGS_TABLE in fusec/codegen/spec.py): row lengths
 # at and around the bucket edges, few rows for long rows; rows of one element and re-reading layouts beside.
-ROW_LENGTHS = (1, 7, 32, 33, 63, 64, 65, 128, 129, 1000, 1024, 1025, 8192, 8193, 16384, 16385)
+# Every bucket's longest row is exactly threads x elements: that kernel checks no bounds (full_rows).
+ROW_LENGTHS = (1, 7, 32, 33, 63, 64, 65, 128, 129, 256, 512, 1000, 1024, 1025, 2048, 4096, 8192, 8193, 16384,
+               16385)
 
 
 def _row_regs_cases() -> list[Case]:
@@ -276,7 +278,7 @@ def _row_regs_cases() -> list[Case]:
     for n in (1000, 8192, 8193):
         cases.append(Case("layernorm", "float32", "c", ((37, n),)))
     for dt in ("float16", "float64"):
-        for n in (7, 64, 65, 1000, 8192, 8193):
+        for n in (7, 16, 32, 64, 65, 128, 256, 512, 1000, 1024, 2048, 4096, 8192, 8193):
             cases.append(Case("softmax", dt, "c", ((37, n),)))
         cases.append(Case("router", dt, "c", ((1 << 12, 64),)))
     cases += [Case("row_max_argmax", dt, "c", ((1029, 64),)) for dt in ("int8", "int64", "uint8", "bool")]

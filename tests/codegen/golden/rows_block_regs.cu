@@ -52,19 +52,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
     #pragma unroll
     for (int c = 0; c < 8; ++c) {
       const index_t i0 = ((index_t)c * 256 + lane) * 4;
-      if (i0 + 4 <= nr) {
-        const fs::Vec<float, 4> ld0_v = *reinterpret_cast<const fs::Vec<float, 4>*>(in0 + ld0_kb + i0);
+      const fs::Vec<float, 4> ld0_v = *reinterpret_cast<const fs::Vec<float, 4>*>(in0 + ld0_kb + i0);
     #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          ld0_r[c * 4 + j] = ld0_v.v[j];
-        }
-      } else {
-    #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (i0 + j < nr) ld0_r[c * 4 + j] = in0[ld0_kb + i0 + j];
-          else ld0_r[c * 4 + j] = ld0_t();
-        }
-      }
+      for (int j = 0; j < 4; ++j) ld0_r[c * 4 + j] = ld0_v.v[j];
     }
 
     float v2_h[32];  // computed once, in the first phase that needs it
@@ -74,11 +64,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
     for (int c = 0; c < 8; ++c) {
     #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const index_t i = ((index_t)c * 256 + lane) * 4 + j;
-        if (i < nr) {
-          const float ld0 = ld0_r[c * 4 + j];
-          acc0.r0 = fc::maximum(acc0.r0, ld0);
-        }
+        const float ld0 = ld0_r[c * 4 + j];
+        acc0.r0 = fc::maximum(acc0.r0, ld0);
       }
     }
 
@@ -90,14 +77,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
     for (int c = 0; c < 8; ++c) {
     #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const index_t i = ((index_t)c * 256 + lane) * 4 + j;
-        if (i < nr) {
-          const float ld0 = ld0_r[c * 4 + j];
-          const float v1 = fc::sub(ld0, v0);
-          const float v2 = fc::exp(v1);
-          v2_h[c * 4 + j] = v2;
-          acc1.r0 = fc::add(acc1.r0, v2);
-        }
+        const float ld0 = ld0_r[c * 4 + j];
+        const float v1 = fc::sub(ld0, v0);
+        const float v2 = fc::exp(v1);
+        v2_h[c * 4 + j] = v2;
+        acc1.r0 = fc::add(acc1.r0, v2);
       }
     }
 
@@ -117,16 +101,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
 
         st0_v.v[j] = v4;
       }
-      if (i0 + 4 <= nr) {
-        *reinterpret_cast<fs::Vec<float, 4>*>(out0 + st0_kb + i0) = st0_v;
-      } else {
-    #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (i0 + j < nr) {
-            out0[st0_kb + i0 + j] = st0_v.v[j];
-          }
-        }
-      }
+      *reinterpret_cast<fs::Vec<float, 4>*>(out0 + st0_kb + i0) = st0_v;
     }
   }
 }

@@ -72,19 +72,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
     #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const index_t i0 = ((index_t)c * 4 + lane) * 4;
-      if (i0 + 4 <= nr) {
-        const fs::Vec<float, 4> ld0_v = *reinterpret_cast<const fs::Vec<float, 4>*>(in0 + ld0_kb + i0);
+      const fs::Vec<float, 4> ld0_v = *reinterpret_cast<const fs::Vec<float, 4>*>(in0 + ld0_kb + i0);
     #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          ld0_r[c * 4 + j] = ld0_v.v[j];
-        }
-      } else {
-    #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (i0 + j < nr) ld0_r[c * 4 + j] = in0[ld0_kb + i0 + j];
-          else ld0_r[c * 4 + j] = ld0_t();
-        }
-      }
+      for (int j = 0; j < 4; ++j) ld0_r[c * 4 + j] = ld0_v.v[j];
     }
 
     float v2_h[16];  // computed once, in the first phase that needs it
@@ -94,11 +84,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
     for (int c = 0; c < 4; ++c) {
     #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const index_t i = ((index_t)c * 4 + lane) * 4 + j;
-        if (i < nr) {
-          const float ld0 = ld0_r[c * 4 + j];
-          acc0.r0 = fc::maximum(acc0.r0, ld0);
-        }
+        const float ld0 = ld0_r[c * 4 + j];
+        acc0.r0 = fc::maximum(acc0.r0, ld0);
       }
     }
 
@@ -110,14 +97,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
     for (int c = 0; c < 4; ++c) {
     #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const index_t i = ((index_t)c * 4 + lane) * 4 + j;
-        if (i < nr) {
-          const float ld0 = ld0_r[c * 4 + j];
-          const float v1 = fc::sub(ld0, v0);
-          const float v2 = fc::exp(v1);
-          v2_h[c * 4 + j] = v2;
-          acc1.r0 = fc::add(acc1.r0, v2);
-        }
+        const float ld0 = ld0_r[c * 4 + j];
+        const float v1 = fc::sub(ld0, v0);
+        const float v2 = fc::exp(v1);
+        v2_h[c * 4 + j] = v2;
+        acc1.r0 = fc::add(acc1.r0, v2);
       }
     }
 
@@ -130,15 +114,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
     #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const index_t i = ((index_t)c * 4 + lane) * 4 + j;
-        if (i < nr) {
-          const index_t ix0 = i;
-          const float ld0 = ld0_r[c * 4 + j];
-          const float v1 = fc::sub(ld0, v0);
-          const float v2 = v2_h[c * 4 + j];
-          const float v4 = fc::div(v2, v3);
-          acc2.r0 = fc::maximum(acc2.r0, v4);
-          acc2.r1 = fc::argmax_combine(acc2.r1, fc::make_arg_pair(v4, (long long)(ix0)));
-        }
+        const index_t ix0 = i;
+        const float ld0 = ld0_r[c * 4 + j];
+        const float v1 = fc::sub(ld0, v0);
+        const float v2 = v2_h[c * 4 + j];
+        const float v4 = fc::div(v2, v3);
+        acc2.r0 = fc::maximum(acc2.r0, v4);
+        acc2.r1 = fc::argmax_combine(acc2.r1, fc::make_arg_pair(v4, (long long)(ix0)));
       }
     }
 
