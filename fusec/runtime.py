@@ -40,7 +40,6 @@ import numpy as np
 from fusec.codegen.cuda import render_kernel
 from fusec.codegen.plan import ArrayLayout, KernelSpec, kernel_spec
 from fusec.ir.graph import Node, Region
-from fusec.packed_launch import packed_launch
 from fusec.passes.space import RegionSpace
 
 POISON_BYTE = 0xAB  # what poisoned outputs are filled with, byte by byte
@@ -69,14 +68,15 @@ class LaunchRecipe:
 
 @dataclass(frozen=True)
 class PlanStep:
-    """One launch of a :class:`PlanRunner`: where its inputs are, what it allocates, and the launch itself
-    (:func:`fusec.packed_launch.packed_launch`: the inputs, outputs and workspace, in that order, then the
-    frozen scalars), None where the grid is empty."""
+    """One launch of a :class:`PlanRunner`: where its inputs are, what it allocates, its frozen args."""
 
+    function: Any
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
     in_slots: tuple[int, ...]
     outputs: tuple[tuple[tuple[int, ...], np.dtype], ...]
     workspace: Any  # None, or a callable giving the zeroed scratch buffer of the current stream
-    launch: Any
+    scalars: tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -95,11 +95,11 @@ class PlanRunner:
             outs = [new(shape, dtype) for shape, dtype in step.outputs]
             values[filled:filled + len(outs)] = outs
             filled += len(outs)
-            if step.launch is not None:
+            if step.grid[0]:
                 args = [values[i] for i in step.in_slots] + outs
                 if step.workspace is not None:
                     args.append(step.workspace())
-                step.launch(args)
+                step.function(step.grid, step.block, (*args, *step.scalars))
         return [values[i] for i in self.out_slots]
 
 
@@ -298,10 +298,8 @@ class KernelLauncher:
                 values[node] = cp.empty(shape, dtype)  # a stand-in with the layout the kernel writes
             workspace = (functools.partial(self._workspace, recipe.workspace_bytes)
                          if recipe.spec.kind == "reduce-all" else None)
-            n_arrays = len(inputs) + len(recipe.outputs) + (workspace is not None)
-            launch = (packed_launch(recipe.function, (recipe.grid, 1, 1), recipe.block, n_arrays, recipe.scalars)
-                      if recipe.grid else None)
-            steps.append(PlanStep(tuple(slot[n] for n in inputs), recipe.outputs, workspace, launch))
+            steps.append(PlanStep(recipe.function, (recipe.grid, 1, 1), recipe.block,
+                                  tuple(slot[n] for n in inputs), recipe.outputs, workspace, recipe.scalars))
         if any(o not in slot or o in plan.graph.inputs for o in plan.graph.outputs):
             return None
         return PlanRunner(tuple(steps), len(slot), tuple(slot[o] for o in plan.graph.outputs))
