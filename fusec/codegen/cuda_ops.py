@@ -22,8 +22,8 @@ from fusec.ir import dtypes
 from fusec.ir.ops import OPS, Kind, reduction_identity, ufunc_loops
 
 DEVICE_HEADER = "fusec_device.cuh.j2"  # templates/ name of the helper header every kernel starts with
-INDEX_CTYPE = "long long"  # argmax/argmin results: NumPy's intp
-_INDEX_IDENTITY = "9223372036854775807LL"  # argmax/argmin identity index: loses every tie
+UPDATE_STATES = ("any", "first", "held")  # what a thread's partial holds when an element is folded in
+PAIR_INDEX_CTYPE = "index_t"  # argmax/argmin partials' index: the kernel's own index type (int or long long)
 
 _CTYPES: dict[str, str] = {
     "bool": "bool",
@@ -82,9 +82,11 @@ def is_float_cube(node: Any) -> bool:
 @dataclass(frozen=True)
 class CudaCombine:
     """How a reduction combines two partials: the op table's elementwise ``combine`` on the accumulator
-    type, or (argmax/argmin) ``fc::<pair_helper>`` on (value, index) pairs."""
+    type, or (argmax/argmin) ``fc::<pair_helper>`` on (value, index) pairs, with ``fc::<next_helper>``
+    folding in one element of larger index than any in the partial (a thread's loop order)."""
 
     pair_helper: str | None = None
+    next_helper: str | None = None
 
 
 REDUCTIONS: dict[str, CudaCombine] = {
@@ -96,8 +98,8 @@ REDUCTIONS: dict[str, CudaCombine] = {
     "nanmin": CudaCombine(),
     "any": CudaCombine(),
     "all": CudaCombine(),
-    "argmax": CudaCombine("argmax_combine"),
-    "argmin": CudaCombine("argmin_combine"),
+    "argmax": CudaCombine("argmax_combine", "argmax_next"),
+    "argmin": CudaCombine("argmin_combine", "argmin_next"),
 }
 
 
@@ -238,18 +240,20 @@ def cast_expression(expr: str, from_dtype: Any, to_dtype: Any) -> str:
 class CudaReduction:
     """The CUDA pieces of one reduction over elements of ``dtype``.
 
-    A kernel declares ``<acc_ctype> acc = <identity>;``, folds each element in with
-    ``acc = combine(acc, lift(x, i))``, merges partials (threads, warps, blocks) with ``combine`` in any
-    tree shape, and stores ``result(acc)`` as ``out_dtype``.
+    A kernel declares ``<acc_ctype> acc = <identity>;``, folds each element in with ``update(acc, x, i)``
+    (elements of one thread in increasing index order), merges partials (threads, warps, blocks) with
+    ``combine`` in any tree shape, and stores ``result(acc)`` as ``out_dtype``. Argmax/argmin pairs hold
+    the index as the kernel's ``index_t``, which every kernel (and its accumulator namespace) declares.
     """
 
     op: str
     dtype: np.dtype  # the elements' dtype
     acc_dtype: np.dtype  # the value part of the accumulator (float32 for float16)
     out_dtype: np.dtype  # what the kernel stores: dtype, or int64 for argmax/argmin
-    acc_ctype: str  # the accumulator's C++ type (fc::ArgPair<float> for argmax of float16)
+    acc_ctype: str  # the accumulator's C++ type (fc::ArgPair<float, index_t> for argmax of float16)
     identity: str  # an exact C++ constant of acc_ctype
     pair_helper: str | None
+    next_helper: str | None
 
     def lift(self, value: str, index: str = "") -> str:
         """An element (of ``dtype``) as an accumulator; ``index`` (its flat position) for argmax/argmin."""
@@ -257,8 +261,35 @@ class CudaReduction:
         if self.pair_helper is not None:
             if not index:
                 raise FusecValueError(f"{self.op} needs the element's index")
-            return f"fc::make_arg_pair({v}, ({INDEX_CTYPE})({index}))"
+            return f"fc::make_arg_pair({v}, ({PAIR_INDEX_CTYPE})({index}))"
         return v
+
+    def update(self, acc: str, value: str, index: str = "", state: str = "any") -> str:
+        """The statement folding one element (of ``dtype``, at flat position ``index`` for argmax/argmin)
+        into ``acc``, which holds only elements of smaller index: the kernels' loops visit each thread's
+        elements in increasing index order. ``state`` says what ``acc`` holds: ``any`` (maybe still the
+        identity), ``first`` (the identity: this is the thread's first element) or ``held`` (at least one
+        element). Argmax/argmin use it to drop the identity's tie rule; the others combine as always."""
+        if state not in UPDATE_STATES:
+            raise FusecValueError(f"update state {state!r} is not one of {UPDATE_STATES}")
+        if self.next_helper is None:
+            return f"{acc} = {self.combine(acc, self.lift(value, index))};"
+        if not index:
+            raise FusecValueError(f"{self.op} needs the element's index")
+        if state == "first":  # combine(identity, x) == x for every x, NaN and the lowest value included
+            return f"{acc} = {self.lift(value, index)};"
+        v = cast_expression(value, self.dtype, self.acc_dtype)
+        helper = self.next_helper + ("_held" if state == "held" else "")
+        return f"fc::{helper}({acc}, {v}, ({PAIR_INDEX_CTYPE})({index}));"
+
+    def value_of_pair(self, acc: str, op_name: str) -> str | None:
+        """``op_name``'s result (max for argmax, min for argmin, over the same elements) read off this
+        argmax/argmin pair ``acc``, or None. The pair's value is the first NaN if any, else the first
+        occurrence of the extreme: the value ``op_name`` gives, up to the sign of a zero extreme (which
+        CORRECTNESS.md leaves free, as NumPy's own reduction order does)."""
+        if (self.op, op_name) not in (("argmax", "max"), ("argmin", "min")):
+            return None
+        return cast_expression(f"({acc}).value", self.acc_dtype, self.dtype)
 
     def combine(self, acc: str, value: str) -> str:
         """Two accumulators combined (associative and commutative up to float rounding)."""
@@ -269,9 +300,10 @@ class CudaReduction:
         return expression(combine_op, [acc, value], [self.acc_dtype, self.acc_dtype], self.acc_dtype)
 
     def result(self, acc: str) -> str:
-        """The accumulator as the stored value: the index for argmax/argmin, else rounded to ``dtype``."""
+        """The accumulator as the stored value: the index (widened to int64) for argmax/argmin, else rounded
+        to ``dtype``."""
         if self.pair_helper is not None:
-            return f"({acc}).index"
+            return f"(long long)({acc}).index"
         return cast_expression(acc, self.acc_dtype, self.out_dtype)
 
 
@@ -293,10 +325,10 @@ def reduction(op_name: str, dtype: Any) -> CudaReduction:
     acc_dt = accumulator_dtype(dt)
     identity = literal(reduction_identity(op_name, dt), acc_dt)
     if cuda.pair_helper is not None:
-        acc_ctype = f"fc::ArgPair<{ctype(acc_dt)}>"
-        identity = f"fc::make_arg_pair({identity}, {_INDEX_IDENTITY})"
+        acc_ctype = f"fc::ArgPair<{ctype(acc_dt)}, {PAIR_INDEX_CTYPE}>"
+        identity = f"fc::make_arg_pair({identity}, fc::largest_index<{PAIR_INDEX_CTYPE}>())"
         out_dt = dtypes.INT64
     else:
         acc_ctype = ctype(acc_dt)
         out_dt = dt
-    return CudaReduction(op_name, dt, acc_dt, out_dt, acc_ctype, identity, cuda.pair_helper)
+    return CudaReduction(op_name, dt, acc_dt, out_dt, acc_ctype, identity, cuda.pair_helper, cuda.next_helper)

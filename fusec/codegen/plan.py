@@ -75,6 +75,15 @@ __all__ = [
 
 _WIDE_CTYPES = ("double", "long long", "unsigned long long")
 
+
+def _wide_field(field_ctype: str, index_ctype: str) -> bool:
+    """Whether an accumulator field needs 8-byte alignment: an 8-byte type, or an argmax/argmin pair with
+    an 8-byte value or index (fc::ArgPair<float, index_t> of an int-indexed kernel is two 4-byte words)."""
+    if field_ctype.startswith("fc::ArgPair<"):
+        value_ctype = field_ctype[len("fc::ArgPair<"):].rsplit(",", 1)[0].strip()
+        return value_ctype in _WIDE_CTYPES or index_ctype in _WIDE_CTYPES
+    return field_ctype in _WIDE_CTYPES
+
 # ---- building ---------------------------------------------------------------------------------------------
 
 
@@ -267,22 +276,35 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
         needed = b.closure([(r.operands[0], r) for r in reds], refs)
         phase_needed.append(needed)
         body = [b.line(n, refs) for n in needed]
-        fields, update, finish = [], [], []
-        for k, r in enumerate(reds):
+        fields, finish = [], []
+        update: dict[str, list[str]] = {state: [] for state in cuda_ops.UPDATE_STATES}
+        pairs = {r.operands[0]: r for r in reds if b.red_cuda[r].pair_helper is not None}
+        field_of: dict[Node, str] = {}
+        for r in reds:
             cu = b.red_cuda[r]
-            fname = f"r{k}"
+            pair = pairs.get(r.operands[0])
+            if pair is not None and b.red_cuda[pair].value_of_pair("acc", r.op) is not None:
+                continue  # read off the argmax/argmin pair of the same operand below
+            fname = field_of[r] = f"r{len(fields)}"
             acc = f"acc{p}.{fname}"
             value = b.value(r.operands[0], r, refs)
             index = ""
             if cu.pair_helper is not None:
                 index = b.position(r).var
                 refs.add(index)
-            update.append(f"{acc} = {cu.combine(acc, cu.lift(value, index))};")
+            for state, lines in update.items():
+                lines.append(cu.update(acc, value, index, state))
             fields.append(AccField(fname, cu.acc_ctype, cu.identity, cu.combine(f"a.{fname}", f"b.{fname}")))
-            finish.append(f"const {cuda_ops.ctype(r.dtype)} {b.var[r]} = {cu.result(acc)};")
+        for r in reds:
+            if r in field_of:
+                result = b.red_cuda[r].result(f"acc{p}.{field_of[r]}")
+            else:
+                pair = pairs[r.operands[0]]
+                result = b.red_cuda[pair].value_of_pair(f"acc{p}.{field_of[pair]}", r.op)
+            finish.append(f"const {cuda_ops.ctype(r.dtype)} {b.var[r]} = {result};")
         finish += [b.line(n, row_refs) for n in per_row if space.phase[n] == p + 1]
         phase_refs.append(refs)
-        phases_raw.append((p, tuple(fields), tuple(body), tuple(update), tuple(finish)))
+        phases_raw.append((p, tuple(fields), tuple(body), {k: tuple(v) for k, v in update.items()}, tuple(finish)))
 
     full_outputs = [n for n in region.outputs if b.full(n)]
     row_outputs = [n for n in region.outputs if not b.full(n)]
@@ -401,8 +423,9 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
         row_loads.update((a.var, a) for a in row)
     phases = []
     for (p, fields, body, update, finish), refs in zip(phases_raw, phase_refs):
-        align = 8 if any(f.ctype in _WIDE_CTYPES or f.ctype.startswith("fc::ArgPair") for f in fields) else 4
-        phases.append(Phase(p, f"Acc{p}", align, fields, tuple(split(refs)[2]), body, update, finish))
+        align = 8 if any(_wide_field(f.ctype, index_ctype) for f in fields) else 4
+        phases.append(Phase(p, f"Acc{p}", align, fields, tuple(split(refs)[2]), body, update["any"], finish,
+                            update["first"], update["held"]))
     epilogue_loads = tuple(split(epi_refs)[2])
 
     # parameters: arrays, workspace, scalars

@@ -165,7 +165,8 @@ class Phase:
     """One pass over the row: the full nodes its reductions consume, folded into ``acc<index>``.
 
     ``finish`` runs once per row after the partials are combined: it names the reduced values and
-    computes the per-row nodes that depend on them (the next phase's inputs).
+    computes the per-row nodes that depend on them (the next phase's inputs). A max (min) of the same
+    operand as an argmax (argmin) of the phase takes no field of its own: it reads the pair's value.
     """
 
     index: int
@@ -174,8 +175,10 @@ class Phase:
     fields: tuple[AccField, ...]
     loads: tuple[Access, ...]
     body: tuple[str, ...]
-    update: tuple[str, ...]
+    update: tuple[str, ...]  # fold one element into the thread's partial (which may be the identity)
     finish: tuple[str, ...]
+    update_first: tuple[str, ...] = ()  # ... where the partial is the identity (the thread's first element)
+    update_held: tuple[str, ...] = ()  # ... where the partial already holds one of the thread's elements
 
 
 @dataclass(frozen=True)

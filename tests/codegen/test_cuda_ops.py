@@ -37,12 +37,14 @@ def test_cuda_ops_every_reduction_has_a_cuda_entry() -> None:
     assert set(cuda_ops.REDUCTIONS) == names
     for op in reduction_ops():
         assert (cuda_ops.REDUCTIONS[op.name].pair_helper is not None) == op.index_result, op.name
+        assert (cuda_ops.REDUCTIONS[op.name].next_helper is not None) == op.index_result, op.name
 
 
 def test_cuda_ops_every_helper_is_defined_in_the_header() -> None:
     header = templates.render(cuda_ops.DEVICE_HEADER)
     helpers = {c.helper for c in cuda_ops.ELEMENTWISE.values()}
     helpers |= {c.pair_helper for c in cuda_ops.REDUCTIONS.values() if c.pair_helper}
+    helpers |= {c.next_helper for c in cuda_ops.REDUCTIONS.values() if c.next_helper}
     for helper in helpers:
         assert re.search(rf"\b{helper}\b\s*\(", header) or re.search(rf"\({helper},", header), helper
 
@@ -162,13 +164,18 @@ def test_cuda_ops_reduction_pieces(op) -> None:
         acc = cuda_ops.accumulator_dtype(dt)
         value = cuda_ops.literal(reduction_identity(op.name, dt), acc)
         if op.index_result:
-            assert r.acc_ctype == f"fc::ArgPair<{cuda_ops.ctype(acc)}>"
-            assert r.identity == f"fc::make_arg_pair({value}, 9223372036854775807LL)"
-            assert r.out_dtype == dtypes.INT64 and r.result("a") == "(a).index"
+            assert r.acc_ctype == f"fc::ArgPair<{cuda_ops.ctype(acc)}, index_t>"
+            assert r.identity == f"fc::make_arg_pair({value}, fc::largest_index<index_t>())"
+            assert r.out_dtype == dtypes.INT64 and r.result("a") == "(long long)(a).index"
             assert r.combine("a", "b") == f"fc::{op.name}_combine(a, b)"
+            assert r.update("a", "x", "i").startswith(f"fc::{op.name}_next(a, ")
+            assert r.update("a", "x", "i").endswith(", (index_t)(i));")
+            with pytest.raises(FusecValueError):
+                r.update("a", "x")
         else:
             assert r.acc_ctype == cuda_ops.ctype(acc) and r.identity == value and r.out_dtype == dt
             assert r.combine("a", "b") == f"fc::{cuda_ops.ELEMENTWISE[op.combine].helper}(a, b)"
+            assert r.update("a", "x") == f"a = {r.combine('a', r.lift('x'))};"
     half_sum = cuda_ops.reduction("sum", "f16")
     assert half_sum.acc_ctype == "float"
     assert half_sum.lift("x") == "fc::cast<float>(x)" and half_sum.result("a") == "fc::cast<__half>(a)"
@@ -236,7 +243,7 @@ def sweep_source(dt: np.dtype) -> str:
         acc = f"acc_{op.name}"
         reductions += [
             f"  {r.acc_ctype} {acc} = {r.identity};",
-            f"  {acc} = {r.combine(acc, r.lift('a', 'i'))};",
+            f"  {r.update(acc, 'a', 'i')}",
             f"  {acc} = {r.combine(acc, r.lift('b', 'i + n'))};",
             f"  {acc} = {r.combine(acc, f'fc::shfl_xor({acc}, 1)')};",
             f"  {acc} = {r.combine(acc, f'fc::shfl_down({acc}, 2)')};",
@@ -253,6 +260,7 @@ def sweep_source(dt: np.dtype) -> str:
         + f"{outputs}, long long n) {{\n"
         + "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
         + "  if (i >= n) return;\n"
+        + "  typedef int index_t;  // the kernel's index type, which argmax/argmin pairs hold\n"
         + f"  {t} a = in_a[i], b = in_b[i], c = in_c[i];\n  bool cond = in_cond[i];\n"
         + "\n".join(reductions + body)
         + "\n}\n"

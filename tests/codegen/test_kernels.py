@@ -392,8 +392,33 @@ def test_kernels_rows_phases_of_layernorm_and_router() -> None:
     assert len(spec.phases) == 2 and [len(p.fields) for p in spec.phases] == [1, 1]
     spec = _spec(router, (4096, 64))
     assert len(spec.phases) == 3
-    assert [f.ctype for f in spec.phases[2].fields] == ["float", "fc::ArgPair<float>"]
+    # the max of the probabilities reads the argmax pair's value: one field, one update per element
+    assert [f.ctype for f in spec.phases[2].fields] == ["fc::ArgPair<float, index_t>"]
+    assert any(line.endswith("= (acc2.r0).value;") for line in spec.phases[2].finish)
+    assert spec.phases[2].align == 4  # an int-indexed pair is two 4-byte words
     assert len(spec.row_stores) == 2 and not spec.epilogue_stores
+
+
+def test_kernels_max_shares_the_argmax_pair_only_of_the_same_operand() -> None:
+    shared = _spec(row_min_argmin, (64, 100), dtype="float64")
+    assert [f.ctype for f in shared.phases[0].fields] == ["fc::ArgPair<double, index_t>"]
+    assert shared.phases[0].align == 8
+    apart = _spec(lambda x: (x.max(axis=-1), (x * 2).argmax(axis=-1)), (64, 100))
+    assert [f.ctype for f in apart.phases[0].fields] == ["float", "fc::ArgPair<float, index_t>"]
+    sum_and_argmax = _spec(lambda x: (x.sum(axis=-1), x.argmax(axis=-1)), (64, 100))
+    assert len(sum_and_argmax.phases[0].fields) == 2
+
+
+def test_kernels_argmax_updates_by_what_the_partial_holds() -> None:
+    full = _spec(row_min_argmin, (64, 64))  # a full-row kernel: every thread's first element exists
+    assert full.full_rows
+    body = render_body(full)
+    assert "acc0.r0 = fc::make_arg_pair(" in body and "fc::argmin_next_held(acc0.r0" in body
+    assert "fc::argmin_next(" not in body
+    short = _spec(row_min_argmin, (64, 63))  # a lane may hold no element: its partial stays the identity
+    assert "fc::argmin_next(acc0.r0" in render_body(short) and "_held" not in render_body(short)
+    looped = _spec(row_min_argmin, (64, 100_000))  # re-reading loops: any partial
+    assert "fc::argmin_next(acc0.r0" in render_body(looped)
 
 
 def test_kernels_cols_and_reduce_all_schedules() -> None:
@@ -462,7 +487,7 @@ def test_kernels_argmax_position_follows_the_operand_order() -> None:
     spec = _spec(col_max_argmax, (23, 5, 7), dtype="int64")
     assert spec.kind == "cols"
     update = "\n".join(spec.phases[0].update)
-    assert "fc::argmax_combine" in update and "ix0" in update
+    assert "fc::argmax_next" in update and "ix0" in update
 
 
 def test_kernels_transposed_input_reads_through_its_strides() -> None:

@@ -142,19 +142,21 @@ def elementwise_source(dt: np.dtype) -> str:
 REDUCTION_KERNELS = r"""
 extern "C" __global__ void serial_{op}(const {t}* __restrict__ x, {out}* __restrict__ out, long long rows,
                                        long long cols) {{
+  typedef int index_t;  // argmax/argmin pairs hold the kernel's index type
   long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (r >= rows) return;
   {acc_t} acc = {identity};
-  for (long long j = 0; j < cols; ++j) acc = {combine_elem};
+  for (long long j = 0; j < cols; ++j) {update_elem}
   out[r] = {result};
 }}
 
 extern "C" __global__ void warp_{op}(const {t}* __restrict__ x, {out}* __restrict__ out, long long rows,
                                      long long cols) {{
+  typedef long long index_t;
   long long r = blockIdx.x;
   int lane = threadIdx.x;  // blockDim.x == 32
   {acc_t} acc = {identity};
-  for (long long j = lane; j < cols; j += 32) acc = {combine_elem};
+  for (long long j = lane; j < cols; j += 32) {update_elem}
   for (int m = 16; m > 0; m >>= 1) acc = {combine_shfl};
   if (lane == 0) out[r] = {result};
 }}
@@ -171,7 +173,7 @@ def reduction_source(dt: np.dtype) -> str:
         r = cuda_ops.reduction(op.name, dt)
         parts.append(REDUCTION_KERNELS.format(
             op=op.name, t=cuda_ops.ctype(dt), out=cuda_ops.ctype(r.out_dtype), acc_t=r.acc_ctype,
-            identity=r.identity, combine_elem=r.combine("acc", r.lift("x[r * cols + j]", "j")),
+            identity=r.identity, update_elem=r.update("acc", "x[r * cols + j]", "j"),
             combine_shfl=r.combine("acc", "fc::shfl_xor(acc, m)"), result=r.result("acc"),
         ))
     return "\n".join(parts)

@@ -1,4 +1,5 @@
 namespace k0_cols_max_sub_exp_sum_div_acc {
+typedef int index_t;
 struct alignas(4) Acc0 {
   float r0;
 };

@@ -1,4 +1,5 @@
 namespace k0_reduceall_sum_cast_div_sub_square_acc {
+typedef int index_t;
 struct alignas(4) Acc0 {
   float r0;
 };

@@ -1,4 +1,5 @@
 namespace k0_rows_max_sub_exp_sum_div_argmax_acc {
+typedef int index_t;
 struct alignas(4) Acc0 {
   float r0;
 };
@@ -21,19 +22,16 @@ __device__ __forceinline__ Acc1 Acc1_identity() {
 __device__ __forceinline__ void combine(Acc1& a, const Acc1& b) {
   a.r0 = fc::add(a.r0, b.r0);
 }
-struct alignas(8) Acc2 {
-  float r0;
-  fc::ArgPair<float> r1;
+struct alignas(4) Acc2 {
+  fc::ArgPair<float, index_t> r0;
 };
 __device__ __forceinline__ Acc2 Acc2_identity() {
   Acc2 a;
-  a.r0 = __int_as_float((int)0xff800000U);
-  a.r1 = fc::make_arg_pair(__int_as_float((int)0xff800000U), 9223372036854775807LL);
+  a.r0 = fc::make_arg_pair(__int_as_float((int)0xff800000U), fc::largest_index<index_t>());
   return a;
 }
 __device__ __forceinline__ void combine(Acc2& a, const Acc2& b) {
-  a.r0 = fc::maximum(a.r0, b.r0);
-  a.r1 = fc::argmax_combine(a.r1, b.r1);
+  a.r0 = fc::argmax_combine(a.r0, b.r0);
 }
 }  // namespace k0_rows_max_sub_exp_sum_div_argmax_acc
 
@@ -114,19 +112,27 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
     #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const index_t i = ((index_t)c * 4 + lane) * 4 + j;
-        const index_t ix0 = i;
-        const float ld0 = ld0_r[c * 4 + j];
-        const float v1 = fc::sub(ld0, v0);
-        const float v2 = v2_h[c * 4 + j];
-        const float v4 = fc::div(v2, v3);
-        acc2.r0 = fc::maximum(acc2.r0, v4);
-        acc2.r1 = fc::argmax_combine(acc2.r1, fc::make_arg_pair(v4, (long long)(ix0)));
+        if (c == 0 && j == 0) {  // the thread's first element of the row: its partial is still the identity
+          const index_t ix0 = i;
+          const float ld0 = ld0_r[c * 4 + j];
+          const float v1 = fc::sub(ld0, v0);
+          const float v2 = v2_h[c * 4 + j];
+          const float v4 = fc::div(v2, v3);
+          acc2.r0 = fc::make_arg_pair(v4, (index_t)(ix0));
+        } else {
+          const index_t ix0 = i;
+          const float ld0 = ld0_r[c * 4 + j];
+          const float v1 = fc::sub(ld0, v0);
+          const float v2 = v2_h[c * 4 + j];
+          const float v4 = fc::div(v2, v3);
+          fc::argmax_next_held(acc2.r0, v4, (index_t)(ix0));
+        }
       }
     }
 
     acc2 = fs::subwarp_allreduce<4>(acc2);
-    const float v5 = acc2.r0;
-    const long long v7 = (acc2.r1).index;
+    const float v5 = (acc2.r0).value;
+    const long long v7 = (long long)(acc2.r0).index;
     if (lane == 0 && active) {
       out0[st0_kb] = v5;
       out1[st1_kb] = v7;
