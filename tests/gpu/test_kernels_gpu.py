@@ -501,6 +501,55 @@ def test_gpu_kernel_matches_numpy(case: Case, launcher) -> None:
         assert bool(cupy.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
 
 
+def row_min_argmin(x):
+    return x.min(axis=-1), x.argmin(axis=-1)
+
+
+def _designed_rows(n: int, dtype: str, rng: np.random.Generator) -> np.ndarray:
+    """Rows that decide argmax/argmin by their tie and NaN rules, at every thread's share of the row: all
+    equal; all the lowest / highest value (the identity's own value); the extreme twice (first, last,
+    and across thread boundaries); one NaN, two NaNs, a NaN first and last; zeros of both signs; random."""
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        lo, hi = dt.type(-np.inf), dt.type(np.inf)
+    else:
+        lo, hi = np.iinfo(dt).min, np.iinfo(dt).max
+    rows = [np.full(n, dt.type(3)), np.full(n, lo), np.full(n, hi)]
+    for a, b in [(0, n - 1), (1, n - 1), (n // 2, n // 2 + 1), (3, 17), (15, 16), (n - 2, n - 1)]:
+        for extreme, fill in [(hi, lo), (lo, hi), (dt.type(5), dt.type(1)), (dt.type(1), dt.type(5))]:
+            row = np.full(n, fill)
+            row[[a % n, b % n]] = extreme
+            rows.append(row)
+    if dt.kind == "f":
+        for positions in ([0], [n - 1], [n // 3], [1, n - 1], [0, n - 1], [16, 4]):
+            row = rng.standard_normal(n).astype(dt)
+            row[[p % n for p in positions]] = np.nan
+            rows.append(row)
+        rows.append(np.where(np.arange(n) % 2 == 0, dt.type(-0.0), dt.type(0.0)).astype(dt))
+    rows += list(_data(rng, (8, n), dtype))
+    return np.stack(rows).astype(dt)
+
+
+@pytest.mark.parametrize("n", [1, 7, 63, 64, 65, 1024, 4096, 100_000])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "int32", "uint8"])
+def test_gpu_row_argmax_and_argmin_designed_rows(launcher, dtype: str, n: int) -> None:
+    """max/argmax and min/argmin of rows built to hit the tie and NaN rules, in every row schedule: rows
+    in registers (full and partial buckets: the first element assigned, the rest compared), re-read
+    rows, and the max read off the argmax pair. Exact, as NumPy (the sign of a zero extreme aside)."""
+    x = _designed_rows(n, dtype, np.random.default_rng(seed_of("designed rows", dtype, n)))
+    for fn in (row_max_argmax, row_min_argmin):
+        graph, region, space = single_region(fn, fusec.ArraySpec(x.shape, x.dtype), name="k")
+        out = launcher.run_region(region, space, {graph.inputs[0]: cupy.asarray(x)})
+        got = [cupy.asnumpy(out[node]) for node in graph.outputs]
+        with np.errstate(all="ignore"):
+            ref = [np.asarray(r) for r in interpret(graph, [x])]
+        assert np.array_equal(got[1], ref[1]), (fn.__name__, np.flatnonzero(got[1] != ref[1])[:5])
+        if ref[0].dtype.kind == "f":
+            assert_matches_numpy(got[0], ref[0], rtol=0.0, atol=0.0)
+        else:
+            assert_matches_numpy(got[0], ref[0])
+
+
 def test_gpu_new_size_of_a_signature_reuses_the_kernel(launcher) -> None:
     rng = np.random.default_rng(1)
     for shape in [(300, 999), (301, 1001)]:  # the 1024-element bucket, scalar loads: as 1029 x 917
