@@ -126,7 +126,7 @@ def _dispatch_one(name: str) -> None:
     (shape, dtype), = recipe.outputs
     out = cp.empty(shape, dtype)
     arrays = [*args, out, *([step.workspace()] if step.workspace is not None else [])]
-    cupy_args = (*arrays, *recipe.scalars)
+    cupy_args = (*arrays, *step.scalars)
     nbytes = out.nbytes
     rows = [("full call", lambda: fused(*args)),
             ("fast-path entry (key + lookup + runner)", lambda: fast(args)),

@@ -43,6 +43,7 @@ from fusec.ir.graph import Node, Region
 from fusec.passes.space import RegionSpace
 
 POISON_BYTE = 0xAB  # what poisoned outputs are filled with, byte by byte
+NULL_POINTER = np.uint64(0)  # the workspace argument of a one-block reduce-all, which uses none
 
 
 def _cupy() -> Any:
@@ -267,7 +268,7 @@ class KernelLauncher:
         if recipe.grid:
             args: list[Any] = [*arrays, *outs]
             if recipe.spec.kind == "reduce-all":
-                args.append(self._workspace(recipe.workspace_bytes))
+                args.append(self._workspace(recipe.workspace_bytes) if recipe.workspace_bytes else NULL_POINTER)
             args.extend(recipe.scalars)
             recipe.function((recipe.grid, 1, 1), recipe.block, tuple(args))
         return dict(zip(recipe.spec.outputs, outs))
@@ -296,10 +297,14 @@ class KernelLauncher:
             for node, (shape, dtype) in zip(recipe.spec.outputs, recipe.outputs):
                 slot[node] = len(slot)
                 values[node] = cp.empty(shape, dtype)  # a stand-in with the layout the kernel writes
-            workspace = (functools.partial(self._workspace, recipe.workspace_bytes)
-                         if recipe.spec.kind == "reduce-all" else None)
+            workspace, scalars = None, recipe.scalars
+            if recipe.spec.kind == "reduce-all":  # the workspace argument comes right before the scalars
+                if recipe.workspace_bytes:
+                    workspace = functools.partial(self._workspace, recipe.workspace_bytes)
+                else:
+                    scalars = (NULL_POINTER, *scalars)
             steps.append(PlanStep(recipe.function, (recipe.grid, 1, 1), recipe.block,
-                                  tuple(slot[n] for n in inputs), recipe.outputs, workspace, recipe.scalars))
+                                  tuple(slot[n] for n in inputs), recipe.outputs, workspace, scalars))
         if any(o not in slot or o in plan.graph.inputs for o in plan.graph.outputs):
             return None
         return PlanRunner(tuple(steps), len(slot), tuple(slot[o] for o in plan.graph.outputs))

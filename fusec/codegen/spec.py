@@ -223,8 +223,9 @@ class LaunchPolicy:
         return f"grid {blocks}" if blocks <= MAX_GRID else f"grid {MAX_GRID} (grid-stride over {blocks})"
 
     def workspace_bytes(self, grid: int) -> int:
-        """Bytes of the (zero-initialized, reusable) workspace a launch of ``grid`` blocks uses."""
-        if not self.partial_bytes:
+        """Bytes of the (zero-initialized, reusable) workspace a launch of ``grid`` blocks uses: none for one
+        block, whose own combination is the result (the runtime passes a null pointer)."""
+        if not self.partial_bytes or grid <= 1:
             return 0
         return WORKSPACE_HEADER + sum(_round_up(grid * b, 128) for b in self.partial_bytes)
 

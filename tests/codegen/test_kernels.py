@@ -457,6 +457,9 @@ def test_kernels_grid_is_capped_by_capacity_only_where_persistent() -> None:
     assert spec.launch.persistent and spec.launch.grid(528) == 528
     assert spec.launch.describe() == f"grid min({spec.launch.blocks}, SMs x resident blocks)"
     assert spec.launch.workspace_bytes(528) >= 128 + 2 * 528 * 8
+    small = _spec(mean_var, (1000,))  # one block: no workspace, the kernel skips the partials
+    assert small.launch.grid(528) == 1 and small.launch.workspace_bytes(1) == 0
+    assert render_body(small).count("if (gridDim.x > 1) {") == 2  # one per phase
     cols = _spec(col_sum, (1024, 1 << 16))
     assert cols.launch.persistent and cols.launch.grid(100) == 100
 

@@ -60,11 +60,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_reduceall_sum_cast_div_s
     }
   }
   acc0 = fs::block_allreduce(acc0, smem0, Acc0_identity());
-  Acc0* const part0 = reinterpret_cast<Acc0*>(ws + ws_offset);
-  ws_offset += fs::round_up_128((unsigned long long)gridDim.x * sizeof(Acc0));
-  if (threadIdx.x == 0) part0[blockIdx.x] = acc0;
-  fs::grid_barrier(counters);
-  acc0 = fs::combine_partials(part0, Acc0_identity(), smem0);
+  if (gridDim.x > 1) {  // one block: its combination is the result, and ws is null
+    Acc0* const part0 = reinterpret_cast<Acc0*>(ws + ws_offset);
+    ws_offset += fs::round_up_128((unsigned long long)gridDim.x * sizeof(Acc0));
+    if (threadIdx.x == 0) part0[blockIdx.x] = acc0;
+    fs::grid_barrier(counters);
+    acc0 = fs::combine_partials(part0, Acc0_identity(), smem0);
+  }
   const float v0 = acc0.r0;
   const double v1 = fc::cast<double>(v0);
   const double v2 = fc::div(v1, size0);
@@ -91,11 +93,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_reduceall_sum_cast_div_s
     }
   }
   acc1 = fs::block_allreduce(acc1, smem1, Acc1_identity());
-  Acc1* const part1 = reinterpret_cast<Acc1*>(ws + ws_offset);
-  ws_offset += fs::round_up_128((unsigned long long)gridDim.x * sizeof(Acc1));
-  if (threadIdx.x == 0) part1[blockIdx.x] = acc1;
-  fs::grid_barrier(counters);
-  acc1 = fs::combine_partials(part1, Acc1_identity(), smem1);
+  if (gridDim.x > 1) {  // one block: its combination is the result, and ws is null
+    Acc1* const part1 = reinterpret_cast<Acc1*>(ws + ws_offset);
+    ws_offset += fs::round_up_128((unsigned long long)gridDim.x * sizeof(Acc1));
+    if (threadIdx.x == 0) part1[blockIdx.x] = acc1;
+    fs::grid_barrier(counters);
+    acc1 = fs::combine_partials(part1, Acc1_identity(), smem1);
+  }
   const float v7 = acc1.r0;
   const double v8 = fc::cast<double>(v7);
   const double v9 = fc::div(v8, size0);
