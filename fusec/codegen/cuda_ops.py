@@ -24,6 +24,9 @@ from fusec.ir.ops import OPS, Kind, reduction_identity, ufunc_loops
 DEVICE_HEADER = "fusec_device.cuh.j2"  # templates/ name of the helper header every kernel starts with
 UPDATE_STATES = ("any", "first", "held")  # what a thread's partial holds when an element is folded in
 PAIR_INDEX_CTYPE = "index_t"  # argmax/argmin partials' index: the kernel's own index type (int or long long)
+# max/min with a float32 accumulator: one-instruction NaN-propagating helpers (values as maximum/minimum,
+# up to which NaN payload and which zero of a tie come out; see the header)
+_FLOAT_REDUCE_HELPERS = {"max": "reduce_max", "min": "reduce_min"}
 
 _CTYPES: dict[str, str] = {
     "bool": "bool",
@@ -295,6 +298,8 @@ class CudaReduction:
         """Two accumulators combined (associative and commutative up to float rounding)."""
         if self.pair_helper is not None:
             return f"fc::{self.pair_helper}({acc}, {value})"
+        if self.op in _FLOAT_REDUCE_HELPERS and self.acc_dtype == np.float32:
+            return f"fc::{_FLOAT_REDUCE_HELPERS[self.op]}({acc}, {value})"
         combine_op = OPS[self.op].combine
         assert combine_op is not None
         return expression(combine_op, [acc, value], [self.acc_dtype, self.acc_dtype], self.acc_dtype)

@@ -9,7 +9,7 @@ __device__ __forceinline__ Acc0 Acc0_identity() {
   return a;
 }
 __device__ __forceinline__ void combine(Acc0& a, const Acc0& b) {
-  a.r0 = fc::maximum(a.r0, b.r0);
+  a.r0 = fc::reduce_max(a.r0, b.r0);
 }
 struct alignas(4) Acc1 {
   float r0;
@@ -57,7 +57,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_cols_max_sub_exp_sum_div
     for (index_t i = threadIdx.y; i < nr; i += 8) {
       const index_t c0 = i;
       const __half ld0 = in0[ld0_kb + c0 * ld0_s0];
-      acc0.r0 = fc::maximum(acc0.r0, fc::cast<float>(ld0));
+      acc0.r0 = fc::reduce_max(acc0.r0, fc::cast<float>(ld0));
     }
     acc0 = fs::column_allreduce<Acc0, 32, 8>(acc0, smem0);
     const __half v0 = fc::cast<__half>(acc0.r0);

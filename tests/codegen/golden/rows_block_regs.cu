@@ -9,7 +9,7 @@ __device__ __forceinline__ Acc0 Acc0_identity() {
   return a;
 }
 __device__ __forceinline__ void combine(Acc0& a, const Acc0& b) {
-  a.r0 = fc::maximum(a.r0, b.r0);
+  a.r0 = fc::reduce_max(a.r0, b.r0);
 }
 struct alignas(4) Acc1 {
   float r0;
@@ -66,7 +66,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
     #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const float ld0 = ld0_r[c * 4 + j];
-        acc0.r0 = fc::maximum(acc0.r0, ld0);
+        acc0.r0 = fc::reduce_max(acc0.r0, ld0);
       }
     }
 
