@@ -143,10 +143,6 @@ def _dispatch_one(name: str) -> None:
     if step.workspace is not None:
         rows.append(("workspace lookup", step.workspace))
     try:
-        rows.insert(1, ("full call, FUSEC_LAUNCH=driver", _driver_fused(w, args, fused)))
-    except Exception as exc:  # no libcuda through ctypes, or a wrong result: say so
-        print(f"no FUSEC_LAUNCH=driver row: {exc!r}")
-    try:
         raw = _raw_driver_launch(recipe.function, (recipe.grid, 1, 1), recipe.block, cupy_args)
         rows.append(("ctypes cuLaunchKernel, args pre-packed", raw))
     except Exception as exc:  # no libcuda through ctypes: no row
@@ -171,26 +167,6 @@ def _dispatch_one(name: str) -> None:
     text = io.StringIO()
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(12)
     print(text.getvalue())
-
-
-def _driver_fused(w: W.Workload, args: tuple, fused: Any) -> Any:
-    """``w`` fused again with FUSEC_LAUNCH=driver (fusec.driver_launch), checked bit for bit against the
-    CuPy-launched ``fused`` on ``args``; returns the call to time."""
-    from fusec import driver_launch
-
-    before = driver_launch.LAUNCH
-    driver_launch.LAUNCH = "driver"
-    try:
-        other = _fused(w)
-        other(*args)  # builds the fast path's runner, with driver launches
-        got = other(*args)
-    finally:
-        driver_launch.LAUNCH = before
-    want = fused(*args)
-    for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
-        if not bool(cp.array_equal(a, b, equal_nan=True)):
-            raise AssertionError(f"{w.name}: the driver launch gave a different result")
-    return lambda: other(*args)
 
 
 def _raw_driver_launch(function: Any, grid: tuple, block: tuple, args: tuple) -> Any:
@@ -220,7 +196,7 @@ def _raw_driver_launch(function: Any, grid: tuple, block: tuple, args: tuple) ->
     first, pointer = slots[0], slots[0].value
     g, b = tuple(int(x) for x in grid), tuple(int(x) for x in block) + (1,) * (3 - len(block))
 
-    def call() -> None:
+    def call(_keep: list = slots) -> None:  # the slots must outlive every launch that reads them
         first.value = pointer
         rc = launch(handle, g[0], g[1], g[2], b[0], b[1], b[2], 0, stream, params, None)
         if rc:

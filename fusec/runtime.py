@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 
-from fusec import driver_launch
 from fusec.codegen.cuda import render_kernel
 from fusec.codegen.plan import ArrayLayout, KernelSpec, kernel_spec
 from fusec.ir.graph import Node, Region
@@ -79,7 +78,6 @@ class PlanStep:
     outputs: tuple[tuple[tuple[int, ...], np.dtype], ...]
     workspace: Any  # None, or a callable giving the zeroed scratch buffer of the current stream
     scalars: tuple[Any, ...]
-    launch: Any = None  # a fusec.driver_launch.DriverLaunch (FUSEC_LAUNCH=driver), else CuPy launches
 
 
 @dataclass(frozen=True)
@@ -91,11 +89,9 @@ class PlanRunner:
     out_slots: tuple[int, ...]
 
     def __call__(self, arrays: list[Any] | tuple[Any, ...]) -> list[Any]:
-        cp = _cupy()
-        new = cp.ndarray  # uninitialized, C-contiguous: cupy.empty without its Python wrapper
+        new = _cupy().ndarray  # uninitialized, C-contiguous: cupy.empty without its Python wrapper
         values = list(arrays) + [None] * (self.n_slots - len(arrays))
         filled = len(arrays)
-        stream = None
         for step in self.steps:
             outs = [new(shape, dtype) for shape, dtype in step.outputs]
             values[filled:filled + len(outs)] = outs
@@ -104,12 +100,7 @@ class PlanRunner:
                 args = [values[i] for i in step.in_slots] + outs
                 if step.workspace is not None:
                     args.append(step.workspace())
-                if step.launch is None:
-                    step.function(step.grid, step.block, (*args, *step.scalars))
-                else:
-                    if stream is None:
-                        stream = cp.cuda.get_current_stream().ptr
-                    step.launch([a.data.ptr for a in args], stream)
+                step.function(step.grid, step.block, (*args, *step.scalars))
         return [values[i] for i in self.out_slots]
 
 
@@ -312,13 +303,8 @@ class KernelLauncher:
                     workspace = functools.partial(self._workspace, recipe.workspace_bytes)
                 else:
                     scalars = (NULL_POINTER, *scalars)
-            launch = None
-            if driver_launch.LAUNCH == "driver" and recipe.grid:
-                n_pointers = len(inputs) + len(recipe.outputs) + (workspace is not None)
-                launch = driver_launch.DriverLaunch(recipe.function, (recipe.grid, 1, 1), recipe.block,
-                                                    n_pointers, scalars)
             steps.append(PlanStep(recipe.function, (recipe.grid, 1, 1), recipe.block,
-                                  tuple(slot[n] for n in inputs), recipe.outputs, workspace, scalars, launch))
+                                  tuple(slot[n] for n in inputs), recipe.outputs, workspace, scalars))
         if any(o not in slot or o in plan.graph.inputs for o in plan.graph.outputs):
             return None
         return PlanRunner(tuple(steps), len(slot), tuple(slot[o] for o in plan.graph.outputs))
