@@ -666,7 +666,9 @@ def git_commit() -> str | None:
 def fmt_ms(ms: float | None, dispatch: bool) -> str:
     if ms is None:
         return "-"
-    return f"{ms * 1e3:.1f} us" if dispatch else f"{ms:.3f} ms"
+    if dispatch:
+        return f"{ms * 1e3:.1f} us"
+    return f"{ms:.4f} ms" if ms < 0.1 else f"{ms:.3f} ms"  # three significant digits at least (0.0902 ms)
 
 
 def fmt_stats(st: dict, dispatch: bool) -> str:

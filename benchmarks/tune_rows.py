@@ -2,12 +2,13 @@
 """Try register-resident row schedules (``ROW_REGS_TABLE`` buckets: threads per row x elements per thread)
 on the row workloads and print the median time of each, so the table in ``fusec/codegen/spec.py`` is
 chosen by measurement; then gelu with the pointwise vector loop unrolled 1, 2 and 4
-times. GPU only:  PYTHONPATH=. python benchmarks/tune_rows.py
+times. GPU only:  PYTHONPATH=. python benchmarks/tune_rows.py [WORKLOAD ...]  (default: all, then gelu)
 """
 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import cupy as cp
@@ -38,10 +39,12 @@ CASES = {  # workload -> (shape, row length bucket, variants (threads per row, e
 }
 
 
-def main() -> None:
+def main(names: list[str]) -> None:
     base = dict(codegen_plan.ROW_REGS_TABLE)
     rng = cp.random.default_rng(0)
     for name, (shape, bucket, variants) in CASES.items():
+        if names and name not in names:
+            continue
         fn = _example(name)
         x = rng.standard_normal(shape, dtype=cp.float32)
         reference = None
@@ -59,7 +62,8 @@ def main() -> None:
             verdict = "ok" if ok else "MISMATCH"
             print(f"{name:10s} threads/row {threads:4d} elems/thread {elems:3d}: {ms:.4f} ms {verdict}", flush=True)
     codegen_plan.ROW_REGS_TABLE = base
-    tune_pointwise_unroll(rng)
+    if not names or "gelu" in names:
+        tune_pointwise_unroll(rng)
 
 
 def tune_pointwise_unroll(rng) -> None:
@@ -83,4 +87,4 @@ def tune_pointwise_unroll(rng) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
