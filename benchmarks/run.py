@@ -652,6 +652,12 @@ def slugify(text: str) -> str:
 
 
 def git_commit() -> str | None:
+    """The checkout's commit (``+dirty`` with changes), or ``$FUSEC_GIT_COMMIT`` where the tree is a copy
+    whose git metadata may be stale (the device machine's): pass ``FUSEC_GIT_COMMIT=$(git rev-parse
+    --short HEAD)`` from the checkout that made the copy."""
+    given = os.environ.get("FUSEC_GIT_COMMIT")
+    if given:
+        return given
     with contextlib.suppress(Exception):
         res = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                              timeout=10)

@@ -2,7 +2,8 @@
 # One GPU session, batched into device calls. Every log lands in $OUT; the last lines printed are a
 # short summary. Run from the repository root on a machine with an NVIDIA GPU:
 #   OUT=/tmp/out bash scripts/gpu_session.sh tests   # pytest -m gpu (tests/gpu, examples, CLI), the fuzzer, the demo
-#   OUT=/tmp/out bash scripts/gpu_session.sh bench   # benchmarks/run.py with every peer (add --quick for a short run)
+#   OUT=/tmp/out bash scripts/gpu_session.sh bench   # benchmarks/run.py with every peer (add --quick for a short run;
+#                                                    set FUSEC_GIT_COMMIT to the commit: the copy's git data may be stale)
 #   OUT=/tmp/out bash scripts/gpu_session.sh profile # benchmarks/profile_gpu.py: resources, SASS, ncu, dispatch, grid, compile
 # The fuzzer reads .fuzz/corpus.fir and the precompiled .fuzz/cubin.tar.xz (scripts/make_fuzz_corpus.py).
 set -u

@@ -165,3 +165,16 @@ def test_a_wrong_fusec_result_is_a_mismatch_and_the_run_goes_on(monkeypatch, tmp
     assert gelu["impls"][0]["status"] == "ok"
     out = capsys.readouterr().out
     assert "fusec: MISMATCH against the NumPy reference: max abs 0.01" in out
+
+
+def test_benchmarks_commit_can_come_from_the_environment(monkeypatch) -> None:
+    """On the device machine the tree is a copy whose git metadata may be stale: the caller names it."""
+    monkeypatch.setenv("FUSEC_GIT_COMMIT", "abc1234")
+    assert run.git_commit() == "abc1234"
+    monkeypatch.delenv("FUSEC_GIT_COMMIT")
+    assert run.git_commit() != "abc1234"
+
+
+def test_benchmarks_times_under_a_tenth_of_a_millisecond_keep_three_digits() -> None:
+    assert run.fmt_ms(0.090208, False) == "0.0902 ms" and run.fmt_ms(0.1335, False) == "0.134 ms"
+    assert run.fmt_ms(14.6e-3, True) == "14.6 us" and run.fmt_ms(None, False) == "-"
