@@ -447,7 +447,8 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
         budget = HOLD_MAX_VALUES - sum(elems * (2 if a.ctype in _WIDE_CTYPES else 1) for a in held)
         kept = _values_to_hold(b, phase_needed, epi_needed, elems, budget)
         if kept:
-            phases, epilogue_body, held_values = _hold_values(b, kept, phases, epilogue_body, vec)
+            phases, epilogue_body, held_values = _hold_values(b, kept, phases, epilogue_body, vec,
+                                                              [v for _, v in epilogue_store_raw])
     launch = _launch_policy(kind, schedule, vec, n_kept, n_loop, phases, row_threads)
     return KernelSpec(
         name=spec_name, kind=kind, schedule=schedule, index_ctype=index_ctype, contiguous=contiguous, vec=vec,
@@ -483,10 +484,12 @@ def _values_to_hold(b: _Builder, phase_needed: list[list[Node]], epi_needed: lis
     return kept
 
 
-def _hold_values(b: _Builder, kept: dict[Node, int], phases: list[Phase], epilogue_body: list[str], vec: int):
+def _hold_values(b: _Builder, kept: dict[Node, int], phases: list[Phase], epilogue_body: list[str], vec: int,
+                 epilogue_uses: Sequence[str]):
     """Rewrite the phase and epilogue bodies: the first phase that computes a kept value also stores it in
     ``<var>_h[c * vec + j]`` (the element's register slot, as the row's loads); later phases and the
-    epilogue read it from there (what computed it before becomes dead code for the compiler)."""
+    epilogue read it from there, and the lines (and register loads) only the recomputation needed go.
+    ``epilogue_uses``: the values the epilogue stores."""
     slot = f"[c * {vec} + j]"
     decl = {n: f"const {cuda_ops.ctype(n.dtype)} {b.var[n]} = " for n in kept}
 
@@ -502,9 +505,29 @@ def _hold_values(b: _Builder, kept: dict[Node, int], phases: list[Phase], epilog
                 out.append(f"{decl[node]}{b.var[node]}_h{slot};")
         return tuple(out)
 
-    new_phases = [dataclasses.replace(ph, body=rewrite(ph.body, ph.index)) for ph in phases]
+    new_phases = []
+    for ph in phases:
+        body = _without_dead_values(rewrite(ph.body, ph.index), ph.update + ph.update_first + ph.update_held)
+        used = " ".join(body + ph.update + ph.update_first + ph.update_held)
+        loads = tuple(a for a in ph.loads if re.search(rf"\b{a.var}\b", used))
+        new_phases.append(dataclasses.replace(ph, body=body, loads=loads))
+    epilogue = _without_dead_values(rewrite(epilogue_body, None), epilogue_uses)
     values = tuple((cuda_ops.ctype(n.dtype), b.var[n]) for n in kept)
-    return new_phases, list(rewrite(epilogue_body, None)), values
+    return new_phases, list(epilogue), values
+
+
+_DECLARATION = re.compile(r"const [^=]+? (v\d+) = ")
+
+
+def _without_dead_values(lines: tuple[str, ...], uses: Sequence[str]) -> tuple[str, ...]:
+    """``lines`` without the value declarations that no later line and none of ``uses`` reads (what a value
+    read back from its register slot left behind: its operands' lines)."""
+    out = list(lines)
+    for k in range(len(out) - 1, -1, -1):
+        m = _DECLARATION.match(out[k])
+        if m and not any(re.search(rf"\b{m.group(1)}\b", line) for line in [*out[k + 1:], *uses]):
+            del out[k]
+    return tuple(out)
 
 
 def _var_order(var: str) -> tuple[str, int]:

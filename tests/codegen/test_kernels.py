@@ -396,6 +396,10 @@ def test_kernels_rows_phases_of_layernorm_and_router() -> None:
     assert [f.ctype for f in spec.phases[2].fields] == ["fc::ArgPair<float, index_t>"]
     assert any(line.endswith("= (acc2.r0).value;") for line in spec.phases[2].finish)
     assert spec.phases[2].align == 4  # an int-indexed pair is two 4-byte words
+    # the last phase reads exp(x - max) back from its register slot: the subtraction and the load that
+    # only recomputing it needed are gone from the generated source
+    assert not any("fc::sub" in line for line in spec.phases[2].body)
+    assert [a.var for a in spec.phases[2].loads if not a.is_index] == []
     assert len(spec.row_stores) == 2 and not spec.epilogue_stores
 
 

@@ -96,7 +96,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
     #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const float ld0 = ld0_r[c * 4 + j];
-        const float v1 = fc::sub(ld0, v0);
         const float v2 = v2_h[c * 4 + j];
         const float v4 = fc::div(v2, v3);
 

@@ -113,8 +113,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
       for (int j = 0; j < 4; ++j) {
         const index_t i = ((index_t)c * 4 + lane) * 4 + j;
         const index_t ix0 = i;
-        const float ld0 = ld0_r[c * 4 + j];
-        const float v1 = fc::sub(ld0, v0);
         const float v2 = v2_h[c * 4 + j];
         const float v4 = fc::div(v2, v3);
         if (c == 0 && j == 0) {  // the thread's first element: its partial is the identity
