@@ -285,13 +285,15 @@ class CudaReduction:
         helper = self.next_helper + ("_held" if state == "held" else "")
         return f"fc::{helper}({acc}, {v}, ({PAIR_INDEX_CTYPE})({index}));"
 
-    def value_of_pair(self, acc: str, op_name: str) -> str | None:
-        """``op_name``'s result (max for argmax, min for argmin, over the same elements) read off this
-        argmax/argmin pair ``acc``, or None. The pair's value is the first NaN if any, else the first
-        occurrence of the extreme: the value ``op_name`` gives, up to the sign of a zero extreme (which
-        CORRECTNESS.md leaves free, as NumPy's own reduction order does)."""
-        if (self.op, op_name) not in (("argmax", "max"), ("argmin", "min")):
-            return None
+    def pair_gives(self, op_name: str) -> bool:
+        """Whether this argmax/argmin pair's value is ``op_name``'s result over the same elements (max for
+        argmax, min for argmin). The pair's value is the first NaN if any, else the first occurrence of
+        the extreme: the value ``op_name`` gives, up to the sign of a zero extreme (which CORRECTNESS.md
+        leaves free, as NumPy's own reduction order does)."""
+        return (self.op, op_name) in (("argmax", "max"), ("argmin", "min"))
+
+    def pair_value(self, acc: str) -> str:
+        """The value of argmax/argmin pair ``acc``, as ``dtype`` (see :meth:`pair_gives`)."""
         return cast_expression(f"({acc}).value", self.acc_dtype, self.dtype)
 
     def combine(self, acc: str, value: str) -> str:

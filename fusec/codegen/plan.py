@@ -75,15 +75,6 @@ __all__ = [
 
 _WIDE_CTYPES = ("double", "long long", "unsigned long long")
 
-
-def _wide_field(field_ctype: str, index_ctype: str) -> bool:
-    """Whether an accumulator field needs 8-byte alignment: an 8-byte type, or an argmax/argmin pair with
-    an 8-byte value or index (fc::ArgPair<float, index_t> of an int-indexed kernel is two 4-byte words)."""
-    if field_ctype.startswith("fc::ArgPair<"):
-        value_ctype = field_ctype[len("fc::ArgPair<"):].rsplit(",", 1)[0].strip()
-        return value_ctype in _WIDE_CTYPES or index_ctype in _WIDE_CTYPES
-    return field_ctype in _WIDE_CTYPES
-
 # ---- building ---------------------------------------------------------------------------------------------
 
 
@@ -276,14 +267,14 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
         needed = b.closure([(r.operands[0], r) for r in reds], refs)
         phase_needed.append(needed)
         body = [b.line(n, refs) for n in needed]
-        fields, finish = [], []
+        fields, finish, field_reductions = [], [], []
         update: dict[str, list[str]] = {state: [] for state in cuda_ops.UPDATE_STATES}
         pairs = {r.operands[0]: r for r in reds if b.red_cuda[r].pair_helper is not None}
         field_of: dict[Node, str] = {}
         for r in reds:
             cu = b.red_cuda[r]
             pair = pairs.get(r.operands[0])
-            if pair is not None and b.red_cuda[pair].value_of_pair("acc", r.op) is not None:
+            if pair is not None and b.red_cuda[pair].pair_gives(r.op):
                 continue  # read off the argmax/argmin pair of the same operand below
             fname = field_of[r] = f"r{len(fields)}"
             acc = f"acc{p}.{fname}"
@@ -295,16 +286,18 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
             for state, lines in update.items():
                 lines.append(cu.update(acc, value, index, state))
             fields.append(AccField(fname, cu.acc_ctype, cu.identity, cu.combine(f"a.{fname}", f"b.{fname}")))
+            field_reductions.append(cu)
         for r in reds:
             if r in field_of:
                 result = b.red_cuda[r].result(f"acc{p}.{field_of[r]}")
             else:
                 pair = pairs[r.operands[0]]
-                result = b.red_cuda[pair].value_of_pair(f"acc{p}.{field_of[pair]}", r.op)
+                result = b.red_cuda[pair].pair_value(f"acc{p}.{field_of[pair]}")
             finish.append(f"const {cuda_ops.ctype(r.dtype)} {b.var[r]} = {result};")
         finish += [b.line(n, row_refs) for n in per_row if space.phase[n] == p + 1]
         phase_refs.append(refs)
-        phases_raw.append((p, tuple(fields), tuple(body), {k: tuple(v) for k, v in update.items()}, tuple(finish)))
+        phases_raw.append((p, tuple(fields), tuple(body), {k: tuple(v) for k, v in update.items()}, tuple(finish),
+                           tuple(field_reductions)))
 
     full_outputs = [n for n in region.outputs if b.full(n)]
     row_outputs = [n for n in region.outputs if not b.full(n)]
@@ -422,8 +415,11 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
         uniform_loads.update((a.var, a) for a in uni)
         row_loads.update((a.var, a) for a in row)
     phases = []
-    for (p, fields, body, update, finish), refs in zip(phases_raw, phase_refs):
-        align = 8 if any(_wide_field(f.ctype, index_ctype) for f in fields) else 4
+    for (p, fields, body, update, finish, reductions), refs in zip(phases_raw, phase_refs):
+        # 8-byte fields (an argmax pair of an int-indexed kernel is two 4-byte words)
+        wide = any(cu.acc_dtype.itemsize == 8 or (cu.pair_helper is not None and index_ctype in _WIDE_CTYPES)
+                   for cu in reductions)
+        align = 8 if wide else 4
         phases.append(Phase(p, f"Acc{p}", align, fields, tuple(split(refs)[2]), body, update["any"], finish,
                             update["first"], update["held"]))
     epilogue_loads = tuple(split(epi_refs)[2])
@@ -507,8 +503,9 @@ def _hold_values(b: _Builder, kept: dict[Node, int], phases: list[Phase], epilog
 
     new_phases = []
     for ph in phases:
-        body = _without_dead_values(rewrite(ph.body, ph.index), ph.update + ph.update_first + ph.update_held)
-        used = " ".join(body + ph.update + ph.update_first + ph.update_held)
+        updates = ph.update + ph.update_first + ph.update_held
+        body = _without_dead_values(rewrite(ph.body, ph.index), updates)
+        used = " ".join(body + updates)
         loads = tuple(a for a in ph.loads if re.search(rf"\b{a.var}\b", used))
         new_phases.append(dataclasses.replace(ph, body=body, loads=loads))
     epilogue = _without_dead_values(rewrite(epilogue_body, None), epilogue_uses)
