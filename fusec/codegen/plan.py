@@ -211,10 +211,26 @@ class _Builder:
                 self.value(node, user, refs)
         return [n for n in self.members if n in need]
 
-    def line(self, node: Node, refs: set) -> str:
+    def invariant_division(self, node: Node) -> bool:
+        """A float32 division in a loop whose divisor stays the same over the loop (a per-row value, a
+        constant or a ``size``): ``fc::div_invariant`` can divide it with a reciprocal hoisted per row."""
+        if node.op != "div" or any(d.dtype != np.float32 for d in (node, *node.operands)) or not self.full(node):
+            return False
+        divisor = node.operands[1]
+        while divisor in self.inside and divisor.kind is Kind.LAYOUT:
+            divisor = divisor.operands[0]
+        if divisor in self.inside:
+            return not self.full(divisor)
+        return divisor.op in ("const", "size")
+
+    def line(self, node: Node, refs: set, fast_flag: str | None = None) -> str:
+        """``node``'s C++ line; with ``fast_flag``, a division by a loop-invariant divisor takes
+        ``fc::div_invariant``, which clears ``fast_flag`` where its operands are out of its range."""
         operands = [self.value(o, node, refs) for o in node.operands]
         if cuda_ops.is_float_cube(node):  # x ** 3 as two multiplies: powf costs ~40 instructions
             expr = f"fc::cube({operands[0]})"
+        elif fast_flag is not None and self.invariant_division(node):
+            expr = f"fc::div_invariant({operands[0]}, {operands[1]}, {fast_flag})"
         else:
             expr = cuda_ops.expression(node.op, operands, [o.dtype for o in node.operands], node.dtype)
         return f"const {cuda_ops.ctype(node.dtype)} {self.var[node]} = {expr};"
@@ -267,6 +283,7 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
         needed = b.closure([(r.operands[0], r) for r in reds], refs)
         phase_needed.append(needed)
         body = [b.line(n, refs) for n in needed]
+        body_fast = [b.line(n, refs, f"fast{p}") for n in needed]
         fields, finish, field_reductions = [], [], []
         update: dict[str, list[str]] = {state: [] for state in cuda_ops.UPDATE_STATES}
         pairs = {r.operands[0]: r for r in reds if b.red_cuda[r].pair_helper is not None}
@@ -296,14 +313,15 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
             finish.append(f"const {cuda_ops.ctype(r.dtype)} {b.var[r]} = {result};")
         finish += [b.line(n, row_refs) for n in per_row if space.phase[n] == p + 1]
         phase_refs.append(refs)
-        phases_raw.append((p, tuple(fields), tuple(body), {k: tuple(v) for k, v in update.items()}, tuple(finish),
-                           tuple(field_reductions)))
+        phases_raw.append((p, tuple(fields), tuple(body), tuple(body_fast), {k: tuple(v) for k, v in update.items()},
+                           tuple(finish), tuple(field_reductions)))
 
     full_outputs = [n for n in region.outputs if b.full(n)]
     row_outputs = [n for n in region.outputs if not b.full(n)]
     epi_refs: set[str] = set()
     epi_needed = b.closure([(n, None) for n in full_outputs], epi_refs)
     epilogue_body = [b.line(n, epi_refs) for n in epi_needed]
+    epilogue_fast = [b.line(n, epi_refs, "fast_epilogue") for n in epi_needed]
     epilogue_store_raw = [(b.store(n), b.value(n, None, epi_refs)) for n in full_outputs]
     row_store_raw = [(b.store(n), b.value(n, None, row_refs)) for n in row_outputs]
 
@@ -414,15 +432,22 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
         uni, row, _ = split(refs)
         uniform_loads.update((a.var, a) for a in uni)
         row_loads.update((a.var, a) for a in row)
+    # rows in registers: divisions by a per-row divisor take fc::div_invariant, and a loop where one of them
+    # left its range runs again with the IEEE division (``body_exact``); other schedules divide as IEEE does
+    fast_division = regs is not None
     phases = []
-    for (p, fields, body, update, finish, reductions), refs in zip(phases_raw, phase_refs):
+    for (p, fields, body, body_fast, update, finish, reductions), refs in zip(phases_raw, phase_refs):
         # 8-byte fields (an argmax pair of an int-indexed kernel is two 4-byte words)
         wide = any(cu.acc_dtype.itemsize == 8 or (cu.pair_helper is not None and index_ctype in _WIDE_CTYPES)
                    for cu in reductions)
         align = 8 if wide else 4
-        phases.append(Phase(p, f"Acc{p}", align, fields, tuple(split(refs)[2]), body, update["any"], finish,
-                            update["first"], update["held"]))
+        body_exact = body if fast_division and body_fast != body else ()
+        phases.append(Phase(p, f"Acc{p}", align, fields, tuple(split(refs)[2]), body_fast if body_exact else body,
+                            update["any"], finish, update["first"], update["held"], body_exact))
     epilogue_loads = tuple(split(epi_refs)[2])
+    epilogue_exact = epilogue_body if fast_division and epilogue_fast != epilogue_body else []
+    if epilogue_exact:
+        epilogue_body = epilogue_fast
 
     # parameters: arrays, workspace, scalars
     params = [Param(b.pointer[n], cuda_ops.ctype(n.dtype), "input") for n in b.array_inputs]
@@ -443,8 +468,8 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
         budget = HOLD_MAX_VALUES - sum(elems * (2 if a.ctype in _WIDE_CTYPES else 1) for a in held)
         kept = _values_to_hold(b, phase_needed, epi_needed, elems, budget)
         if kept:
-            phases, epilogue_body, held_values = _hold_values(b, kept, phases, epilogue_body, vec,
-                                                              [v for _, v in epilogue_store_raw])
+            phases, (epilogue_body, epilogue_exact), held_values = _hold_values(
+                b, kept, phases, (epilogue_body, epilogue_exact), vec, [v for _, v in epilogue_store_raw])
     launch = _launch_policy(kind, schedule, vec, n_kept, n_loop, phases, row_threads)
     return KernelSpec(
         name=spec_name, kind=kind, schedule=schedule, index_ctype=index_ctype, contiguous=contiguous, vec=vec,
@@ -453,7 +478,7 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
         uniform_loads=tuple(sorted(uniform_loads.values(), key=lambda a: _var_order(a.var))),
         row_loads=tuple(sorted(row_loads.values(), key=lambda a: _var_order(a.var))),
         prologue=tuple(prologue), phases=tuple(phases),
-        epilogue_loads=epilogue_loads, epilogue_body=tuple(epilogue_body),
+        epilogue_loads=epilogue_loads, epilogue_body=tuple(epilogue_body), epilogue_exact=tuple(epilogue_exact),
         epilogue_stores=tuple(Store(built[s.var], v) for s, v in epilogue_store_raw),
         row_stores=tuple(Store(built[s.var], v) for s, v in row_store_raw),
         launch=launch, row_threads=row_threads, elems=elems, held=held, held_values=held_values,
@@ -480,12 +505,13 @@ def _values_to_hold(b: _Builder, phase_needed: list[list[Node]], epi_needed: lis
     return kept
 
 
-def _hold_values(b: _Builder, kept: dict[Node, int], phases: list[Phase], epilogue_body: list[str], vec: int,
-                 epilogue_uses: Sequence[str]):
+def _hold_values(b: _Builder, kept: dict[Node, int], phases: list[Phase], epilogue_bodies: Sequence[list[str]],
+                 vec: int, epilogue_uses: Sequence[str]):
     """Rewrite the phase and epilogue bodies: the first phase that computes a kept value also stores it in
     ``<var>_h[c * vec + j]`` (the element's register slot, as the row's loads); later phases and the
     epilogue read it from there, and the lines (and register loads) only the recomputation needed go.
-    ``epilogue_uses``: the values the epilogue stores."""
+    ``epilogue_bodies``: the epilogue's body and its IEEE-division body (or []); ``epilogue_uses``: the
+    values the epilogue stores."""
     slot = f"[c * {vec} + j]"
     decl = {n: f"const {cuda_ops.ctype(n.dtype)} {b.var[n]} = " for n in kept}
 
@@ -505,12 +531,14 @@ def _hold_values(b: _Builder, kept: dict[Node, int], phases: list[Phase], epilog
     for ph in phases:
         updates = ph.update + ph.update_first + ph.update_held
         body = _without_dead_values(rewrite(ph.body, ph.index), updates)
-        used = " ".join(body + updates)
+        body_exact = _without_dead_values(rewrite(ph.body_exact, ph.index), updates) if ph.body_exact else ()
+        used = " ".join(body + body_exact + updates)
         loads = tuple(a for a in ph.loads if re.search(rf"\b{a.var}\b", used))
-        new_phases.append(dataclasses.replace(ph, body=body, loads=loads))
-    epilogue = _without_dead_values(rewrite(epilogue_body, None), epilogue_uses)
+        new_phases.append(dataclasses.replace(ph, body=body, body_exact=body_exact, loads=loads))
+    epilogues = [list(_without_dead_values(rewrite(lines, None), epilogue_uses)) if lines else []
+                 for lines in epilogue_bodies]
     values = tuple((cuda_ops.ctype(n.dtype), b.var[n]) for n in kept)
-    return new_phases, list(epilogue), values
+    return new_phases, epilogues, values
 
 
 _DECLARATION = re.compile(r"const [^=]+? (v\d+) = ")

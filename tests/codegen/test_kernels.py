@@ -403,6 +403,31 @@ def test_kernels_rows_phases_of_layernorm_and_router() -> None:
     assert len(spec.row_stores) == 2 and not spec.epilogue_stores
 
 
+def test_kernels_division_by_a_row_divisor_takes_the_hoisted_reciprocal_in_registers() -> None:
+    """Rows in registers divide float32 by a per-row divisor with fc::div_invariant and rerun the loop with
+    IEEE division where it cleared its flag; everything else divides as before."""
+    router_spec = _spec(router, (4096, 64))
+    last = router_spec.phases[2]
+    assert any("fc::div_invariant(" in line and ", fast2)" in line for line in last.body)
+    assert any("fc::div(" in line for line in last.body_exact)
+    assert not any("div_invariant" in line for line in last.body_exact)
+    assert not router_spec.phases[0].body_exact and not router_spec.epilogue_exact
+    body = render_body(router_spec)
+    assert "bool fast2 = true;" in body and "if (!fast2) {" in body and "acc2 = Acc2_identity();" in body
+
+    soft = _spec(softmax, (64, 8192))  # the division is in the epilogue: the outputs are written again
+    assert soft.schedule == "block_regs" and soft.epilogue_exact
+    assert any("fast_epilogue)" in line for line in soft.epilogue_body)
+    assert "if (!fast_epilogue) {" in render_body(soft)
+    norm = _spec(layernorm, (64, 8192))
+    assert any("fc::div_invariant(" in line for line in norm.epilogue_body)
+
+    for other in (_spec(softmax, (64, 100_000)),  # a re-reading schedule
+                  _spec(softmax, (64, 8192), dtype="float64"),  # float64 divides as IEEE does
+                  _spec(lambda x: x / (x + 1.0), (64, 64))):  # the divisor varies along the row
+        assert "div_invariant" not in render_body(other) and "fast" not in render_body(other)
+
+
 def test_kernels_max_shares_the_argmax_pair_only_of_the_same_operand() -> None:
     shared = _spec(row_min_argmin, (64, 100), dtype="float64")
     assert [f.ctype for f in shared.phases[0].fields] == ["fc::ArgPair<double, index_t>"]
