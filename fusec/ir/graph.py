@@ -31,9 +31,12 @@ _INTERN_LOCK = threading.Lock()
 
 
 def _attr_key(value: Any) -> Any:
-    """A hashable key that tells -0.0 from 0.0, and makes NaN equal to NaN."""
+    """A hashable key that tells -0.0 from 0.0 and a NaN with its sign bit set from one without (copysign
+    and signbit tell them apart: 0/0 is -nan on x86), and makes NaNs of the same sign equal."""
     if isinstance(value, float):
-        return ("f", struct.pack("<d", value) if not math.isnan(value) else b"nan")
+        if math.isnan(value):
+            return ("f", "-nan" if math.copysign(1.0, value) < 0 else "nan")
+        return ("f", struct.pack("<d", value))
     if isinstance(value, bool):
         return ("b", value)
     if isinstance(value, (list, tuple)):

@@ -21,6 +21,7 @@ through ``make_node`` and checks each ``: type`` annotation against the inferred
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -123,8 +124,14 @@ def _value(v: object) -> str:
     if v is None:
         return "none"
     if isinstance(v, float):
-        return repr(float(v))
+        return _float_text(v, repr(float(v)))
     return str(v)
+
+
+def _float_text(v: float, text: str) -> str:
+    """``text``, or ``-nan`` for a NaN with its sign bit set: str() and repr() drop a NaN's sign, which
+    copysign and signbit read."""
+    return "-nan" if math.isnan(v) and math.copysign(1.0, v) < 0 else text
 
 
 def _attrs(attrs: tuple[tuple[str, object], ...], skip: tuple[str, ...]) -> str:
@@ -136,7 +143,7 @@ def _line(node: Node, names: dict[Node, str]) -> str:
     text = f"{names[node]} = {node.op}"
     if node.op == "const":
         v = node.attr("value")
-        text += " " + (str(node.dtype.type(v)) if node.dtype.kind == "f" else _value(v))
+        text += " " + (_float_text(v, str(node.dtype.type(v))) if node.dtype.kind == "f" else _value(v))
     if node.operands:
         text += " " + ", ".join(names[o] for o in node.operands)
     attrs = _attrs(node.attrs, ("value",) if node.op == "const" else ())
