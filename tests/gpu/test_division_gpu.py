@@ -101,5 +101,9 @@ def test_gpu_division_by_row_divisor_is_ieee_division(launcher, fn, n: int) -> N
     with np.errstate(all="ignore"):
         ref = fn(x)
     refs = ref if isinstance(ref, tuple) else (ref,)
-    for node, expected in zip(graph.outputs, refs):
-        assert_matches_numpy(cupy.asnumpy(out[node]), np.asarray(expected), exact=True)
+    got = [cupy.asnumpy(out[node]) for node in graph.outputs]
+    if fn is scale_by_max:  # the quotients themselves: bit for bit, the sign of a zero included
+        assert_matches_numpy(got[0], refs[0], exact=True)
+    else:  # their max (the sign of a zero max is NumPy's reduction order, as in any max) and argmax
+        assert_matches_numpy(got[0], refs[0], rtol=0.0, atol=0.0)
+        assert_matches_numpy(got[1], refs[1])
