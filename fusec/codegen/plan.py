@@ -212,9 +212,11 @@ class _Builder:
         return [n for n in self.members if n in need]
 
     def invariant_division(self, node: Node) -> bool:
-        """A float32 division in a loop whose divisor stays the same over the loop (a per-row value, a
-        constant or a ``size``): ``fc::div_invariant`` can divide it with a reciprocal hoisted per row."""
-        if node.op != "div" or any(d.dtype != np.float32 for d in (node, *node.operands)) or not self.full(node):
+        """A float32 (or float16, computed in float32) division in a loop whose divisor stays the same over
+        the loop (a per-row value, a constant or a ``size``): ``fc::div_invariant`` can divide it with a
+        reciprocal hoisted per row."""
+        if (node.op != "div" or not self.full(node)
+                or any(d.dtype not in (np.float32, np.float16) or d.dtype != node.dtype for d in node.operands)):
             return False
         divisor = node.operands[1]
         while divisor in self.inside and divisor.kind is Kind.LAYOUT:

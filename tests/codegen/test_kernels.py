@@ -421,6 +421,8 @@ def test_kernels_division_by_a_row_divisor_takes_the_hoisted_reciprocal_in_regis
     assert "if (!fast_epilogue) {" in render_body(soft)
     norm = _spec(layernorm, (64, 8192))
     assert any("fc::div_invariant(" in line for line in norm.epilogue_body)
+    half = _spec(softmax, (64, 8192), dtype="float16")  # computed in float32 and rounded once, as div()
+    assert any("fc::div_invariant(" in line for line in half.epilogue_body)
 
     for other in (_spec(softmax, (64, 100_000)),  # a re-reading schedule
                   _spec(softmax, (64, 8192), dtype="float64"),  # float64 divides as IEEE does

@@ -1,4 +1,4 @@
-"""``fc::div_invariant`` on a GPU: float32 division by a per-row divisor in rows held in registers.
+"""``fc::div_invariant`` on a GPU: float32 (and float16) division by a per-row divisor in rows held in registers.
 
 The helper divides with a reciprocal hoisted per row and must give IEEE division's bits for every pair it
 takes its fast path for; elsewhere the kernel runs the loop again with IEEE division. Checked here:
@@ -91,8 +91,10 @@ def _designed_rows(n: int, rng: np.random.Generator) -> np.ndarray:
 
 @pytest.mark.parametrize("n", [64, 100, 1000, 1024, 4096, 8192])
 @pytest.mark.parametrize("fn", [scale_by_max, scaled_max_argmax])
-def test_gpu_division_by_row_divisor_is_ieee_division(launcher, fn, n: int) -> None:
-    x = _designed_rows(n, np.random.default_rng(seed_of("div_invariant", fn.__name__, n)))
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_gpu_division_by_row_divisor_is_ieee_division(launcher, fn, n: int, dtype: str) -> None:
+    with np.errstate(all="ignore"):
+        x = _designed_rows(n, np.random.default_rng(seed_of("div_invariant", fn.__name__, n))).astype(dtype)
     graph, region, space = single_region(fn, fusec.ArraySpec(x.shape, x.dtype), name="k")
     out = launcher.run_region(region, space, {graph.inputs[0]: cupy.asarray(x)})
     recipe = next(r for r in launcher._recipes.values() if r.region is region)
