@@ -218,9 +218,7 @@ class _Builder:
         if (node.op != "div" or not self.full(node)
                 or any(d.dtype not in (np.float32, np.float16) or d.dtype != node.dtype for d in node.operands)):
             return False
-        divisor = node.operands[1]
-        while divisor in self.inside and divisor.kind is Kind.LAYOUT:
-            divisor = divisor.operands[0]
+        divisor = node.operands[1]  # (the helper is exact for any divisor: this only decides where it pays)
         if divisor in self.inside:
             return not self.full(divisor)
         return divisor.op in ("const", "size")
