@@ -20,7 +20,10 @@
 6. **Body.** Member nodes as C++ lines built from the op table's CUDA expressions
    (:mod:`fusec.codegen.cuda_ops`), placed in the scope that computes them: once per kernel (uniform
    loads), once per row (reduced values and what depends only on them), per element of each pass over
-   the row (what a pass's reductions consume), and per element of the epilogue (full outputs).
+   the row (what a pass's reductions consume), and per element of the epilogue (full outputs). In rows
+   held in registers, a float division by a per-row value takes ``fc::div_invariant`` (a reciprocal
+   per row), and each loop that has one keeps an IEEE-division twin of its body (``body_exact``) that
+   the kernel runs instead where an operand is outside that helper's checked range.
 
 The rendered source depends only on the spec without its ``args`` (and without ``launch.work``):
 dtypes, ranks, the region's structure, which accesses are contiguous, broadcast or aligned, and the
