@@ -444,13 +444,11 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
         wide = any(cu.acc_dtype.itemsize == 8 or (cu.pair_helper is not None and index_ctype in _WIDE_CTYPES)
                    for cu in reductions)
         align = 8 if wide else 4
-        body_exact = body if fast_division and body_fast != body else ()
-        phases.append(Phase(p, f"Acc{p}", align, fields, tuple(split(refs)[2]), body_fast if body_exact else body,
-                            update["any"], finish, update["first"], update["held"], body_exact))
+        body, body_exact = _with_ieee_rerun(body, body_fast, fast_division)
+        phases.append(Phase(p, f"Acc{p}", align, fields, tuple(split(refs)[2]), body, update["any"], finish,
+                            update["first"], update["held"], body_exact))
     epilogue_loads = tuple(split(epi_refs)[2])
-    epilogue_exact = epilogue_body if fast_division and epilogue_fast != epilogue_body else []
-    if epilogue_exact:
-        epilogue_body = epilogue_fast
+    epilogue_body, epilogue_exact = _with_ieee_rerun(epilogue_body, epilogue_fast, fast_division)
 
     # parameters: arrays, workspace, scalars
     params = [Param(b.pointer[n], cuda_ops.ctype(n.dtype), "input") for n in b.array_inputs]
@@ -487,6 +485,15 @@ def kernel_spec(region: Region, space: RegionSpace, layouts: Mapping[Node, Array
         launch=launch, row_threads=row_threads, elems=elems, held=held, held_values=held_values,
         full_rows=regs is not None and n_loop == row_threads * elems,
     )
+
+
+def _with_ieee_rerun(body: Sequence[str], body_fast: Sequence[str], fast_division: bool,
+                     ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A loop's body and its IEEE-division twin for the rerun: ``body_fast`` (its invariant divisions by
+    fc::div_invariant) and ``body`` where the schedule allows it and they differ, else ``body`` and none."""
+    if fast_division and tuple(body_fast) != tuple(body):
+        return tuple(body_fast), tuple(body)
+    return tuple(body), ()
 
 
 def _values_to_hold(b: _Builder, phase_needed: list[list[Node]], epi_needed: list[Node], elems: int,
