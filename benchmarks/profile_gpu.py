@@ -39,7 +39,7 @@ import cupy as cp  # noqa: E402
 import fusec  # noqa: E402
 from benchmarks import workloads as W  # noqa: E402
 from fusec.explain_run import time_ms  # noqa: E402
-from fusec.runtime import KernelLauncher, default_launcher  # noqa: E402
+from fusec.runtime import NULL_POINTER, KernelLauncher, default_launcher  # noqa: E402
 
 LARGE = ("sum_abs", "gelu", "softmax", "layernorm", "moe_router", "adam")
 
@@ -126,27 +126,27 @@ def _dispatch_one(name: str) -> None:
     (shape, dtype), = recipe.outputs
     out = cp.empty(shape, dtype)
     arrays = [*args, out, *([step.workspace()] if step.workspace is not None else [])]
-    cupy_args = (*arrays, *step.scalars)
+    null = [NULL_POINTER] if recipe.spec.kind == "reduce-all" and step.workspace is None else []
+    cupy_args = (*arrays, *null, *recipe.scalars)
+    pointers = [a.data.ptr for a in arrays]
+    stream = cp.cuda.get_current_stream().ptr
     nbytes = out.nbytes
+    recycler = step.outputs[-1][3]
     rows = [("full call", lambda: fused(*args)),
             ("fast-path entry (key + lookup + runner)", lambda: fast(args)),
             ("_fast_key", lambda: api._fast_key(args)),
             ("runner(args)", lambda: runner(args)),
-            ("CuPy Function call (the launch)", lambda: recipe.function((recipe.grid, 1, 1), recipe.block,
-                                                                         cupy_args)),
-            ("cupy.empty(shape, dtype)", lambda: cp.empty(shape, dtype)),
+            ("packed launch (pointers written, driver)", lambda: step.launch.launch(stream, pointers)),
+            ("CuPy Function call (the same launch)", lambda: recipe.function((recipe.grid, 1, 1), recipe.block,
+                                                                              cupy_args)),
             ("cupy.ndarray(shape, dtype)", lambda: cp.ndarray(shape, dtype)),
             ("cupy.cuda.alloc(nbytes)", lambda: cp.cuda.alloc(nbytes)),
-            ("cupy.ndarray(memptr=alloc(nbytes))", lambda: cp.ndarray(shape, dtype, memptr=cp.cuda.alloc(nbytes))),
             ("get_current_stream().ptr", lambda: cp.cuda.get_current_stream().ptr),
             ("getDevice", cp.cuda.runtime.getDevice)]
+    if recycler is not None:
+        rows.append(("recycled output (take)", lambda: recycler.take(stream)))
     if step.workspace is not None:
         rows.append(("workspace lookup", step.workspace))
-    try:
-        raw = _raw_driver_launch(recipe.function, (recipe.grid, 1, 1), recipe.block, cupy_args)
-        rows.append(("ctypes cuLaunchKernel, args pre-packed", raw))
-    except Exception as exc:  # no libcuda through ctypes: no row
-        print(f"no ctypes row: {exc!r}")
     try:
         import torch
 
@@ -167,44 +167,6 @@ def _dispatch_one(name: str) -> None:
     text = io.StringIO()
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(12)
     print(text.getvalue())
-
-
-def _raw_driver_launch(function: Any, grid: tuple, block: tuple, args: tuple) -> Any:
-    """A launch of ``function`` straight through libcuda's cuLaunchKernel (ctypes, no CuPy): the argument
-    buffers are built once; each call rewrites the first pointer (as a new output would) and launches.
-    How much of CuPy's launch is the driver's own cost."""
-    import ctypes
-
-    import numpy as np
-
-    lib = ctypes.CDLL("libcuda.so.1")
-    launch = lib.cuLaunchKernel
-    launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
-    launch.restype = ctypes.c_int
-    kinds = {np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
-             np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
-             np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
-    slots = []
-    for a in args:
-        if isinstance(a, cp.ndarray):
-            slots.append(ctypes.c_void_p(a.data.ptr))
-        else:
-            slots.append(kinds[np.asarray(a).dtype](a.item() if hasattr(a, "item") else a))
-    params = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(v) for v in slots])
-    handle = ctypes.c_void_p(function.ptr)
-    stream = ctypes.c_void_p(cp.cuda.get_current_stream().ptr)
-    first, pointer = slots[0], slots[0].value
-    g, b = tuple(int(x) for x in grid), tuple(int(x) for x in block) + (1,) * (3 - len(block))
-
-    def call(_keep: list = slots) -> None:  # the slots must outlive every launch that reads them
-        first.value = pointer
-        rc = launch(handle, g[0], g[1], g[2], b[0], b[1], b[2], 0, stream, params, None)
-        if rc:
-            raise RuntimeError(f"cuLaunchKernel returned {rc}")
-
-    call()
-    cp.cuda.Device().synchronize()
-    return call
 
 
 def grid(names: list[str]) -> None:

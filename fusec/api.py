@@ -318,11 +318,18 @@ class Fused:
         runner = default_launcher().plan_runner(plan, arrays)
         if runner is None:
             return
-        pack = traced.pack
+        if traced.structure == "single":
+            def fast(a: tuple) -> Any:
+                return runner(a)[0]
+        else:
+            pack = traced.pack
+
+            def fast(a: tuple) -> Any:
+                return pack(runner(a))
         with self._lock:
             if len(self._fast) >= _SHAPES_KEPT:
                 self._fast.pop(next(iter(self._fast)))
-            self._fast[_fast_key(args)] = lambda a: pack(runner(a))
+            self._fast[_fast_key(args)] = fast
 
     def cuda_source(self, *args: Any, **kwargs: Any) -> str:
         """The CUDA C source of every kernel, exactly as compiled for these arguments (arrays, whose
@@ -367,20 +374,24 @@ class Fused:
 
 
 def _fast_key(args: tuple) -> tuple:
-    """What a cached runner depends on: each array's type, dtype, shape, strides, alignment and device.
-    Only array arguments qualify (a scalar argument makes the key miss, taking the full path)."""
-    key = []
+    """What a cached runner depends on: each array's dtype, shape, strides, alignment and device, flat,
+    then the current device. Only array arguments qualify (a scalar argument makes the key miss,
+    taking the full path). Every call computes it, so it is kept lean."""
+    key: list = []
     for a in args:
         if isinstance(a, np.ndarray):  # (a datetime array's .data raises)
-            return (None,)
+            return _NO_KEY
         data = getattr(a, "data", None)
         ptr = getattr(data, "ptr", None)
         if ptr is None:
-            return (None,)
-        key.append((a.dtype, a.shape, a.strides, ptr & 15, data.device_id))
+            return _NO_KEY
+        key += (a.dtype, a.shape, a.strides, ptr & 15, data.device_id)
     if key:  # runners launch on the device they were built on: the current one
         key.append(_current_device())
     return tuple(key)
+
+
+_NO_KEY = (None,)  # the key of arguments the fast path does not take: never stored
 
 
 def _fusion_disabled() -> bool:

@@ -7,6 +7,8 @@ shape, strides and pointer alignment, the device) builds a launch recipe: plan t
 text, and across processes by CuPy's disk cache), size the grid from the device's SM count and the
 kernel's occupancy, and freeze the scalar arguments as NumPy scalars of the exact C++ parameter types.
 A repeat call looks the recipe up, allocates the outputs and launches: no planning, no rendering.
+:meth:`KernelLauncher.plan_runner` goes one step further for :class:`fusec.Fused`'s repeat calls: every
+kernel of a plan resolved and its launch pre-packed (:mod:`fusec.dispatch`).
 
 Nothing here knows about ops: the kernel spec carries everything op-specific.
 
@@ -39,6 +41,7 @@ import numpy as np
 
 from fusec.codegen.cuda import render_kernel
 from fusec.codegen.plan import ArrayLayout, KernelSpec, kernel_spec
+from fusec.dispatch import PackedLaunch, PlanRunner, PlanStep, recycler_for
 from fusec.ir.graph import Node, Region
 from fusec.passes.space import RegionSpace
 
@@ -65,43 +68,6 @@ class LaunchRecipe:
     scalars: tuple[Any, ...]
     outputs: tuple[tuple[tuple[int, ...], np.dtype], ...]
     workspace_bytes: int
-
-
-@dataclass(frozen=True)
-class PlanStep:
-    """One launch of a :class:`PlanRunner`: where its inputs are, what it allocates, its frozen args."""
-
-    function: Any
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    in_slots: tuple[int, ...]
-    outputs: tuple[tuple[tuple[int, ...], np.dtype], ...]
-    workspace: Any  # None, or a callable giving the zeroed scratch buffer of the current stream
-    scalars: tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class PlanRunner:
-    """The dispatch fast path: every kernel of a plan, resolved for one exact input layout."""
-
-    steps: tuple[PlanStep, ...]
-    n_slots: int
-    out_slots: tuple[int, ...]
-
-    def __call__(self, arrays: list[Any] | tuple[Any, ...]) -> list[Any]:
-        new = _cupy().ndarray  # uninitialized, C-contiguous: cupy.empty without its Python wrapper
-        values = list(arrays) + [None] * (self.n_slots - len(arrays))
-        filled = len(arrays)
-        for step in self.steps:
-            outs = [new(shape, dtype) for shape, dtype in step.outputs]
-            values[filled:filled + len(outs)] = outs
-            filled += len(outs)
-            if step.grid[0]:
-                args = [values[i] for i in step.in_slots] + outs
-                if step.workspace is not None:
-                    args.append(step.workspace())
-                step.function(step.grid, step.block, (*args, *step.scalars))
-        return [values[i] for i in self.out_slots]
 
 
 class KernelLauncher:
@@ -275,12 +241,14 @@ class KernelLauncher:
 
     def plan_runner(self, plan: Any, arrays: list[Any]) -> PlanRunner | None:
         """A runner for ``plan`` over arrays laid out exactly as ``arrays`` (shapes, strides, dtypes,
-        alignment, device): every kernel's recipe resolved now, so a call only allocates outputs and
-        launches. None when the plan has outputs that no kernel writes (inputs or constants returned),
-        or when the launcher poisons outputs (tests take the checked path)."""
+        alignment, device): every kernel's recipe resolved and its launch packed now, so a call only
+        finds its outputs and launches (:mod:`fusec.dispatch`). None when the plan has outputs that no
+        kernel writes (inputs or constants returned), or when the launcher poisons outputs (tests take
+        the checked path)."""
         if self.poison is not None:
             return None
         cp = _cupy()
+        device = cp.cuda.runtime.getDevice()
         slot = {node: i for i, node in enumerate(plan.graph.inputs)}
         steps = []
         values: dict[Node, Any] = dict(zip(plan.graph.inputs, arrays))
@@ -288,26 +256,30 @@ class KernelLauncher:
             region = kernel.region
             inputs = self._inputs_of(region)
             ins = [values[n] for n in inputs]
-            key: tuple = (id(region), cp.cuda.runtime.getDevice(),
-                          *[(a.shape, a.strides, a.dtype.char, a.data.ptr & 15) for a in ins])
+            key: tuple = (id(region), device, *[(a.shape, a.strides, a.dtype.char, a.data.ptr & 15) for a in ins])
             recipe = self._recipes.get(key)
             if recipe is None or recipe.region is not region:
                 recipe = self.recipe(region, kernel.space, ins)
                 self._recipes[key] = recipe
+            outputs = []
             for node, (shape, dtype) in zip(recipe.spec.outputs, recipe.outputs):
                 slot[node] = len(slot)
                 values[node] = cp.empty(shape, dtype)  # a stand-in with the layout the kernel writes
+                outputs.append((slot[node], shape, dtype, recycler_for(shape, dtype)))
             workspace, scalars = None, recipe.scalars
             if recipe.spec.kind == "reduce-all":  # the workspace argument comes right before the scalars
                 if recipe.workspace_bytes:
                     workspace = functools.partial(self._workspace, recipe.workspace_bytes)
                 else:
                     scalars = (NULL_POINTER, *scalars)
-            steps.append(PlanStep(recipe.function, (recipe.grid, 1, 1), recipe.block,
-                                  tuple(slot[n] for n in inputs), recipe.outputs, workspace, scalars))
+            launch = None
+            if recipe.grid:
+                n_pointers = len(inputs) + len(outputs) + (workspace is not None)
+                launch = PackedLaunch(recipe.function, (recipe.grid, 1, 1), recipe.block, n_pointers, scalars)
+            steps.append(PlanStep(launch, tuple(slot[n] for n in inputs), tuple(outputs), workspace))
         if any(o not in slot or o in plan.graph.inputs for o in plan.graph.outputs):
             return None
-        return PlanRunner(tuple(steps), len(slot), tuple(slot[o] for o in plan.graph.outputs))
+        return PlanRunner(tuple(steps), len(plan.graph.inputs), tuple(slot[o] for o in plan.graph.outputs), device)
 
     def source(self, region: Region, space: RegionSpace, graph_values: Mapping[Node, Any]) -> str:
         """The CUDA source ``run_region`` compiles for these inputs (no launch)."""
