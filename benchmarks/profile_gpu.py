@@ -120,8 +120,7 @@ def _dispatch_one(name: str) -> None:
     recipe = list(default_launcher()._recipes.values())[-1]
     fused(*args)
     fast = fused._fast[api._fast_key(args)]
-    cells = dict(zip(fast.__code__.co_freevars, fast.__closure__ or ()))
-    runner = cells["runner"].cell_contents
+    runner = fast.runner
     step = runner.steps[-1]
     (shape, dtype), = recipe.outputs
     out = cp.empty(shape, dtype)
@@ -133,9 +132,8 @@ def _dispatch_one(name: str) -> None:
     nbytes = out.nbytes
     recycler = step.outputs[-1][3]
     rows = [("full call", lambda: fused(*args)),
-            ("fast-path entry (key + lookup + runner)", lambda: fast(args)),
             ("_fast_key", lambda: api._fast_key(args)),
-            ("runner(args)", lambda: runner(args)),
+            ("runner.run(args)", lambda: runner.run(args)),
             ("packed launch (pointers written, driver)", lambda: step.launch.launch(stream, pointers)),
             ("CuPy Function call (the same launch)", lambda: recipe.function((recipe.grid, 1, 1), recipe.block,
                                                                               cupy_args)),

@@ -315,17 +315,10 @@ class Fused:
         arrays of the same shapes, strides, dtypes and alignment only allocates and launches."""
         from fusec.runtime import default_launcher
 
-        runner = default_launcher().plan_runner(plan, arrays)
+        runner = default_launcher().plan_runner(plan, arrays, structure=traced.structure)
         if runner is None:
             return
-        if traced.structure == "single":
-            def fast(a: tuple) -> Any:
-                return runner(a)[0]
-        else:
-            pack = traced.pack
-
-            def fast(a: tuple) -> Any:
-                return pack(runner(a))
+        fast = runner.run  # returns the results packed as the function returns them
         with self._lock:
             if len(self._fast) >= _SHAPES_KEPT:
                 self._fast.pop(next(iter(self._fast)))
@@ -376,7 +369,21 @@ class Fused:
 def _fast_key(args: tuple) -> tuple:
     """What a cached runner depends on: each array's dtype, shape, strides, alignment and device, flat,
     then the current device. Only array arguments qualify (a scalar argument makes the key miss,
-    taking the full path). Every call computes it, so it is kept lean."""
+    taking the full path). Every call computes it, so plain ``cupy.ndarray`` arguments take a lean
+    loop; anything else (NumPy arrays, subclasses, scalars) takes :func:`_any_fast_key`."""
+    key: list = []
+    for a in args:
+        if type(a) is not _cupy_ndarray:
+            return _any_fast_key(args)
+        data = a.data
+        key += (a.dtype, a.shape, a.strides, data.ptr & 15, data.device_id)
+    if key:  # runners launch on the device they were built on: the current one
+        key.append(_current_device())
+    return tuple(key)
+
+
+def _any_fast_key(args: tuple) -> tuple:
+    global _cupy_ndarray
     key: list = []
     for a in args:
         if isinstance(a, np.ndarray):  # (a datetime array's .data raises)
@@ -385,12 +392,21 @@ def _fast_key(args: tuple) -> tuple:
         ptr = getattr(data, "ptr", None)
         if ptr is None:
             return _NO_KEY
+        if _cupy_ndarray is None and _backend(a) == "cupy":
+            _cupy_ndarray = _cupy_ndarray_type()
         key += (a.dtype, a.shape, a.strides, ptr & 15, data.device_id)
-    if key:  # runners launch on the device they were built on: the current one
+    if key:
         key.append(_current_device())
     return tuple(key)
 
 
+def _cupy_ndarray_type() -> type:
+    import cupy
+
+    return cupy.ndarray
+
+
+_cupy_ndarray: type | None = None  # cupy.ndarray once a CuPy argument was seen (fusec imports without CuPy)
 _NO_KEY = (None,)  # the key of arguments the fast path does not take: never stored
 
 

@@ -147,51 +147,58 @@ class PlanStep:
 
 
 class PlanRunner:
-    """Every kernel of a plan, resolved for one exact input layout: ``runner(arrays) -> outputs``.
+    """Every kernel of a plan, resolved for one exact input layout: ``runner.run(arrays)`` gives the
+    outputs, packed as ``structure`` says: ``"list"`` (the default), ``"tuple"`` or ``"single"`` (the
+    first output alone).
 
-    The runner is a straight-line Python function generated for the plan (``runner.source`` shows
-    it): value ``v<i>`` is the i-th input, then each kernel's outputs in order; per kernel it takes
-    or allocates the outputs, writes the pointers into the packed parameter block and calls the driver
-    with the grid, block and parameter addresses written in as constants. A generic loop over the
-    steps costs more than the launch's own Python (about 1.5 us per call on the H200's host)."""
+    ``run`` is a straight-line Python function generated for the plan (``runner.source`` shows it):
+    value ``v<i>`` is the i-th input, then each kernel's outputs in order; per kernel it takes or
+    allocates the outputs, writes the pointers into the packed parameter block and calls the driver
+    with the grid, block and parameter addresses written in as constants. (A generic loop over the
+    steps cost 1.5 us more per call than this on the H200's host.) :class:`fusec.Fused` calls ``run``
+    itself, so a repeat call goes through two Python frames: its own ``__call__`` and ``run``."""
 
-    def __init__(self, steps: tuple[PlanStep, ...], n_inputs: int, out_slots: tuple[int, ...], device: int):
+    def __init__(self, steps: tuple[PlanStep, ...], n_inputs: int, out_slots: tuple[int, ...], device: int,
+                 structure: str = "list"):
         self.steps = steps
         self.out_slots = out_slots
         self.device = device
-        self.source, names = _runner_source(steps, n_inputs, out_slots)
-        names.update(lock=threading.Lock(), current_stream=_cupy().cuda.get_current_stream,
-                     new=_cupy().ndarray)
+        self.source, names = _runner_source(steps, n_inputs, out_slots, structure)
+        cp = _cupy()
+        names.update(lock=threading.Lock(), current_stream=cp.cuda.get_current_stream, new=cp.ndarray,
+                     after_failure=self._after_failure)
         exec(compile(self.source, "<fusec dispatch>", "exec"), names)
-        self._run = names["run"]
+        self.run = names["run"]
+        self.run.runner = self  # (for inspection: Fused keeps only the function)
 
-    def __call__(self, arrays: list[Any] | tuple[Any, ...]) -> list[Any]:
-        try:
-            return self._run(arrays)
-        except Exception as exc:
-            # a thread that has not touched CUDA yet has no current context: make the device's current
-            # (as CuPy's runtime calls do) and run again (nothing was launched); other failures propagate
-            if "CUDA_ERROR_INVALID_CONTEXT" not in str(exc):
-                raise
-            _cupy().cuda.runtime.setDevice(self.device)
-            return self._run(arrays)
+    def __call__(self, arrays: list[Any] | tuple[Any, ...]) -> Any:
+        return self.run(arrays)
+
+    def _after_failure(self, exc: BaseException) -> None:
+        """A failed run raises again, except in a thread that has not touched CUDA yet: it has no current
+        context, so make the device's current (as CuPy's runtime calls do) and let ``run`` try once more
+        (nothing was launched)."""
+        if "CUDA_ERROR_INVALID_CONTEXT" not in str(exc):
+            raise exc
+        _cupy().cuda.runtime.setDevice(self.device)
 
 
-def _runner_source(steps: tuple[PlanStep, ...], n_inputs: int,
-                   out_slots: tuple[int, ...]) -> tuple[str, dict[str, Any]]:
+def _runner_source(steps: tuple[PlanStep, ...], n_inputs: int, out_slots: tuple[int, ...],
+                   structure: str) -> tuple[str, dict[str, Any]]:
     """The source of a runner's ``run(arrays)`` and the names it refers to."""
     names: dict[str, Any] = {}
-    inputs = ", ".join(f"v{i}" for i in range(n_inputs))
-    lines = ["def run(arrays):", f"    {inputs}{',' if n_inputs == 1 else ''} = arrays" if n_inputs else "",
-             "    stream = current_stream().ptr", "    with lock:"]
+    body = []
+    if n_inputs:
+        body.append(f"{', '.join(f'v{i}' for i in range(n_inputs))}{',' if n_inputs == 1 else ''} = arrays")
+    body += ["stream = current_stream().ptr", "with lock:"]
     for k, step in enumerate(steps):
         for slot, shape, dtype, recycler in step.outputs:
             if recycler is not None:
                 names[f"take{slot}"] = recycler.take
-                lines.append(f"        v{slot} = take{slot}(stream)")
+                body.append(f"    v{slot} = take{slot}(stream)")
             else:
                 names[f"shape{slot}"], names[f"dtype{slot}"] = shape, dtype
-                lines.append(f"        v{slot} = new(shape{slot}, dtype{slot})")
+                body.append(f"    v{slot} = new(shape{slot}, dtype{slot})")
         launch = step.launch
         if launch is None:
             continue
@@ -200,12 +207,16 @@ def _runner_source(steps: tuple[PlanStep, ...], n_inputs: int,
             names[f"workspace{k}"] = step.workspace
             pointers.append(f"workspace{k}().data.ptr")
         names[f"write{k}"], names[f"block{k}"], names[f"launch{k}"] = launch.write, launch.block_bytes, launch.driver
-        lines.append(f"        write{k}(block{k}, 0, {', '.join(pointers)})")
+        body.append(f"    write{k}(block{k}, 0, {', '.join(pointers)})")
         function, gx, gy, gz, bx, by, bz, shared = launch.constants
-        lines.append(f"        launch{k}({function}, {gx}, {gy}, {gz}, {bx}, {by}, {bz}, {shared}, stream, "
-                     f"{launch.parameters}, 0)")
-    lines.append(f"    return [{', '.join(f'v{i}' for i in out_slots)}]")
-    return "\n".join(line for line in lines if line) + "\n", names
+        body.append(f"    launch{k}({function}, {gx}, {gy}, {gz}, {bx}, {by}, {bz}, {shared}, stream, "
+                    f"{launch.parameters}, 0)")
+    results = ", ".join(f"v{i}" for i in out_slots)
+    body.append("return " + {"single": f"v{out_slots[0]}", "tuple": f"({results},)", "list": f"[{results}]"}[structure])
+    lines = ["def run(arrays, retry=True):", "    try:", *("        " + line for line in body),
+             "    except Exception as exc:", "        if not retry:", "            raise",
+             "        after_failure(exc)", "        return run(arrays, False)"]
+    return "\n".join(lines) + "\n", names
 
 
 def recycler_for(shape: tuple[int, ...], dtype: np.dtype) -> OutputRecycler | None:

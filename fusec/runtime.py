@@ -239,10 +239,11 @@ class KernelLauncher:
             recipe.function((recipe.grid, 1, 1), recipe.block, tuple(args))
         return dict(zip(recipe.spec.outputs, outs))
 
-    def plan_runner(self, plan: Any, arrays: list[Any]) -> PlanRunner | None:
+    def plan_runner(self, plan: Any, arrays: list[Any], structure: str = "list") -> PlanRunner | None:
         """A runner for ``plan`` over arrays laid out exactly as ``arrays`` (shapes, strides, dtypes,
         alignment, device): every kernel's recipe resolved and its launch packed now, so a call only
-        finds its outputs and launches (:mod:`fusec.dispatch`). None when the plan has outputs that no
+        finds its outputs and launches (:mod:`fusec.dispatch`); it packs its results as ``structure``
+        says (``"list"``, ``"tuple"``, ``"single"``). None when the plan has outputs that no
         kernel writes (inputs or constants returned), or when the launcher poisons outputs (tests take
         the checked path)."""
         if self.poison is not None:
@@ -279,7 +280,8 @@ class KernelLauncher:
             steps.append(PlanStep(launch, tuple(slot[n] for n in inputs), tuple(outputs), workspace))
         if any(o not in slot or o in plan.graph.inputs for o in plan.graph.outputs):
             return None
-        return PlanRunner(tuple(steps), len(plan.graph.inputs), tuple(slot[o] for o in plan.graph.outputs), device)
+        return PlanRunner(tuple(steps), len(plan.graph.inputs), tuple(slot[o] for o in plan.graph.outputs), device,
+                          structure)
 
     def source(self, region: Region, space: RegionSpace, graph_values: Mapping[Node, Any]) -> str:
         """The CUDA source ``run_region`` compiles for these inputs (no launch)."""

@@ -192,7 +192,7 @@ def test_a_runner_launches_each_kernel_with_its_inputs_outputs_and_workspace(mon
         dispatch.PlanStep(None, (), ((5, (0,), np.dtype(np.float32), None),), None),
     )
     runner = dispatch.PlanRunner(steps, 2, (4, 2, 5), device=0)
-    assert "def run(arrays):" in runner.source and runner.source.count("launch") == 2
+    assert "def run(arrays, retry=True):" in runner.source and runner.source.count("launch") == 2
 
     x, y = _input(0x100), _input(0x200)
     result = runner((x, y))
@@ -235,3 +235,19 @@ def test_a_thread_without_a_cuda_context_makes_the_device_current_and_runs_again
     with pytest.raises(RuntimeError, match="LAUNCH_FAILED"):
         runner((_input(0x10),))
     assert devices == [3]
+
+
+@pytest.mark.parametrize("structure", ["single", "tuple", "list"])
+def test_a_runner_packs_its_results_as_the_function_returns_them(monkeypatch, structure):
+    monkeypatch.setattr(dispatch, "_cupy", lambda: _fake_cupy([]))
+    launch = dispatch.PackedLaunch(_Function(), (1, 1, 1), (32, 1, 1), 3, ())
+    launch.driver = lambda *args: None
+    outputs = tuple((slot, (2,), np.dtype(np.float32), None) for slot in (1, 2))
+    runner = dispatch.PlanRunner((dispatch.PlanStep(launch, (0,), outputs, None),), 1, (2, 1), 0, structure)
+    result = runner.run((_input(0x10),))
+    assert runner.run.runner is runner
+    if structure == "single":
+        assert isinstance(result, _Array) and result.data.ptr == 0x2000  # the first result: slot 2
+    else:
+        assert type(result) is {"tuple": tuple, "list": list}[structure]
+        assert [r.data.ptr for r in result] == [0x2000, 0x1000]

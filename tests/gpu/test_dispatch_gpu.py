@@ -140,6 +140,5 @@ def test_large_outputs_are_not_recycled():
 
 def _recyclers(fused):
     (fast,) = fused._fast.values()
-    cells = dict(zip(fast.__code__.co_freevars, fast.__closure__))
-    runner = cells["runner"].cell_contents
+    runner = fast.runner
     return [recycler for step in runner.steps for _, _, _, recycler in step.outputs]
