@@ -383,6 +383,8 @@ def _fast_key(args: tuple) -> tuple:
 
 
 def _any_fast_key(args: tuple) -> tuple:
+    """:func:`_fast_key` for arguments of any type: the same key for CuPy arrays (and subclasses), no
+    key for anything else. The first CuPy array it sees enables the lean loop."""
     global _cupy_ndarray
     key: list = []
     for a in args:
