@@ -54,8 +54,6 @@ class PackedLaunch:
     def __init__(self, function: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
                  n_pointers: int, scalars: tuple[Any, ...]):
         self.function = function  # kept alive: it owns the module the kernel lives in
-        self.grid = grid
-        self.block = block
         self.n_pointers = n_pointers
         sizes = [8] * n_pointers + [np.asarray(s).dtype.itemsize for s in scalars]
         offsets, end = [], 0

@@ -194,6 +194,19 @@ class KernelLauncher:
             workspace_bytes=spec.launch.workspace_bytes(grid) if grid else 0,
         )
 
+    def _cached_recipe(self, region: Region, space: RegionSpace, arrays: list[Any], device: int,
+                       out: Mapping[Node, Any] | None = None) -> LaunchRecipe:
+        """:meth:`recipe`, cached by the region and the layout of its inputs (and ``out`` arrays) on
+        ``device``: each array's shape, strides, dtype and pointer alignment."""
+        key: tuple = (id(region), device, *[(a.shape, a.strides, a.dtype.char, a.data.ptr & 15) for a in arrays])
+        if out:
+            key += tuple((id(n), a.shape, a.strides, a.data.ptr & 15) for n, a in out.items())
+        recipe = self._recipes.get(key)
+        if recipe is None or recipe.region is not region:
+            recipe = self.recipe(region, space, arrays, out)
+            self._recipes[key] = recipe
+        return recipe
+
     def _workspace(self, nbytes: int) -> Any:
         """A zeroed scratch buffer for the current device and stream (kernels leave it zeroed)."""
         cp = _cupy()
@@ -214,14 +227,7 @@ class KernelLauncher:
         """
         cp = _cupy()
         arrays = [graph_values[n] for n in self._inputs_of(region)]
-        key: tuple = (id(region), cp.cuda.runtime.getDevice(),
-                      *[(a.shape, a.strides, a.dtype.char, a.data.ptr & 15) for a in arrays])
-        if out:
-            key += tuple((id(n), a.shape, a.strides, a.data.ptr & 15) for n, a in out.items())
-        recipe = self._recipes.get(key)
-        if recipe is None or recipe.region is not region:
-            recipe = self.recipe(region, space, arrays, out)
-            self._recipes[key] = recipe
+        recipe = self._cached_recipe(region, space, arrays, cp.cuda.runtime.getDevice(), out)
         outs = []
         for node, (shape, dtype) in zip(recipe.spec.outputs, recipe.outputs):
             given = out.get(node) if out else None
@@ -257,11 +263,7 @@ class KernelLauncher:
             region = kernel.region
             inputs = self._inputs_of(region)
             ins = [values[n] for n in inputs]
-            key: tuple = (id(region), device, *[(a.shape, a.strides, a.dtype.char, a.data.ptr & 15) for a in ins])
-            recipe = self._recipes.get(key)
-            if recipe is None or recipe.region is not region:
-                recipe = self.recipe(region, kernel.space, ins)
-                self._recipes[key] = recipe
+            recipe = self._cached_recipe(region, kernel.space, ins, device)
             outputs = []
             for node, (shape, dtype) in zip(recipe.spec.outputs, recipe.outputs):
                 slot[node] = len(slot)
