@@ -9,16 +9,16 @@ they move nothing) and every intermediate is written and read back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from fusec.ir.graph import Graph, Node, Region
+from fusec.ir.graph import Graph, Node
 from fusec.ir.interpret import run_nodes
 from fusec.ir.ops import Kind
+from fusec.ir.region import Region, RegionSpace
 from fusec.passes.manager import DEFAULT_PIPELINE, run_pipeline
-from fusec.passes.space import RegionSpace, region_space
 
 
 def _is_array(node: Node) -> bool:
@@ -39,7 +39,10 @@ class Kernel:
     name: str
     kind: str
     region: Region
-    space: RegionSpace = field(repr=False)
+
+    @property
+    def space(self) -> RegionSpace:
+        return self.region.space
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -136,7 +139,7 @@ def make_plan(traced: Graph, passes: tuple[str, ...] = DEFAULT_PIPELINE) -> Plan
     graph = run_pipeline(traced, passes)
     kernels = []
     for region in graph.regions or ():
-        kernels.append(Kernel(region.name, region.kind, region, region_space(region.nodes)))
+        kernels.append(Kernel(region.name, region.kind, region))
     return Plan(traced, graph, tuple(kernels))
 
 

@@ -42,8 +42,8 @@ import numpy as np
 from fusec.codegen.cuda import render_kernel
 from fusec.codegen.plan import ArrayLayout, KernelSpec, kernel_spec
 from fusec.dispatch import PackedLaunch, PlanRunner, PlanStep, recycler_for
-from fusec.ir.graph import Node, Region
-from fusec.passes.space import RegionSpace
+from fusec.ir.graph import Node
+from fusec.ir.region import Region, RegionSpace
 
 POISON_BYTE = 0xAB  # what poisoned outputs are filled with, byte by byte
 NULL_POINTER = np.uint64(0)  # the workspace argument of a one-block reduce-all, which uses none

@@ -36,8 +36,9 @@ from hypothesis import strategies as st
 
 from fusec.errors import FusecError
 from fusec.ir import dtypes as fdt
-from fusec.ir.graph import Graph, Node, make_node, make_regions
+from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.ops import NO_IDENTITY, OPS, Kind, ufunc_loops
+from fusec.ir.region import make_regions
 from fusec.ir.text import REGION_KINDS
 
 __all__ = ["graphs", "partitioned_graphs", "ALL_DTYPES", "FLOAT_DTYPES"]

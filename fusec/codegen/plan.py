@@ -67,9 +67,9 @@ from fusec.codegen.spec import (
     Store,
     alignment,
 )
-from fusec.ir.graph import Node, Region
+from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
-from fusec.passes.space import RegionSpace, operand_map
+from fusec.ir.region import Region, RegionSpace, operand_map
 
 __all__ = [
     "INT32_LIMIT", "AccField", "Access", "ArrayLayout", "Axis", "KernelSpec", "LaunchPolicy", "Param", "Phase",

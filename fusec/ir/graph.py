@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import numpy as np
@@ -25,6 +25,9 @@ import numpy as np
 from fusec.ir import dtypes
 from fusec.ir.infer import Shape, infer
 from fusec.ir.ops import OPS, Kind, OpDef
+
+if TYPE_CHECKING:
+    from fusec.ir.region import Region
 
 _INTERN: weakref.WeakValueDictionary[tuple, Node] = weakref.WeakValueDictionary()
 _INTERN_LOCK = threading.Lock()
@@ -145,57 +148,6 @@ def topological(outputs: Iterable[Node]) -> list[Node]:
                 seen.add(id(node))
                 order.append(node)
     return order
-
-
-@dataclass(frozen=True)
-class Region:
-    """A set of nodes that become one kernel (filled in by the fusion pass)."""
-
-    name: str
-    kind: str  # pointwise | reduce-all | rows | cols
-    nodes: tuple[Node, ...]  # in topological order
-    outputs: tuple[Node, ...]  # nodes read outside the region or returned (materialized)
-    inputs: tuple[Node, ...]  # nodes outside the region that it reads
-
-
-def make_regions(specs: Iterable[tuple[str, str, Iterable[Node]]], users: Mapping[Node, list[Node]],
-                 graph_outputs: Iterable[Node]) -> tuple[Region, ...]:
-    """Regions from ``(name, kind, nodes)`` in kernel order, with their inputs and outputs.
-
-    A node may sit in several regions (it is recomputed in each). The first region holding a node
-    *owns* it and writes it when something needs it in memory: the function returns it, or a
-    user sits in a region that does not hold it. A region's inputs are the operands it reads from
-    outside itself (constants and sizes included; they become literals and parameters).
-    """
-    specs = [(name, kind, list(dict.fromkeys(nodes))) for name, kind, nodes in specs]
-    returned = set(graph_outputs)
-    holders: dict[Node, list[int]] = {}
-    for i, (_, _, nodes) in enumerate(specs):
-        for n in nodes:
-            holders.setdefault(n, []).append(i)
-    members = [set(nodes) for _, _, nodes in specs]
-    regions = []
-    for i, (name, kind, nodes) in enumerate(specs):
-        inside = members[i]
-        inputs = list(dict.fromkeys(o for n in nodes for o in n.operands if o not in inside))
-        outputs = []
-        for n in nodes:
-            if holders[n][0] != i:
-                continue
-            needed = n in returned or any(
-                u not in holders or any(n not in members[j] for j in holders[u])
-                for u in users.get(n, ())
-            )
-            if needed:
-                outputs.append(n)
-        regions.append(Region(name, kind, tuple(nodes), tuple(outputs), tuple(inputs)))
-    return tuple(regions)
-
-
-def make_region(name: str, kind: str, nodes: Iterable[Node], users: Mapping[Node, list[Node]],
-                graph_outputs: Iterable[Node]) -> Region:
-    """One region over ``nodes`` (see :func:`make_regions`)."""
-    return make_regions([(name, kind, nodes)], users, graph_outputs)[0]
 
 
 @dataclass(frozen=True, eq=False)

@@ -30,9 +30,10 @@ import numpy as np
 
 from fusec.errors import FusecError, ParseError, VerifyError
 from fusec.ir import dtypes
-from fusec.ir.graph import Graph, Node, Region, make_node, make_regions
+from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.infer import Shape
 from fusec.ir.ops import OPS
+from fusec.ir.region import Region, make_regions
 
 REGION_KINDS = ("pointwise", "reduce-all", "rows", "cols")
 _BARE_GLOBAL = re.compile(r"[A-Za-z0-9_.]+\Z")

@@ -27,9 +27,10 @@ import networkx as nx
 
 from fusec.errors import FusecError, VerifyError
 from fusec.ir import dtypes
-from fusec.ir.graph import Graph, Node, Region, make_regions, topological
+from fusec.ir.graph import Graph, Node, topological
 from fusec.ir.infer import infer
 from fusec.ir.ops import OPS, Kind
+from fusec.ir.region import Region, make_regions
 from fusec.ir.text import REGION_KINDS, _global, _layout
 
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")

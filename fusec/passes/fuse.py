@@ -1,6 +1,7 @@
 """fuse: partition a graph into regions, each one kernel with one iteration space.
 
-Legality is decided here and in ``space.py``; whether a legal merge is worth it, in ``policy.py``.
+Legality is decided here and in ``fusec/ir/region.py`` (the iteration space); whether a legal merge is
+worth it, in ``policy.py``.
 The partitioner starts from one group per non-source node and merges greedily:
 
 1. vertical: a producer's group into its consumer's group (prologues into reductions, epilogues
@@ -24,12 +25,12 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from fusec.ir.graph import Graph, Node, Region, make_regions, rewrite
+from fusec.ir.graph import Graph, Node, rewrite
 from fusec.ir.ops import Kind
+from fusec.ir.region import Refusal, Region, RegionSpace, make_regions, region_space
 from fusec.passes import policy
 from fusec.passes.canonicalize import keepdims_form, reduce_over_nothing, size_of_input
 from fusec.passes.manager import register
-from fusec.passes.space import Refusal, RegionSpace, region_space
 
 
 def _fusion_form(node: Node) -> Node:
@@ -256,7 +257,7 @@ class _Partition:
         order = list(nx.lexicographical_topological_sort(
             q, key=lambda g: self.order[self.groups[g].nodes[0]]))
         specs = [(f"k{i}", self.groups[gid].space.kind, self.groups[gid].nodes) for i, gid in enumerate(order)]
-        return make_regions(specs, self.graph.users, self.graph.outputs)
+        return make_regions(specs, self.graph.users, self.graph.outputs, [self.groups[g].space for g in order])
 
 
 def _node_names(graph: Graph) -> dict[Node, str]:

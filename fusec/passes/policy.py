@@ -1,6 +1,6 @@
 """Profitability: whether a legal fusion is worth doing, and what to recompute.
 
-Legality lives in ``fuse.py`` (and ``space.py``); this module only answers "should it".
+Legality lives in ``fuse.py`` (and ``fusec/ir/region.py``); this module only answers "should it".
 The numbers are the op table's relative costs (``OpDef.cost``) and a few budgets, each named
 and explained here rather than scattered through the pass.
 """
@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
-from fusec.passes.space import RegionSpace
+from fusec.ir.region import RegionSpace
 
 # A producer cone at most this expensive (sum of op costs) is recomputed in each region that
 # reads it instead of being written to memory and read back: one transcendental (cost 4-8) plus

@@ -26,9 +26,9 @@ from fusec.codegen import nvrtc
 from fusec.codegen.cuda import render_body, render_kernel, render_module
 from fusec.codegen.plan import INT32_LIMIT, ArrayLayout, KernelSpec, kernel_spec
 from fusec.codegen.spec import MAX_GRID
-from fusec.ir.graph import Graph, Region, make_region
+from fusec.ir.graph import Graph
 from fusec.ir.ops import Kind
-from fusec.passes.space import RegionSpace, region_space
+from fusec.ir.region import Region, RegionSpace, make_region, region_space
 
 ARCHS = ["sm_90", "sm_80"]
 FLOATS = ["float16", "float32", "float64"]

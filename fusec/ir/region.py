@@ -1,4 +1,8 @@
-"""The iteration space of a candidate region, or the reason there is none.
+"""A region (the nodes that become one kernel) and its iteration space.
+
+A :class:`Region` is filled in by the fusion pass: its member nodes, the nodes it writes and the nodes it
+reads from outside. Its :class:`RegionSpace` is the one iteration space of the kernel, or, for a set of
+nodes that cannot be one kernel, :class:`Refusal` with the reason.
 
 A region is one kernel with one iteration space: a shape ``S`` and a set of reduced axes ``A``
 (empty for pointwise regions). Every member node is placed in that space by an *axis map*: for
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
@@ -245,3 +250,64 @@ def _phases(members: list[Node], inside: set[Node]) -> dict[Node, int]:
                 p = max(p, phase[o] + (1 if o.kind is Kind.REDUCTION else 0))
         phase[n] = p
     return phase
+
+
+@dataclass(frozen=True)
+class Region:
+    """A set of nodes that become one kernel (filled in by the fusion pass)."""
+
+    name: str
+    kind: str  # pointwise | reduce-all | rows | cols
+    nodes: tuple[Node, ...]  # in topological order
+    outputs: tuple[Node, ...]  # nodes read outside the region or returned (materialized)
+    inputs: tuple[Node, ...]  # nodes outside the region that it reads
+    given_space: RegionSpace | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def space(self) -> RegionSpace:
+        """The region's iteration space: the one fusion computed, else computed from the nodes (raises
+        :class:`Refusal` for nodes that cannot be one kernel, as in hand-written IR)."""
+        return self.given_space if self.given_space is not None else region_space(self.nodes)
+
+
+def make_regions(specs: Iterable[tuple[str, str, Iterable[Node]]], users: Mapping[Node, list[Node]],
+                 graph_outputs: Iterable[Node], spaces: Iterable[RegionSpace | None] | None = None,
+                 ) -> tuple[Region, ...]:
+    """Regions from ``(name, kind, nodes)`` in kernel order, with their inputs and outputs.
+
+    A node may sit in several regions (it is recomputed in each). The first region holding a node
+    *owns* it and writes it when something needs it in memory: the function returns it, or a
+    user sits in a region that does not hold it. A region's inputs are the operands it reads from
+    outside itself (constants and sizes included; they become literals and parameters). ``spaces``
+    gives each region's iteration space where the caller already has it.
+    """
+    specs = [(name, kind, list(dict.fromkeys(nodes))) for name, kind, nodes in specs]
+    returned = set(graph_outputs)
+    holders: dict[Node, list[int]] = {}
+    for i, (_, _, nodes) in enumerate(specs):
+        for n in nodes:
+            holders.setdefault(n, []).append(i)
+    members = [set(nodes) for _, _, nodes in specs]
+    given = list(spaces) if spaces is not None else [None] * len(specs)
+    regions = []
+    for i, (name, kind, nodes) in enumerate(specs):
+        inside = members[i]
+        inputs = list(dict.fromkeys(o for n in nodes for o in n.operands if o not in inside))
+        outputs = []
+        for n in nodes:
+            if holders[n][0] != i:
+                continue
+            needed = n in returned or any(
+                u not in holders or any(n not in members[j] for j in holders[u])
+                for u in users.get(n, ())
+            )
+            if needed:
+                outputs.append(n)
+        regions.append(Region(name, kind, tuple(nodes), tuple(outputs), tuple(inputs), given[i]))
+    return tuple(regions)
+
+
+def make_region(name: str, kind: str, nodes: Iterable[Node], users: Mapping[Node, list[Node]],
+                graph_outputs: Iterable[Node]) -> Region:
+    """One region over ``nodes`` (see :func:`make_regions`)."""
+    return make_regions([(name, kind, nodes)], users, graph_outputs)[0]
