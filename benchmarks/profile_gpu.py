@@ -66,12 +66,12 @@ def kernels(names: list[str], cubins: Path | None) -> None:
             fused(*args)
         cp.cuda.Device().synchronize()
         arch = "sm_" + cp.cuda.Device().compute_capability
-        for recipe in list(launcher._recipes.values()):
+        for recipe in launcher.recipes():
             if id(recipe) in seen:
                 continue
             seen.add(id(recipe))
             compiled = compile_cubin(recipe.source, arch)
-            print(f"{name:11s} {recipe.spec.name}: {recipe.spec.kind}/{recipe.spec.schedule} grid {recipe.grid} "
+            print(f"{name:11s} {recipe.spec.name}: {recipe.schedule} grid {recipe.grid} "
                   f"block {recipe.block[0]}; {compiled.kernel(recipe.spec.name)}", flush=True)
             if cubins is not None:
                 cubins.mkdir(parents=True, exist_ok=True)
@@ -117,7 +117,7 @@ def _dispatch_one(name: str) -> None:
     args = _inputs(w, w.shape)
     fused = _fused(w)
     fused(*args)
-    recipe = list(default_launcher()._recipes.values())[-1]
+    recipe = default_launcher().recipes()[-1]
     fused(*args)
     fast = fused._fast[api._fast_key(args)]
     runner = fast.runner
@@ -181,8 +181,7 @@ def _grid_one(name: str, original: Any) -> None:
         def capacity(self, function, threads, _f=factor):
             return original(self, function, threads) * _f if _f else 1 << 30
         KernelLauncher.capacity = capacity
-        default_launcher()._capacity.clear()
-        default_launcher()._recipes.clear()
+        default_launcher().clear()
         fused = _fused(w)
         ms = time_ms(lambda fused=fused: fused(*args), cp, 50, warmup=5)
         label = f"x{factor}" if factor else "uncapped"

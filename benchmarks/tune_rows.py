@@ -1,8 +1,10 @@
 #!/usr/bin/env python
-"""Try register-resident row schedules (``ROW_REGS_TABLE`` buckets: threads per row x elements per thread)
-on the row workloads and print the median time of each, so the table in ``fusec/codegen/spec.py`` is
-chosen by measurement; then gelu with the pointwise vector loop unrolled 1, 2 and 4
-times. GPU only:  PYTHONPATH=. python benchmarks/tune_rows.py [WORKLOAD ...]  (default: all, then gelu)
+"""Time register-resident row schedules (threads per row x elements per thread) on the row workloads, each
+forced through ``fusec.fuse(..., schedules=...)``, and print the median time of each, so that the buckets of
+``ROW_REGS_TABLE`` (``fusec/schedule/heuristics.py``) are chosen by measurement. Every variant's result is
+compared with the first's. GPU only:
+
+    PYTHONPATH=. python benchmarks/tune_rows.py [WORKLOAD ...]      (default: all)
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import cupy as cp
 import numpy as np
 
 import fusec
-from fusec.codegen import plan as codegen_plan
 from fusec.explain_run import time_ms
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,26 +33,29 @@ def _time(call, reps: int = 50) -> float:
     return time_ms(call, cp, reps, warmup=10)
 
 
-CASES = {  # workload -> (shape, row length bucket, variants (threads per row, elements per thread))
-    "softmax": ((8192, 8192), 8192, [(256, 32), (512, 16), (1024, 8)]),
-    "layernorm": ((8192, 8192), 8192, [(256, 32), (512, 16), (1024, 8)]),
-    "moe_router": ((1 << 20, 64), 64, [(8, 8), (4, 16), (16, 4), (2, 32)]),
+CASES = {  # workload -> (shape, variants (threads per row, elements per thread))
+    "softmax": ((8192, 8192), [(256, 32), (512, 16), (1024, 8)]),
+    "layernorm": ((8192, 8192), [(256, 32), (512, 16), (1024, 8)]),
+    "moe_router": ((1 << 20, 64), [(8, 8), (4, 16), (16, 4), (2, 32)]),
 }
 
 
+def schedule_text(threads: int, elems: int) -> str:
+    """The forced schedule of one variant (vec, hold and fast division stay the heuristics')."""
+    mapping = "warp_regs" if threads <= 32 else "block_regs"
+    return f"rows:{mapping},threads={threads},elems={elems}"
+
+
 def main(names: list[str]) -> None:
-    base = dict(codegen_plan.ROW_REGS_TABLE)
     rng = cp.random.default_rng(0)
-    for name, (shape, bucket, variants) in CASES.items():
+    for name, (shape, variants) in CASES.items():
         if names and name not in names:
             continue
         fn = _example(name)
         x = rng.standard_normal(shape, dtype=cp.float32)
         reference = None
         for threads, elems in [*variants, *reversed(variants)]:  # both orders: clock drift shows
-            table = tuple((n, threads, elems) if n == bucket else (n, t, e) for n, t, e in base[4])
-            codegen_plan.ROW_REGS_TABLE = {**base, 4: table}
-            fused = fusec.fuse(fn)
+            fused = fusec.fuse(fn, schedules={"k0": schedule_text(threads, elems)})
             out = fused(x)
             out = out if isinstance(out, tuple) else (out,)
             got = [cp.asnumpy(o) for o in out]
@@ -60,30 +64,7 @@ def main(names: list[str]) -> None:
             ok = all(np.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(got, reference))
             ms = _time(lambda fused=fused, x=x: fused(x))
             verdict = "ok" if ok else "MISMATCH"
-            print(f"{name:10s} threads/row {threads:4d} elems/thread {elems:3d}: {ms:.4f} ms {verdict}", flush=True)
-    codegen_plan.ROW_REGS_TABLE = base
-    if not names or "gelu" in names:
-        tune_pointwise_unroll(rng)
-
-
-def tune_pointwise_unroll(rng) -> None:
-    """gelu over 2^28 float32 with the vector loop of the pointwise template unrolled N times."""
-    from fusec.codegen import templates as codegen_cuda
-
-    original = codegen_cuda.render
-    loop = "for (index_t iv = start; iv < nvec; iv += stride) {"
-    fn = _example("gelu")
-    x = rng.standard_normal(1 << 28, dtype=cp.float32)
-    for unroll in (1, 2, 4):
-        def render(*args, _unroll=unroll, **kwargs):
-            return original(*args, **kwargs).replace(loop, f"#pragma unroll {_unroll}\n  " + loop)
-        codegen_cuda.render = render
-        fused = fusec.fuse(fn)
-        source = fused.cuda_source(x)
-        ms = _time(lambda fused=fused: fused(x))
-        patched = "patched" if f"#pragma unroll {unroll}" in source else "NOT patched"
-        print(f"gelu       unroll {unroll}: {ms:.4f} ms ({patched})", flush=True)
-    codegen_cuda.render = original
+            print(f"{name:10s} {schedule_text(threads, elems):40s}: {ms:.4f} ms {verdict}", flush=True)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ Public names:
   (:class:`UnsupportedError`) for what cannot be traced, :class:`FusecTypeError`,
   :class:`FusecValueError`, :class:`FusecAxisError` and :class:`FusecOverflowError` where NumPy
   raises the like (they also derive from NumPy's/Python's class), :class:`ParseError` and
-  :class:`VerifyError` for IR text and graphs.
+  :class:`VerifyError` for IR text and graphs, :class:`ScheduleError` for a forced schedule that does
+  not parse or does not fit its kernel (``fusec.fuse(f, schedules={"k0": "rows:warp"})``).
 
 The command line ``fusec`` (``python -m fusec``) has ``demo``, ``explain`` and ``opt``.
 """
@@ -42,6 +43,7 @@ from fusec.errors import (
     UnsupportedError,
     VerifyError,
 )
+from fusec.schedule.kinds import ScheduleError
 
 __version__ = "0.1.0"
 
@@ -54,6 +56,7 @@ __all__ = [
     "FusecTypeError",
     "FusecValueError",
     "ParseError",
+    "ScheduleError",
     "TraceError",
     "UnsupportedError",
     "VerifyError",

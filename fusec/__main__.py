@@ -1,7 +1,8 @@
 """The ``fusec`` command line: ``opt``, ``explain`` and ``demo``.
 
     fusec opt FILE.fir -p canonicalize,fold,cse,dce,fuse [--dump] [--no-verify]
-    fusec explain FILE.py:FUNC --arg f32[8192,8192] [--svg OUT] [--source] [--ptxas] [--run] [--color WHEN]
+    fusec explain FILE.py:FUNC --arg f32[8192,8192] [--schedule K=S] [--svg OUT] [--source] [--ptxas] [--run]
+                  [--color WHEN]
     fusec demo [--size N] [--no-gpu]
 
 Every error a user can cause (a missing file, a bad spec, IR that does not parse or verify, an unknown
@@ -23,7 +24,10 @@ import numpy as np
 
 import fusec
 from fusec.errors import FusecError, VerifyError
+from fusec.gpu import gpu_status as gpu_available
+from fusec.gpu import require_gpu
 from fusec.ir.ops import Kind
+from fusec.schedule import ScheduleError
 
 PROG = "fusec"
 
@@ -72,14 +76,10 @@ def _read_text(path: str) -> tuple[str, str]:
 
 
 def cmd_opt(args: argparse.Namespace) -> int:
-    from fusec.ir.text import parse, print_graph
-    from fusec.passes.manager import get_pass, run_pipeline
+    from fusec.ir.text import print_graph
+    from fusec.passes.manager import optimize_text
 
-    names = [n.strip() for n in (args.passes or "").split(",") if n.strip()]
-    for name in names:  # unknown pass names fail before any work
-        get_pass(name)
     text, filename = _read_text(args.file)
-    graph = parse(text, filename=filename)
     dumped: list[str] = []
 
     def dump(name: str, g: Any) -> None:
@@ -87,11 +87,12 @@ def cmd_opt(args: argparse.Namespace) -> int:
         print(f"# after {name}\n{print_graph(g)}", flush=True)
 
     try:
-        result = run_pipeline(graph, names, check=not args.no_verify, dump=dump if args.dump else None)
+        result = optimize_text(text, args.passes or "", filename, check=not args.no_verify,
+                               dump=dump if args.dump else None)
     except VerifyError as exc:  # the verifier names the function and node; add the file
         raise CliError(f"{filename}: {_one_line(exc)}") from None
     if not dumped:
-        print(print_graph(result))
+        print(result)
     return 0
 
 
@@ -166,17 +167,31 @@ def use_color(choice: str, stream: Any) -> bool:
     return bool(isatty and isatty()) and not os.environ.get("NO_COLOR")
 
 
+def parse_schedules(texts: Sequence[str]) -> dict[str, str]:
+    """``--schedule KERNEL=SCHEDULE`` options -> {kernel name: schedule text} (checked when planned)."""
+    out = {}
+    for text in texts:
+        name, sep, schedule = text.partition("=")
+        if not sep or not name.strip() or not schedule.strip():
+            raise CliError(f"bad --schedule '{text}': expected KERNEL=SCHEDULE such as k0=rows:warp "
+                           "(explain prints each kernel's schedule in this form)")
+        out[name.strip()] = schedule.strip()
+    return out
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     fused = load_function(args.target)
     specs = parse_specs(args.arg or [])
     if args.svg:
         _check_drawing_path(args.svg)
     if args.measure:
-        from fusec.explain import require_gpu
-
         require_gpu("fusec explain --run", hint="drop --run to see the plan without a GPU")
     try:
+        if args.schedule:
+            fused = fused.with_schedules(parse_schedules(args.schedule))
         explanation = fused.explain(*specs, run=args.measure)
+    except ScheduleError as exc:
+        raise CliError(f"--schedule: {exc.message}") from None
     except FusecError:
         raise
     except Exception as exc:  # the user's function itself raised while fusec traced it
@@ -253,10 +268,6 @@ DEMO_CASES = [
 ]
 
 
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB"
-
-
 def traffic(graph: Any) -> tuple[int, int, int]:
     """(unfused kernels, unfused bytes, minimum bytes) of a graph.
 
@@ -277,19 +288,6 @@ def traffic(graph: Any) -> tuple[int, int, int]:
             moved += node.nbytes + sum(stored(o).nbytes for o in node.operands)
     minimum = sum(n.nbytes for n in graph.inputs) + sum(stored(n).nbytes for n in set(graph.outputs))
     return kernels, moved, minimum
-
-
-def gpu_available() -> tuple[bool, str]:
-    """Whether CuPy imports and sees a CUDA device, and if not, why (never raises)."""
-    try:
-        import cupy
-    except Exception as exc:  # ImportError, or a broken CUDA install
-        return False, f"CuPy does not import ({type(exc).__name__})"
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # no driver, a driver too old for this CuPy, ...
-        return False, _one_line(exc)
-    return (count > 0), ("" if count > 0 else "CuPy sees no CUDA device")
 
 
 def _parse_size(text: str) -> int:
@@ -407,8 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
                              description="Import FILE.py, take FUNC (a @fusec.fuse function or a plain one), "
                                          "trace it for the argument specs given with --arg, and print the "
                                          "explanation: the IR before and after the passes, each kernel (kind, "
-                                         "nodes, bytes, launch), every refusal to fuse and why, and the bytes "
-                                         "moved fused vs unfused. No GPU needed (except for --run).")
+                                         "nodes, bytes, schedule, launch), every refusal to fuse and why, and "
+                                         "the bytes moved fused vs unfused. No GPU needed (except for --run).")
     explain.add_argument("target", metavar="FILE.py:FUNC", help="the file and the function in it")
     explain.add_argument("--arg", action="append", metavar="SPEC",
                          help="one argument as DTYPE[DIMS], such as f32[8192,8192] or i64[]; repeat in order")
@@ -420,6 +418,10 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--run", action="store_true", dest="measure",
                          help="also run it on the GPU (random inputs) and report each kernel's time and GB/s, "
                               "fused vs unfused (needs a CUDA GPU with CuPy)")
+    explain.add_argument("--schedule", action="append", metavar="KERNEL=SCHEDULE",
+                         help="force a kernel's schedule, such as k0=rows:block_regs,threads=512 (fields left out "
+                              "are the heuristics'; the report prints each kernel's schedule in this form); repeat "
+                              "for other kernels")
     explain.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                          help="colour the report: auto (default) colours on a terminal unless NO_COLOR is set")
     explain.set_defaults(run=cmd_explain)

@@ -12,7 +12,7 @@ import inspect
 import math
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,13 +87,15 @@ class Fused:
     ``FUSEC_DISABLE_FUSION=1`` makes every Fused run unfused (one kernel per op), for comparison.
     """
 
-    def __init__(self, fn: Callable[..., Any], *, name: str | None = None, fusion: bool = True):
+    def __init__(self, fn: Callable[..., Any], *, name: str | None = None, fusion: bool = True,
+                 schedules: Mapping[str, Any] | None = None):
         if not callable(fn):
             raise FusecTypeError(f"fusec.fuse needs a function, got {type(fn).__name__}")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "fused")
         self.fusion = bool(fusion)  # False: one kernel per op (see fuse)
+        self.schedules = _forced_schedules(schedules)  # kernel name -> forced schedule (see fuse)
         self._signature = inspect.signature(fn)
         self._traces: dict[tuple, TracedFunction] = {}
         self._plans: dict[tuple[Graph, bool], Plan] = {}
@@ -102,6 +104,12 @@ class Fused:
 
     def __repr__(self) -> str:
         return f"<fusec.Fused {self.name}>"
+
+    def with_schedules(self, schedules: Mapping[str, Any]) -> Fused:
+        """The same function with these kernels' schedules forced (kernel name -> a schedule or its text,
+        such as ``{"k0": "rows:block_regs,threads=512"}``; fields left out are the heuristics' for that
+        kernel), added to the ones already forced. ``explain`` prints each kernel's schedule."""
+        return Fused(self.fn, name=self.name, fusion=self.fusion, schedules={**self.schedules, **schedules})
 
     # -- arguments -----------------------------------------------------------------------------
     def _params(self, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
@@ -257,7 +265,8 @@ class Fused:
         _, plan = self._plan(params)
         values = [v for _, v in params if _backend(v) is not None]
         passes = DEFAULT_PIPELINE if self.fusion and not _fusion_disabled() else UNFUSED_PIPELINE
-        return Explanation.of(plan, values, measure(plan, values) if cupy is not None else None, passes)
+        timings = measure(plan, values, schedules=self.schedules) if cupy is not None else None
+        return Explanation.of(plan, values, timings, passes, self.schedules)
 
     # -- running -------------------------------------------------------------------------------
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
@@ -299,7 +308,7 @@ class Fused:
                     and not any(cupy.may_share_memory(dst, a) for a in arrays)):
                 direct[node] = dst
         try:
-            results = run_plan(plan, arrays, out=direct or None)
+            results = run_plan(plan, arrays, out=direct or None, schedules=self.schedules)
         except Exception as exc:
             if type(exc).__name__ not in ("CompileError", "CompileException"):
                 raise
@@ -315,7 +324,7 @@ class Fused:
         arrays of the same shapes, strides, dtypes and alignment only allocates and launches."""
         from fusec.runtime import default_launcher
 
-        runner = default_launcher().plan_runner(plan, arrays, structure=traced.structure)
+        runner = default_launcher().plan_runner(plan, arrays, structure=traced.structure, schedules=self.schedules)
         if runner is None:
             return
         fast = runner.run  # returns the results packed as the function returns them
@@ -327,7 +336,7 @@ class Fused:
     def cuda_source(self, *args: Any, **kwargs: Any) -> str:
         """The CUDA C source of every kernel, exactly as compiled for these arguments (arrays, whose
         layouts matter, or :class:`fusec.ArraySpec`, taken as C-contiguous). No GPU needed."""
-        return "\n".join(self._kernel_sources(args, kwargs))
+        return "\n".join(k.source for k in self._kernels(args, kwargs))
 
     def ptxas(self, *args: Any, arch: str = "sm_90", **kwargs: Any) -> str:
         """The compiler's resource report of each kernel (registers, spills, stack, shared memory),
@@ -335,35 +344,26 @@ class Fused:
         from fusec.codegen.nvrtc import compile_cubin
 
         lines = []
-        for source in self._kernel_sources(args, kwargs):
+        for kernel in self._kernels(args, kwargs):
             try:
-                result = compile_cubin(source, arch)
+                result = compile_cubin(kernel.source, arch)
             except FusecError as exc:
+                exc.kernel = kernel.name
                 raise _compile_failure(self, exc) from None
             for name, report in (result.kernels or {}).items():
                 lines.append(f"{name} ({arch}): {report}")
         return "\n".join(lines)
 
-    def _kernel_sources(self, args: tuple, kwargs: dict) -> list[str]:
-        from fusec.codegen.cuda import render_kernel
-        from fusec.codegen.plan import ArrayLayout, kernel_spec
+    def _kernels(self, args: tuple, kwargs: dict) -> list[Any]:
+        """Every kernel these arguments run as (:class:`fusec.codegen.kernel.GeneratedKernel`: schedule, spec,
+        source), laid out as the arguments are (an ArraySpec is C-contiguous unless it gives strides)."""
+        from fusec.codegen.kernel import generate_plan
 
         params = self._params(args, kwargs)
         self._check_arguments(params)
         _, plan = self._plan(params)
         values = dict(zip(plan.graph.inputs, [v for _, v in params if _backend(v) is not None]))
-        sources = []
-        for kernel in plan.kernels:
-            layouts = {}
-            for node in kernel.inputs:
-                value = values.get(node)
-                if isinstance(value, ArraySpec):
-                    if value.strides is not None:
-                        layouts[node] = ArrayLayout(tuple(value.strides), contiguous=False)
-                elif value is not None:
-                    layouts[node] = ArrayLayout.of(value)
-            sources.append(render_kernel(kernel_spec(kernel.region, kernel.space, layouts)))
-        return sources
+        return generate_plan(plan, values, self.schedules)
 
 
 def _fast_key(args: tuple) -> tuple:
@@ -410,6 +410,19 @@ def _cupy_ndarray_type() -> type:
 
 _cupy_ndarray: type | None = None  # cupy.ndarray once a CuPy argument was seen (fusec imports without CuPy)
 _NO_KEY = (None,)  # the key of arguments the fast path does not take: never stored
+
+
+def _forced_schedules(schedules: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``fuse(schedules=...)`` checked now: kernel names to schedules, text parsed (a bad one raises
+    :class:`fusec.ScheduleError` here, where the function is decorated)."""
+    from fusec.schedule.kinds import as_forced
+
+    if schedules is None:
+        return {}
+    if not isinstance(schedules, Mapping):
+        raise FusecTypeError(f"schedules= takes a dict of kernel name -> schedule, not {type(schedules).__name__}",
+                             hint='such as schedules={"k0": "rows:warp"}')
+    return {str(k): as_forced(v) for k, v in schedules.items()}
 
 
 def _fusion_disabled() -> bool:
@@ -497,8 +510,7 @@ def _compile_failure(fused: Fused, exc: Exception) -> FusecError:
 
     source = getattr(exc, "source", "") or ""
     log = getattr(exc, "log", None) or str(exc)
-    found = re.search(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(", source)
-    kernel = found.group(1) if found else "?"
+    kernel = getattr(exc, "kernel", None) or "?"  # the runtime (or ptxas) names the kernel it compiled
     try:
         where = f" (defined at {inspect.getsourcefile(fused.fn)}:{inspect.getsourcelines(fused.fn)[1]})"
     except (OSError, TypeError):
@@ -527,7 +539,8 @@ def _compile_failure(fused: Fused, exc: Exception) -> FusecError:
     return error
 
 
-def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusion: bool = True) -> Any:
+def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusion: bool = True,
+         schedules: Mapping[str, Any] | None = None) -> Any:
     """Compile a NumPy/CuPy-style function into fused GPU kernels; returns a :class:`fusec.Fused`.
 
     Use it as a decorator, bare or with options, or call it on a function::
@@ -554,6 +567,11 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
     - ``fusion``: ``False`` runs the unfused plan instead, for comparison: the same passes except
       ``fuse``, then one kernel per elementwise op and reduction (layout views join a kernel), every
       intermediate written to memory.
+    - ``schedules``: force how kernels run on the GPU, by kernel name (``k0``, ``k1``, ... as ``explain``
+      names them): ``{"k0": "rows:block_regs,threads=512"}``. A schedule is its kind and variant, then
+      any fields (``explain`` prints each kernel's whole schedule in this form); fields left out are the
+      heuristics' for that kernel. A schedule that does not fit its kernel raises
+      :class:`fusec.ScheduleError` saying why. ``f.with_schedules({...})`` forces more on a copy.
 
     The returned :class:`fusec.Fused` object ``f``:
 
@@ -584,8 +602,8 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
     (read when a call plans; set it before the first call).
     """
     if fn is None:
-        return lambda f: Fused(f, name=name, fusion=fusion)
-    return Fused(fn, name=name, fusion=fusion)
+        return lambda f: Fused(f, name=name, fusion=fusion, schedules=schedules)
+    return Fused(fn, name=name, fusion=fusion, schedules=schedules)
 
 
 __all__ = ["Fused", "fuse", "FusecError"]

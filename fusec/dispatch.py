@@ -34,14 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from fusec.gpu import cupy_module
+
 RECYCLE_MAX_BYTES = 1 << 20  # outputs up to this size are recycled; larger ones are not dispatch-bound
 RECYCLE_KEPT = 2  # arrays kept per output: a loop `y = f(x)` holds the previous result during a call
-
-
-def _cupy() -> Any:
-    import cupy
-
-    return cupy
 
 
 class PackedLaunch:
@@ -101,7 +97,7 @@ class OutputRecycler:
         else:  # arrays last written on another stream: not safe to reuse on this one
             spares.clear()
             self.stream = stream
-        a = _cupy().ndarray(self.shape, self.dtype)
+        a = cupy_module().ndarray(self.shape, self.dtype)
         if len(spares) >= RECYCLE_KEPT:
             del spares[0]
         spares.append(a)
@@ -163,7 +159,7 @@ class PlanRunner:
         self.out_slots = out_slots
         self.device = device
         self.source, names = _runner_source(steps, n_inputs, out_slots, structure)
-        cp = _cupy()
+        cp = cupy_module()
         names.update(lock=threading.Lock(), current_stream=cp.cuda.get_current_stream, new=cp.ndarray,
                      after_failure=self._after_failure)
         exec(compile(self.source, "<fusec dispatch>", "exec"), names)
@@ -179,7 +175,7 @@ class PlanRunner:
         (nothing was launched)."""
         if "CUDA_ERROR_INVALID_CONTEXT" not in str(exc):
             raise exc
-        _cupy().cuda.runtime.setDevice(self.device)
+        cupy_module().cuda.runtime.setDevice(self.device)
 
 
 def _runner_source(steps: tuple[PlanStep, ...], n_inputs: int, out_slots: tuple[int, ...],

@@ -27,12 +27,14 @@ def _package_dir(name: str) -> str | None:
 _SKIP_DIRS = tuple(
     d for d in (_FUSEC_DIR, os.path.dirname(os.path.abspath(np.__file__)), _package_dir("cupy")) if d
 )
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))  # functools, contextlib, ...: never the user's
 
 
 def _skipped(filename: str) -> bool:
     if filename.startswith(("<frozen", "<__array_function__")):
         return True
-    return os.path.abspath(filename).startswith(_SKIP_DIRS)
+    path = os.path.abspath(filename)
+    return path.startswith(_SKIP_DIRS) or (path.startswith(_STDLIB_DIR + os.sep) and "-packages" not in path)
 
 
 def user_location() -> str | None:

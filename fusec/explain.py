@@ -25,14 +25,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from fusec.arrayspec import ArraySpec
+from fusec.codegen.kernel import check_forced, generate
 from fusec.errors import FusecError, FusecValueError
 from fusec.explain_dot import PALETTE, dot_text, type_text
-from fusec.explain_run import KernelTime, Timings, measure, require_gpu, to_device
+from fusec.explain_run import KernelTime, Timings, measure, to_device
+from fusec.gpu import require_gpu
 from fusec.ir.graph import Node
 from fusec.ir.text import node_names
 from fusec.passes.manager import DEFAULT_PIPELINE
-from fusec.plan import Kernel, Plan, format_bytes
+from fusec.plan import Plan, format_bytes
+from fusec.schedule import ScheduleError, layouts_of
 
 RENDERED_SUFFIXES = (".svg", ".png", ".pdf")  # what ``save`` draws with Graphviz's ``dot``
 DOT_SUFFIXES = (".dot", ".gv")  # what ``save`` writes as DOT text
@@ -59,13 +61,19 @@ class Explanation:
     layouts: Mapping[Node, Any] = field(default_factory=dict, compare=False, repr=False)
     timings: Timings | None = field(default=None, compare=False)
     passes: tuple[str, ...] = DEFAULT_PIPELINE  # the pipeline that made ``plan`` (for the section title)
+    schedules: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)  # forced, by kernel
 
     @classmethod
     def of(cls, plan: Plan, values: Sequence[Any] = (), timings: Timings | None = None,
-           passes: Sequence[str] = DEFAULT_PIPELINE) -> Explanation:
+           passes: Sequence[str] = DEFAULT_PIPELINE, schedules: Mapping[str, Any] | None = None) -> Explanation:
         """The explanation of ``plan`` (made by the pipeline ``passes``); ``values`` (one per graph input:
-        arrays or :class:`fusec.ArraySpec`) give the input layouts the launch shapes are planned for."""
-        return cls(plan, _input_layouts(plan, values), timings, tuple(passes))
+        arrays or :class:`fusec.ArraySpec`) give the input layouts the kernels are planned for, and
+        ``schedules`` the schedules forced by kernel name."""
+        layouts = layouts_of(plan.graph.inputs, dict(zip(plan.graph.inputs, values)))
+        explanation = cls(plan, layouts, timings, tuple(passes), dict(schedules or {}))
+        check_forced(explanation.schedules, [k.name for k in plan.kernels])
+        explanation.kernels  # noqa: B018 - a forced schedule that does not fit raises here, not in the report
+        return explanation
 
     @property
     def kernel_count(self) -> int:
@@ -88,10 +96,25 @@ class Explanation:
         return out
 
     @cached_property
+    def kernels(self) -> tuple[Any, ...]:
+        """Each kernel as the code generator makes it for these layouts
+        (:class:`fusec.codegen.kernel.GeneratedKernel`: schedule, spec, source), or the exception it raised."""
+        out = []
+        for k in self.plan.kernels:
+            layouts = {n: self.layouts[n] for n in k.inputs if n in self.layouts}
+            try:
+                out.append(generate(k.region, layouts, self.schedules.get(k.name)))
+            except ScheduleError:
+                raise  # a forced schedule that does not fit: the caller's error
+            except Exception as exc:  # codegen cannot plan this kernel: say so, and still explain the rest
+                out.append(exc)
+        return tuple(out)
+
+    @cached_property
     def launches(self) -> tuple[str, ...]:
         """Each kernel's launch shape as planned on the host (schedule, block, grid, index width); a
         persistent grid's cap (SMs x resident blocks) is only known on the GPU."""
-        return tuple(_launch_text(k, self.layouts) for k in self.plan.kernels)
+        return tuple(_launch_text(k) for k in self.kernels)
 
     def __repr__(self) -> str:
         p = self.plan
@@ -123,6 +146,7 @@ class Explanation:
             out.append(f"  reads:  {format_bytes(k.bytes_read)} from {reads}" if reads else "  reads:  nothing")
             writes = ", ".join(names[n] + self._destination(n) for n in k.outputs)
             out.append(f"  writes: {format_bytes(k.bytes_written)} to {writes}" if writes else "  writes: nothing")
+            out.append(f"  schedule: {self._schedule_text(i)}")
             out.append(f"  launch: {self.launches[i]}")
         out += ["", c.head("-- not fused --")]
         out += [c.warn(f"  {r}") for r in plan.refusals] or ["  nothing was refused"]
@@ -143,6 +167,13 @@ class Explanation:
         if self.timings is not None:
             out += [""] + self._render_timings(c)
         return "\n".join(out) + "\n"
+
+    def _schedule_text(self, i: int) -> str:
+        kernel = self.kernels[i]
+        if isinstance(kernel, Exception):
+            return "none"
+        forced = " (forced)" if self.plan.kernels[i].name in self.schedules else ""
+        return f"{kernel.schedule.text()}{forced}"
 
     def _destination(self, node: Node) -> str:
         where = []
@@ -269,41 +300,21 @@ def _color_regions(ir: str, kernel_index: Mapping[str, int], c: _Colors) -> str:
     return "\n".join(lines)
 
 
-def _input_layouts(plan: Plan, values: Sequence[Any]) -> dict[Node, Any]:
-    """The layout of each graph input that is not a fresh C-contiguous array (arrays, strided specs)."""
-    from fusec.codegen.plan import ArrayLayout
-
-    layouts: dict[Node, Any] = {}
-    for node, value in zip(plan.graph.inputs, values):
-        if isinstance(value, ArraySpec):
-            if value.strides is not None:
-                layouts[node] = ArrayLayout(tuple(value.strides), contiguous=False)
-        elif hasattr(value, "strides") and hasattr(value, "dtype"):
-            try:
-                layouts[node] = ArrayLayout.of(value)
-            except ValueError:
-                pass
-    return layouts
-
-
-def _launch_text(kernel: Kernel, layouts: Mapping[Node, Any]) -> str:
-    """``block_regs schedule, 256 threads per block, grid 8192`` and a second
-    line of details (threads and elements per row, index width, vector width): the launch as the code
-    generator plans it, without a GPU."""
-    try:
-        from fusec.codegen.plan import kernel_spec
-
-        spec = kernel_spec(kernel.region, kernel.space, {n: layouts[n] for n in kernel.inputs if n in layouts})
-    except Exception as exc:  # codegen cannot plan this kernel: say so, and still explain the rest
-        return f"not planned ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
-    launch = spec.launch
+def _launch_text(kernel: Any) -> str:
+    """``block_regs schedule, 256 threads per block, grid 8192`` and a second line of details (threads and
+    elements per row, index width, vector width): the launch as the code generator plans it, without a
+    GPU (``kernel``: a generated kernel, or the exception generating it raised)."""
+    if isinstance(kernel, Exception):
+        text = str(kernel)
+        return f"not planned ({type(kernel).__name__}: {text.splitlines()[0] if text else ''})"
+    spec = kernel.spec
     threads = spec.block[0] * spec.block[1]
-    grid = launch.describe()
     details = [f"{spec.row_threads} threads x {spec.elems} elements per row"] if spec.row_threads else []
     details.append(("int32" if spec.index_ctype == "int" else "int64") + " indices")
     if spec.vec > 1:
         details.append(f"{spec.vec}-wide vector accesses")
-    return f"{spec.schedule} schedule, {threads} threads per block, {grid}\n          {', '.join(details)}"
+    return (f"{kernel.schedule.variant} schedule, {threads} threads per block, {spec.launch.describe()}\n"
+            f"          {', '.join(details)}")
 
 
 __all__ = ["Explanation", "KernelTime", "Timings", "measure", "require_gpu", "to_device"]

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from fusec.arrayspec import ArraySpec
-from fusec.errors import FusecError
+from fusec.gpu import require_gpu
 from fusec.ir.graph import Node
 from fusec.ir.interpret import to_xp
 from fusec.plan import Plan
@@ -63,24 +63,6 @@ class Timings:
 # --- measuring ------------------------------------------------------------------------
 
 
-def require_gpu(what: str = "explain(..., run=True)", hint: str = "leave run=False to see the plan without a GPU"
-                ) -> Any:
-    """CuPy, when it imports and sees a CUDA device; otherwise a :class:`FusecError` saying why
-    (``what`` names what needs the GPU, ``hint`` what to do instead)."""
-    try:
-        import cupy
-
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # no CuPy, no driver, a driver too old for this CuPy
-        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
-        raise FusecError(f"{what} needs a CUDA GPU with CuPy, and none is usable ({why})", loc="",
-                         hint=hint) from None
-    if count < 1:
-        raise FusecError(f"{what} needs a CUDA GPU with CuPy, and CuPy sees no device", loc="",
-                         hint=hint)
-    return cupy
-
-
 def to_device(value: Any, cupy: Any, seed: int = 0) -> Any:
     """``value`` as a CuPy array for ``run=True``: an :class:`ArraySpec` becomes random data of its shape
     and dtype (C-contiguous; its ``strides`` are not reproduced), a NumPy array is copied to the GPU,
@@ -118,9 +100,11 @@ def time_ms(fn: Callable[[], Any], cupy: Any, reps: int, warmup: int = 3) -> flo
     return statistics.median(times)
 
 
-def measure(plan: Plan, arrays: Sequence[Any], reps: int = 20) -> Timings:
+def measure(plan: Plan, arrays: Sequence[Any], reps: int = 20, schedules: Mapping[str, Any] | None = None
+            ) -> Timings:
     """Time ``plan`` on CuPy ``arrays`` (one per graph input): each kernel alone, the whole fused call,
-    and the unfused reference (one CuPy call per op). Compiles first; every time is a median of ``reps``."""
+    and the unfused reference (one CuPy call per op). Compiles first; every time is a median of ``reps``.
+    ``schedules`` forces kernels' schedules by name."""
     cupy = require_gpu()
     from fusec.ir.interpret import interpret
     from fusec.runtime import default_launcher, run_plan
@@ -128,14 +112,17 @@ def measure(plan: Plan, arrays: Sequence[Any], reps: int = 20) -> Timings:
     launcher = default_launcher()
     memory: dict[Node, Any] = dict(zip(plan.graph.inputs, arrays))
     kernels = []
+    device = cupy.cuda.runtime.getDevice()
     for k in plan.kernels:
-        recipe = launcher.recipe(k.region, k.space, [memory[n] for n in k.inputs])  # compiles; gives the grid
-        launch = (lambda k=k: launcher.run_region(k.region, k.space, memory))
+        schedule = (schedules or {}).get(k.name)
+        recipe = launcher._cached_recipe(k.region, [memory[n] for n in k.inputs], device, schedule=schedule)
+        launch = (lambda k=k, schedule=schedule: launcher.run_region(k.region, memory, schedule=schedule))
         ms = time_ms(launch, cupy, reps)
         memory.update(launch())
         kernels.append(KernelTime(k.label, ms, k.bytes_moved, recipe.grid, tuple(recipe.block)))
-    runner = launcher.plan_runner(plan, list(arrays))
-    fused = (lambda: runner(arrays)) if runner is not None else (lambda: run_plan(plan, list(arrays)))
+    runner = launcher.plan_runner(plan, list(arrays), schedules=schedules)
+    fused = ((lambda: runner(arrays)) if runner is not None
+             else (lambda: run_plan(plan, list(arrays), schedules=schedules)))
     fused_ms = time_ms(fused, cupy, reps)
     unfused_ms = time_ms(lambda: interpret(plan.traced, list(arrays), xp=cupy), cupy, reps)
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)

@@ -1,16 +1,18 @@
 """The GPU side: compile generated kernels, size their launches, allocate outputs, launch.
 
-``KernelLauncher.run_region(region, space, graph_values)`` runs one fused region on the current CuPy
-device and stream and returns its outputs. The first call with a new *layout key* (each input array's
-shape, strides and pointer alignment, the device) builds a launch recipe: plan the kernel
-(:func:`fusec.codegen.plan.kernel_spec`), render its source, compile it (cached in-process by source
-text, and across processes by CuPy's disk cache), size the grid from the device's SM count and the
-kernel's occupancy, and freeze the scalar arguments as NumPy scalars of the exact C++ parameter types.
-A repeat call looks the recipe up, allocates the outputs and launches: no planning, no rendering.
+``KernelLauncher.run_region(region, graph_values)`` runs one fused region on the current CuPy device and
+stream and returns its outputs. The first call with a new *layout key* (each input array's shape, strides
+and pointer alignment, the device, a forced schedule) builds a launch recipe: generate the kernel
+(:func:`fusec.codegen.kernel.generate`: schedule, lowering, source), compile it (cached in-process by
+source text, and across processes on disk), size the grid from the device's SM count and the kernel's
+occupancy, and freeze the scalar arguments as NumPy scalars of the exact C++ parameter types. A repeat
+call looks the recipe up, allocates the outputs and launches: no planning, no rendering. Arguments are
+passed by each parameter's declared role (input, output, workspace, scalar), whatever the kernel's kind.
+Recipes live as long as their region: they are dropped when the region (its plan) is.
 :meth:`KernelLauncher.plan_runner` goes one step further for :class:`fusec.Fused`'s repeat calls: every
 kernel of a plan resolved and its launch pre-packed (:mod:`fusec.dispatch`).
 
-Nothing here knows about ops: the kernel spec carries everything op-specific.
+Nothing here knows about ops or kernel kinds: the kernel spec carries everything op-specific.
 
 Compilers: ``"nvrtc"`` (default) compiles with :func:`fusec.codegen.nvrtc.compile_cubin` (no ``-ftz``, so
 float32 subnormals behave as in NumPy), loads the cubin with CuPy, and caches cubins on disk in
@@ -32,6 +34,7 @@ import hashlib
 import os
 import struct
 import threading
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,28 +42,25 @@ from typing import Any
 
 import numpy as np
 
-from fusec.codegen.cuda import render_kernel
-from fusec.codegen.plan import ArrayLayout, KernelSpec, kernel_spec
+from fusec.codegen.kernel import ForcedSchedules, check_forced, generate
+from fusec.codegen.spec import KernelSpec
 from fusec.dispatch import PackedLaunch, PlanRunner, PlanStep, recycler_for
+from fusec.gpu import cupy_module
 from fusec.ir.graph import Node
-from fusec.ir.region import Region, RegionSpace
+from fusec.ir.region import Region
+from fusec.schedule import ArrayLayout, Schedule
+from fusec.schedule.device import device_properties
 
 POISON_BYTE = 0xAB  # what poisoned outputs are filled with, byte by byte
 NULL_POINTER = np.uint64(0)  # the workspace argument of a one-block reduce-all, which uses none
-
-
-def _cupy() -> Any:
-    import cupy
-
-    return cupy
 
 
 @dataclass
 class LaunchRecipe:
     """Everything a repeat launch needs: the compiled function, the grid, the frozen scalar arguments."""
 
-    region: Region
     spec: KernelSpec
+    schedule: Schedule
     source: str
     function: Any  # cupy.cuda.function.Function (bound to one device)
     grid: int
@@ -68,6 +68,21 @@ class LaunchRecipe:
     scalars: tuple[Any, ...]
     outputs: tuple[tuple[tuple[int, ...], np.dtype], ...]
     workspace_bytes: int
+
+    def arguments(self, inputs: list[Any], outputs: list[Any], workspace: Any) -> list[Any]:
+        """The launch's arguments in parameter order, each taken by its parameter's role."""
+        sources = {"input": iter(inputs), "output": iter(outputs), "scalar": iter(self.scalars)}
+        return [workspace if p.role == "workspace" else next(sources[p.role]) for p in self.spec.params]
+
+
+class _RegionEntry:
+    """What a launcher keeps for one region: its array inputs and its recipes by layout key."""
+
+    __slots__ = ("inputs", "recipes")
+
+    def __init__(self, region: Region):
+        self.inputs = tuple(n for n in region.inputs if n.op not in ("const", "size"))
+        self.recipes: dict[tuple, LaunchRecipe] = {}
 
 
 class KernelLauncher:
@@ -87,8 +102,7 @@ class KernelLauncher:
         self._modules: dict[tuple[str, int], Any] = {}  # (source, device) -> module-ish
         self._functions: dict[tuple[str, str, int], Any] = {}
         self._capacity: dict[tuple[int, int, int], int] = {}
-        self._recipes: dict[tuple, LaunchRecipe] = {}
-        self._array_inputs: dict[int, tuple[Region, tuple[Node, ...]]] = {}
+        self._regions: dict[int, _RegionEntry] = {}  # id(region) -> entry, dropped with the region
         self._workspaces: dict[tuple[int, int], Any] = {}
         self._lock = threading.RLock()  # one compile per source, whichever thread asks first
         self.compiles = 0  # how many sources this launcher compiled (or found in CuPy's disk cache)
@@ -105,7 +119,7 @@ class KernelLauncher:
 
     def function(self, source: str, name: str) -> Any:
         """The kernel ``name`` of ``source``, compiled for the current device (cached)."""
-        cp = _cupy()
+        cp = cupy_module()
         device = cp.cuda.runtime.getDevice()
         key = (source, name, device)
         fn = self._functions.get(key)
@@ -119,7 +133,15 @@ class KernelLauncher:
         return fn
 
     def _compile_function(self, source: str, name: str, device: int) -> Any:
-        cp = _cupy()
+        try:
+            return self._load_function(source, name, device)
+        except Exception as exc:
+            if type(exc).__name__ in ("CompileError", "CompileException"):
+                exc.kernel = name  # which kernel failed, for the error the user sees
+            raise
+
+    def _load_function(self, source: str, name: str, device: int) -> Any:
+        cp = cupy_module()
         if self.compiler == "cupy":
             module = self._modules.get((source, device))
             if module is None:
@@ -130,7 +152,7 @@ class KernelLauncher:
         return self._nvrtc_function(source, name, device)
 
     def _nvrtc_function(self, source: str, name: str, device: int) -> Any:
-        cp = _cupy()
+        cp = cupy_module()
         module = self._modules.get((source, device))
         if module is None:
             arch = "sm_" + cp.cuda.Device(device).compute_capability
@@ -151,7 +173,7 @@ class KernelLauncher:
 
     def capacity(self, function: Any, threads: int) -> int:
         """How many blocks of ``threads`` threads of ``function`` the device keeps resident at once."""
-        cp = _cupy()
+        cp = cupy_module()
         device = cp.cuda.runtime.getDevice()
         key = (device, function.ptr, threads)
         cap = self._capacity.get(key)
@@ -162,18 +184,21 @@ class KernelLauncher:
         return cap
 
     # -- recipes -----------------------------------------------------------------------------------
-    def _inputs_of(self, region: Region) -> tuple[Node, ...]:
-        entry = self._array_inputs.get(id(region))
-        if entry is None or entry[0] is not region:
-            nodes = tuple(n for n in region.inputs if n.op not in ("const", "size"))
-            entry = (region, nodes)
-            self._array_inputs[id(region)] = entry
-        return entry[1]
+    def _entry(self, region: Region) -> _RegionEntry:
+        entry = self._regions.get(id(region))
+        if entry is None:
+            with self._lock:
+                entry = self._regions.get(id(region))
+                if entry is None:
+                    entry = self._regions[id(region)] = _RegionEntry(region)
+                    weakref.finalize(region, self._regions.pop, id(region), None)
+        return entry
 
-    def recipe(self, region: Region, space: RegionSpace, arrays: list[Any],
-               out: Mapping[Node, Any] | None = None) -> LaunchRecipe:
-        """Plan, render, compile and size the launch of ``region`` over these input arrays."""
-        inputs = self._inputs_of(region)
+    def recipe(self, region: Region, arrays: list[Any], out: Mapping[Node, Any] | None = None,
+               schedule: Any = None) -> LaunchRecipe:
+        """Generate, compile and size the launch of ``region`` over these input arrays (``schedule``: a
+        forced one, else the heuristics')."""
+        inputs = self._entry(region).inputs
         layouts: dict[Node, ArrayLayout] = {}
         for node, a in zip(inputs, arrays):
             if a.dtype != node.dtype or tuple(a.shape) != node.shape:
@@ -182,34 +207,48 @@ class KernelLauncher:
             layouts[node] = ArrayLayout.of(a)
         for node, a in (out or {}).items():
             layouts[node] = ArrayLayout.of(a)
-        spec = kernel_spec(region, space, layouts)
-        source = render_kernel(spec)
-        fn = self.function(source, spec.name)
+        device = cupy_module().cuda.runtime.getDevice()
+        kernel = generate(region, layouts, schedule, device=device_properties(device))
+        spec = kernel.spec
+        fn = self.function(kernel.source, spec.name)
         threads = spec.block[0] * spec.block[1]
         grid = spec.launch.grid(self.capacity(fn, threads))
         return LaunchRecipe(
-            region=region, spec=spec, source=source, function=fn, grid=grid,
+            spec=spec, schedule=kernel.schedule, source=kernel.source, function=fn, grid=grid,
             block=(spec.block[0], spec.block[1], 1), scalars=tuple(spec.args),
             outputs=tuple((n.shape, n.dtype) for n in spec.outputs),
             workspace_bytes=spec.launch.workspace_bytes(grid) if grid else 0,
         )
 
-    def _cached_recipe(self, region: Region, space: RegionSpace, arrays: list[Any], device: int,
-                       out: Mapping[Node, Any] | None = None) -> LaunchRecipe:
-        """:meth:`recipe`, cached by the region and the layout of its inputs (and ``out`` arrays) on
-        ``device``: each array's shape, strides, dtype and pointer alignment."""
-        key: tuple = (id(region), device, *[(a.shape, a.strides, a.dtype.char, a.data.ptr & 15) for a in arrays])
+    def _cached_recipe(self, region: Region, arrays: list[Any], device: int,
+                       out: Mapping[Node, Any] | None = None, schedule: Any = None) -> LaunchRecipe:
+        """:meth:`recipe`, cached by the region, the forced schedule and the layout of its inputs (and
+        ``out`` arrays) on ``device``: each array's shape, strides, dtype and pointer alignment."""
+        entry = self._entry(region)
+        key: tuple = (device, None if schedule is None else str(schedule),
+                      *[(a.shape, a.strides, a.dtype.char, a.data.ptr & 15) for a in arrays])
         if out:
             key += tuple((id(n), a.shape, a.strides, a.data.ptr & 15) for n, a in out.items())
-        recipe = self._recipes.get(key)
-        if recipe is None or recipe.region is not region:
-            recipe = self.recipe(region, space, arrays, out)
-            self._recipes[key] = recipe
+        recipe = entry.recipes.get(key)
+        if recipe is None:
+            recipe = entry.recipes[key] = self.recipe(region, arrays, out, schedule)
         return recipe
+
+    def recipes(self, region: Region | None = None) -> list[LaunchRecipe]:
+        """The launch recipes built so far, for ``region`` or for every live region (for inspection)."""
+        entries = [self._regions.get(id(region))] if region is not None else list(self._regions.values())
+        return [r for e in entries if e is not None for r in e.recipes.values()]
+
+    def clear(self) -> None:
+        """Forget every recipe and occupancy figure (compiled modules stay): the next launch of each region
+        plans and sizes its grid again."""
+        with self._lock:
+            self._regions.clear()
+            self._capacity.clear()
 
     def _workspace(self, nbytes: int) -> Any:
         """A zeroed scratch buffer for the current device and stream (kernels leave it zeroed)."""
-        cp = _cupy()
+        cp = cupy_module()
         key = (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr)
         ws = self._workspaces.get(key)
         if ws is None or ws.nbytes < nbytes:
@@ -218,16 +257,16 @@ class KernelLauncher:
         return ws
 
     # -- running -----------------------------------------------------------------------------------
-    def run_region(self, region: Region, space: RegionSpace, graph_values: Mapping[Node, Any],
-                   out: Mapping[Node, Any] | None = None) -> dict[Node, Any]:
+    def run_region(self, region: Region, graph_values: Mapping[Node, Any], out: Mapping[Node, Any] | None = None,
+                   schedule: Any = None) -> dict[Node, Any]:
         """Launch ``region`` on its inputs (read from ``graph_values``); returns ``{output node: array}``.
 
         ``out`` may give arrays (any layout, not overlapping the inputs) to write some outputs into;
-        the others are fresh C-contiguous arrays on the current device.
+        the others are fresh C-contiguous arrays on the current device. ``schedule`` forces one.
         """
-        cp = _cupy()
-        arrays = [graph_values[n] for n in self._inputs_of(region)]
-        recipe = self._cached_recipe(region, space, arrays, cp.cuda.runtime.getDevice(), out)
+        cp = cupy_module()
+        arrays = [graph_values[n] for n in self._entry(region).inputs]
+        recipe = self._cached_recipe(region, arrays, cp.cuda.runtime.getDevice(), out, schedule)
         outs = []
         for node, (shape, dtype) in zip(recipe.spec.outputs, recipe.outputs):
             given = out.get(node) if out else None
@@ -238,58 +277,69 @@ class KernelLauncher:
                 if a.nbytes and (a.flags.c_contiguous or a.flags.f_contiguous):
                     cp.cuda.runtime.memsetAsync(a.data.ptr, self.poison, a.nbytes, stream)
         if recipe.grid:
-            args: list[Any] = [*arrays, *outs]
-            if recipe.spec.kind == "reduce-all":
-                args.append(self._workspace(recipe.workspace_bytes) if recipe.workspace_bytes else NULL_POINTER)
-            args.extend(recipe.scalars)
-            recipe.function((recipe.grid, 1, 1), recipe.block, tuple(args))
+            workspace = self._workspace(recipe.workspace_bytes) if recipe.workspace_bytes else NULL_POINTER
+            recipe.function((recipe.grid, 1, 1), recipe.block, tuple(recipe.arguments(arrays, outs, workspace)))
         return dict(zip(recipe.spec.outputs, outs))
 
-    def plan_runner(self, plan: Any, arrays: list[Any], structure: str = "list") -> PlanRunner | None:
+    def plan_runner(self, plan: Any, arrays: list[Any], structure: str = "list",
+                    schedules: ForcedSchedules | None = None) -> PlanRunner | None:
         """A runner for ``plan`` over arrays laid out exactly as ``arrays`` (shapes, strides, dtypes,
         alignment, device): every kernel's recipe resolved and its launch packed now, so a call only
         finds its outputs and launches (:mod:`fusec.dispatch`); it packs its results as ``structure``
-        says (``"list"``, ``"tuple"``, ``"single"``). None when the plan has outputs that no
-        kernel writes (inputs or constants returned), or when the launcher poisons outputs (tests take
-        the checked path)."""
+        says (``"list"``, ``"tuple"``, ``"single"``). ``schedules`` forces kernels' schedules by name.
+        None when the plan has outputs that no kernel writes (inputs or constants returned), or when the
+        launcher poisons outputs (tests take the checked path)."""
         if self.poison is not None:
             return None
-        cp = _cupy()
+        cp = cupy_module()
         device = cp.cuda.runtime.getDevice()
+        check_forced(schedules, [k.name for k in plan.kernels])
         slot = {node: i for i, node in enumerate(plan.graph.inputs)}
         steps = []
         values: dict[Node, Any] = dict(zip(plan.graph.inputs, arrays))
         for kernel in plan.kernels:
-            region = kernel.region
-            inputs = self._inputs_of(region)
-            ins = [values[n] for n in inputs]
-            recipe = self._cached_recipe(region, kernel.space, ins, device)
+            inputs = self._entry(kernel.region).inputs
+            recipe = self._cached_recipe(kernel.region, [values[n] for n in inputs], device,
+                                         schedule=(schedules or {}).get(kernel.name))
             outputs = []
             for node, (shape, dtype) in zip(recipe.spec.outputs, recipe.outputs):
                 slot[node] = len(slot)
                 values[node] = cp.empty(shape, dtype)  # a stand-in with the layout the kernel writes
                 outputs.append((slot[node], shape, dtype, recycler_for(shape, dtype)))
-            workspace, scalars = None, recipe.scalars
-            if recipe.spec.kind == "reduce-all":  # the workspace argument comes right before the scalars
-                if recipe.workspace_bytes:
-                    workspace = functools.partial(self._workspace, recipe.workspace_bytes)
-                else:
-                    scalars = (NULL_POINTER, *scalars)
-            launch = None
-            if recipe.grid:
-                n_pointers = len(inputs) + len(outputs) + (workspace is not None)
-                launch = PackedLaunch(recipe.function, (recipe.grid, 1, 1), recipe.block, n_pointers, scalars)
-            steps.append(PlanStep(launch, tuple(slot[n] for n in inputs), tuple(outputs), workspace))
+            steps.append(_plan_step(self, recipe, tuple(slot[n] for n in inputs), tuple(outputs)))
         if any(o not in slot or o in plan.graph.inputs for o in plan.graph.outputs):
             return None
         return PlanRunner(tuple(steps), len(plan.graph.inputs), tuple(slot[o] for o in plan.graph.outputs), device,
                           structure)
 
-    def source(self, region: Region, space: RegionSpace, graph_values: Mapping[Node, Any]) -> str:
+    def source(self, region: Region, graph_values: Mapping[Node, Any], schedule: Any = None) -> str:
         """The CUDA source ``run_region`` compiles for these inputs (no launch)."""
-        arrays = [graph_values[n] for n in self._inputs_of(region)]
-        layouts = {n: ArrayLayout.of(a) for n, a in zip(self._inputs_of(region), arrays)}
-        return render_kernel(kernel_spec(region, space, layouts))
+        inputs = self._entry(region).inputs
+        layouts = {n: ArrayLayout.of(graph_values[n]) for n in inputs}
+        device = device_properties(cupy_module().cuda.runtime.getDevice())
+        return generate(region, layouts, schedule, device=device).source
+
+
+def _plan_step(launcher: KernelLauncher, recipe: LaunchRecipe, in_slots: tuple[int, ...],
+               outputs: tuple[tuple[Any, ...], ...]) -> PlanStep:
+    """One kernel of a runner, its launch packed by parameter role: the arrays' pointers (written on each
+    call) lead, then the workspace's (when the launch needs one; a kernel of one block gets a null
+    pointer, written once with the scalars), then the scalars."""
+    roles = [p.role for p in recipe.spec.params]
+    expected = sorted(roles, key=("input", "output", "workspace", "scalar").index)
+    if roles != expected:
+        raise ValueError(f"kernel {recipe.spec.name}: parameters must come as inputs, outputs, workspace, scalars")
+    workspace, scalars = None, recipe.scalars
+    if "workspace" in roles:
+        if recipe.workspace_bytes:
+            workspace = functools.partial(launcher._workspace, recipe.workspace_bytes)
+        else:
+            scalars = (NULL_POINTER, *scalars)
+    launch = None
+    if recipe.grid:
+        n_pointers = roles.count("input") + roles.count("output") + (workspace is not None)
+        launch = PackedLaunch(recipe.function, (recipe.grid, 1, 1), recipe.block, n_pointers, scalars)
+    return PlanStep(launch, in_slots, outputs, workspace)
 
 
 def _cubin_dir() -> Path:
@@ -448,26 +498,29 @@ def default_launcher() -> KernelLauncher:
 
 
 def run_plan(plan: Any, arrays: list[Any], out: Mapping[Node, Any] | None = None,
-             launcher: KernelLauncher | None = None) -> list[Any]:
+             launcher: KernelLauncher | None = None, schedules: ForcedSchedules | None = None) -> list[Any]:
     """Run every kernel of ``plan`` (a :class:`fusec.plan.Plan`) on CuPy ``arrays`` (one per graph
     input); returns one array per graph output. ``out`` maps output nodes to arrays to write into
-    (of the node's dtype and shape, not overlapping any input)."""
+    (of the node's dtype and shape, not overlapping any input); ``schedules`` forces kernels' schedules
+    by kernel name."""
     from fusec.ir.interpret import run_nodes
 
     launcher = launcher or default_launcher()
+    check_forced(schedules, [k.name for k in plan.kernels])
     memory: dict[Node, Any] = dict(zip(plan.graph.inputs, arrays))
     for kernel in plan.kernels:
         targets = {n: out[n] for n in kernel.outputs if n in out} if out else None
-        memory.update(launcher.run_region(kernel.region, kernel.space, memory, out=targets))
+        memory.update(launcher.run_region(kernel.region, memory, out=targets,
+                                          schedule=(schedules or {}).get(kernel.name)))
     missing = [o for o in plan.graph.outputs if o not in memory]
     if missing:  # constants and sizes returned as they are: no kernel computes them
-        run_nodes(_cupy(), missing, memory)
+        run_nodes(cupy_module(), missing, memory)
     return [memory[o] for o in plan.graph.outputs]
 
 
-def run_region(region: Region, space: RegionSpace, graph_values: Mapping[Node, Any]) -> dict[Node, Any]:
+def run_region(region: Region, graph_values: Mapping[Node, Any]) -> dict[Node, Any]:
     """Run ``region`` with the default launcher (see :meth:`KernelLauncher.run_region`)."""
-    return default_launcher().run_region(region, space, graph_values)
+    return default_launcher().run_region(region, graph_values)
 
 
 __all__ = ["KernelLauncher", "LaunchRecipe", "PlanRunner", "POISON_BYTE", "default_launcher", "precompile", "run_plan",

@@ -56,12 +56,12 @@ def check(a_bits: int = 23, chunk_bits: int = 16, log=print) -> dict:
     """Run the comparison for 2^a_bits significands of a (spread over all 2^23) and every b."""
     import cupy as cp
 
-    from fusec.codegen import cuda
+    from fusec.codegen import render
     from fusec.codegen.nvrtc import compile_cubin
 
     arch = "sm_" + cp.cuda.Device().compute_capability
     module = cp.cuda.function.Module()
-    module.load(compile_cubin(cuda.headers() + KERNEL, arch).cubin)
+    module.load(compile_cubin(render.headers() + KERNEL, arch).cubin)
     fn = module.get_function("check_div_invariant")
     mismatches = cp.zeros(1, cp.uint64)
     not_fast = cp.zeros(1, cp.uint64)

@@ -53,7 +53,7 @@ EXAMPLE_SHAPES = {  # example -> (its array arguments' shapes from one shape, th
 
 
 def _kernel_programs() -> Iterator[tuple[str, list[str]]]:
-    from fusec.codegen.cuda import render_kernel
+    from fusec.codegen.render import render_kernel
     from tests.codegen.test_kernels import WORKLOADS
 
     for name, w in sorted(WORKLOADS.items()):
@@ -138,7 +138,7 @@ def compare(before: Path, after: Path, show: int) -> int:
         print(f"  missing: {pid}")
     for pid in added[:20]:
         print(f"  new: {pid}")
-    for pid in changed[:200]:
+    for pid in changed[:30]:
         print(f"  differs: {pid}")
     for pid in changed[:show]:
         old, new = "\n".join(a[pid]), "\n".join(b[pid])

@@ -1,91 +1,22 @@
-"""The plain data of one kernel: array layouts in, and the :class:`KernelSpec` that
-:func:`fusec.codegen.plan.kernel_spec` builds and a template (``templates/<kind>.cu.j2``) renders.
+"""The plain data of one kernel: the :class:`KernelSpec` that :func:`fusec.codegen.lower.lower` builds from a
+loop nest and a schedule, and that a template (``templates/<kind>.cu.j2``) renders.
 
-Everything here is a frozen dataclass of strings, ints and nodes; nothing computes. The constants say how
-the schedules are sized (threads per block, the row length from which rows get a block each, ...).
+Everything here is a frozen dataclass of strings, ints, nodes and the schedule; nothing computes but the
+launch sizing (:class:`LaunchPolicy`). Body lines are already decided C++ statements: the templates place
+them, they never look inside them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fusec.ir.graph import Node
+from fusec.schedule.kinds import Schedule
 
-# int32 index math while every extent and offset is below this: the 2**24 margin keeps grid-stride
-# increments (at most MAX_GRID * BLOCK * 16 elements past a bound below the limit) from overflowing.
-INT32_LIMIT = 2**31 - 2**24
-BLOCK = 256  # threads per block of every schedule (cols: COLS_TILE x COLS_SPLIT)
-WARP = 32
-ROW_BLOCK_MIN = 1024  # rows with at least this many elements get a block each, shorter ones a warp
-ROW_REGS = True  # rows held in registers (schedules warp_regs / block_regs) where ROW_REGS_TABLE allows
-
-# Register-resident rows: by the widest itemsize of the arrays held (1, 2 and 4 bytes share one column),
-# the buckets (longest row, threads per row, elements per thread). A row of length n takes the first bucket
-# with n <= longest row; the threads and elements per thread are compile-time constants of the kernel, so
-# every row length of one bucket shares a kernel. Threads per row below 256 are (sub-)warps: 256 / threads
-# rows per block, all phases by shuffles; 256 and up are one block per row. At most 32 elements (16 for
-# 8-byte values) per thread: the held values plus the row's working set stay within the 64..128 registers
-# that __launch_bounds__(threads, MIN_RESIDENT) allows. Longer rows (and rows that are not contiguous)
-# keep the re-reading schedules warp/block.
-ROW_REGS_TABLE: dict[int, tuple[tuple[int, int, int], ...]] = {
-    4: ((32, 8, 4), (64, 4, 16), (128, 16, 8), (256, 32, 8), (512, 32, 16), (1024, 32, 32),
-        (2048, 256, 8), (4096, 256, 16), (8192, 256, 32), (16384, 512, 32)),
-    8: ((16, 8, 2), (32, 8, 4), (64, 8, 8), (128, 16, 8), (256, 32, 8), (512, 32, 16),
-        (1024, 256, 4), (2048, 256, 8), (4096, 256, 16), (8192, 512, 16)),
-}
-COLS_TILE = 32  # cols: kept indices per block (threadIdx.x, coalesced)
-COLS_SPLIT = 8  # cols: threads splitting the reduced extent of one kept index (threadIdx.y)
-HOLD_MIN_COST = 2  # rows in registers: an element value of at least this op cost (exp, div, ...) that a later
-# phase or the epilogue needs again is kept in registers (<var>_h) rather than recomputed there
-HOLD_MAX_VALUES = 64  # ... while the row's loads and the kept values take at most this many 4-byte registers
-MIN_RESIDENT = 2  # __launch_bounds__(threads, 2): up to 128 registers per thread
 MAX_GRID = 65535  # upper bound on any grid (grid-stride loops cover the rest)
-VECTOR_BYTES = 16  # vectorized loads/stores move this many bytes per array per thread
 WORKSPACE_HEADER = 128  # reduce-all workspace: arrival counter + barrier generation, then partials
 ACC_FIELD_BOUND = 16  # bytes any accumulator field takes at most (argmax pairs: value + long long)
-
-
-# ---- inputs ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ArrayLayout:
-    """How one array lies in memory: ``strides`` in elements per its own axes (negative and zero allowed;
-    the element offset is already in the pointer), whether it is C-contiguous, and the pointer's alignment
-    in bytes (a power of two, at most 16)."""
-
-    strides: tuple[int, ...]
-    contiguous: bool = True
-    align: int = VECTOR_BYTES
-
-    @staticmethod
-    def c_contiguous(shape: Sequence[int]) -> ArrayLayout:
-        """A fresh C-contiguous, 16-byte aligned array of ``shape``."""
-        strides, step = [], 1
-        for d in reversed(tuple(shape)):
-            strides.append(step)
-            step *= max(int(d), 1)
-        return ArrayLayout(tuple(reversed(strides)), True, VECTOR_BYTES)
-
-    @staticmethod
-    def of(array: Any) -> ArrayLayout:
-        """The layout of a NumPy or CuPy array."""
-        itemsize = array.dtype.itemsize
-        if any(s % itemsize for s in array.strides):
-            raise ValueError(f"strides {array.strides} are not multiples of the itemsize {itemsize}")
-        ptr = array.data.ptr if hasattr(array, "__cuda_array_interface__") else array.ctypes.data
-        return ArrayLayout(tuple(s // itemsize for s in array.strides), bool(array.flags.c_contiguous),
-                           alignment(ptr))
-
-
-def alignment(ptr: int) -> int:
-    """The largest power of two up to 16 that divides ``ptr``."""
-    align = VECTOR_BYTES
-    while align > 1 and ptr % align:
-        align //= 2
-    return align
 
 
 # ---- the spec --------------------------------------------------------------------------------------------
@@ -202,7 +133,7 @@ class LaunchPolicy:
     persistent: bool = False
     cooperative: bool = False
     partial_bytes: tuple[int, ...] = ()  # reduce-all: per phase, an upper bound on one block's partial
-    min_resident: int = MIN_RESIDENT  # the kernel's second launch bound: blocks per SM ptxas plans for
+    min_resident: int = 2  # the kernel's second launch bound: blocks per SM ptxas plans for
 
     @property
     def blocks(self) -> int:
@@ -239,8 +170,7 @@ class KernelSpec:
 
     name: str
     kind: str  # pointwise | reduce-all | rows | cols
-    schedule: str  # contiguous | vector | strided | warp | block | warp_regs | block_regs | tiles | last_block
-    # | grid_barrier
+    schedule: Schedule
     index_ctype: str  # int | long long
     contiguous: bool  # one flat loop index i addresses every array that varies along the loop
     vec: int  # elements per thread per vector step (1: scalar)
@@ -260,21 +190,28 @@ class KernelSpec:
     epilogue_stores: tuple[Store, ...]
     row_stores: tuple[Store, ...]
     launch: LaunchPolicy = field(compare=False)
-    # warp_regs / block_regs: threads per row, elements each thread holds (compile-time constants), and the
-    # loads held in registers (the arrays varying along the row, read once at offset <var>_kb + i)
-    row_threads: int = 0
-    elems: int = 0
+    # rows in registers: the loads held in registers (the arrays varying along the row, read once at offset
+    # <var>_kb + i), and the values computed in one phase and kept for the later loops ((C++ type, variable);
+    # the array is <variable>_h)
     held: tuple[Access, ...] = ()
-    # warp_regs / block_regs: values computed in one phase and kept in registers for the later phases and
-    # the epilogue instead of being computed again ((C++ type, variable); the array is <variable>_h)
     held_values: tuple[tuple[str, str], ...] = ()
-    # warp_regs / block_regs: the row length is exactly row_threads x elems, so no element is past its end
-    # and the kernel checks none (a row length of the bucket's other sizes gets the checked kernel)
+    # rows in registers: the row length is exactly row_threads x elems, so no element is past its end and
+    # the kernel checks none (a row length of the bucket's other sizes gets the checked kernel)
     full_rows: bool = False
 
     @property
     def block(self) -> tuple[int, int]:
         return self.launch.block
+
+    @property
+    def row_threads(self) -> int:
+        """Rows in registers: threads per row (0 for other schedules)."""
+        return getattr(self.schedule, "row_threads", 0) if getattr(self.schedule, "in_registers", False) else 0
+
+    @property
+    def elems(self) -> int:
+        """Rows in registers: elements each thread holds (0 for other schedules)."""
+        return getattr(self.schedule, "elems", 0) if getattr(self.schedule, "in_registers", False) else 0
 
     @property
     def scalar_params(self) -> tuple[Param, ...]:

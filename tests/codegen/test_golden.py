@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fusec.codegen.cuda import render_body
+from fusec.codegen.render import render_body
 from tests.codegen.test_kernels import WORKLOADS, Variant
 
 GOLDEN = Path(__file__).parent / "golden"

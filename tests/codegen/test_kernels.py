@@ -1,7 +1,7 @@
 """Kernel specs and generated kernels, without a GPU.
 
 Every workload below is traced, made into ONE region over all its non-source nodes, planned
-(``kernel_spec``) under several layouts and dtypes, rendered, and compiled with NVRTC for sm_90 and
+(``fusec.codegen.kernel.generate``) under several layouts and dtypes, rendered, and compiled with NVRTC for sm_90 and
 sm_80: each must compile with zero register spills. The kernels of one workload are rendered into one
 source, so the suite runs one NVRTC compile per workload and arch (about 2 x 13).
 
@@ -23,12 +23,14 @@ import pytest
 
 import fusec
 from fusec.codegen import nvrtc
-from fusec.codegen.cuda import render_body, render_kernel, render_module
-from fusec.codegen.plan import INT32_LIMIT, ArrayLayout, KernelSpec, kernel_spec
-from fusec.codegen.spec import MAX_GRID
+from fusec.codegen.kernel import generate
+from fusec.codegen.render import render_body, render_kernel, render_module
+from fusec.codegen.spec import MAX_GRID, KernelSpec
 from fusec.ir.graph import Graph
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region, RegionSpace, make_region, region_space
+from fusec.schedule import ArrayLayout
+from fusec.schedule.nest import INT32_LIMIT
 
 ARCHS = ["sm_90", "sm_80"]
 FLOATS = ["float16", "float32", "float64"]
@@ -153,11 +155,11 @@ class Variant:
 
     def spec(self, fn: Callable, name: str) -> KernelSpec:
         specs = [fusec.ArraySpec(s, self.dtype) for s in self.shapes]
-        graph, region, space = single_region(fn, *specs, name=name)
+        graph, region, _ = single_region(fn, *specs, name=name)
         lay = {}
         for node, how in zip(graph.inputs, self.layouts or ("c",) * len(graph.inputs)):
             lay[node] = layout(node.shape, how, self.align)
-        return kernel_spec(region, space, lay)
+        return generate(region, lay).spec
 
 
 @dataclass
@@ -276,7 +278,7 @@ def _spec(fn: Callable, *shapes: tuple[int, ...], dtype: str = "float32", layout
 
 def test_kernels_pointwise_contiguous_is_vectorized_when_aligned() -> None:
     spec = _spec(gelu, (1029, 917))
-    assert (spec.kind, spec.schedule, spec.vec, spec.contiguous) == ("pointwise", "vector", 4, True)
+    assert (spec.kind, spec.schedule.variant, spec.vec, spec.contiguous) == ("pointwise", "vector", 4, True)
     assert [p.name for p in spec.scalar_params] == ["n"]
     assert spec.args == (np.int32(1029 * 917),) and type(spec.args[0]) is np.int32
     assert _spec(gelu, (1029, 917), dtype="float16").vec == 8
@@ -285,22 +287,22 @@ def test_kernels_pointwise_contiguous_is_vectorized_when_aligned() -> None:
 
 def test_kernels_pointwise_misaligned_falls_back_to_scalar() -> None:
     spec = _spec(gelu, (1029, 917), align=4)
-    assert (spec.schedule, spec.vec) == ("contiguous", 1)
+    assert (spec.schedule.variant, spec.vec) == ("contiguous", 1)
 
 
 def test_kernels_pointwise_strided_collapses_what_it_can() -> None:
     spec = _spec(gelu, (4, 5, 6), layouts=("step2",))  # every element doubled: still one flat axis
-    assert spec.schedule == "strided" and len(spec.loop_axes) == 1
+    assert spec.schedule.variant == "strided" and len(spec.loop_axes) == 1
     spec = _spec(gelu, (4, 5, 6), layouts=("f",))
-    assert spec.schedule == "strided" and len(spec.loop_axes) == 3
+    assert spec.schedule.variant == "strided" and len(spec.loop_axes) == 3
     spec = _spec(bias_add, (4, 5, 6), (6,))  # the bias repeats along the first two axes: they merge
-    assert spec.schedule == "strided" and len(spec.loop_axes) == 2
+    assert spec.schedule.variant == "strided" and len(spec.loop_axes) == 2
     assert len(spec.uniform_loads) == 0
 
 
 def test_kernels_broadcast_scalar_is_loaded_once() -> None:
     spec = _spec(bias_add, (1029, 917), (1,))
-    assert spec.schedule == "vector" and [a.pointer for a in spec.uniform_loads] == ["in1"]
+    assert spec.schedule.variant == "vector" and [a.pointer for a in spec.uniform_loads] == ["in1"]
 
 
 def test_kernels_int64_indexing_beyond_int32() -> None:
@@ -315,14 +317,14 @@ def test_kernels_int64_indexing_beyond_int32() -> None:
 
 def test_kernels_rows_warp_or_block_per_row() -> None:
     """Rows that are not one contiguous axis, or too long for registers, re-read the row."""
-    assert _spec(softmax, (1029, 64), layouts=("step2",)).schedule == "warp"
+    assert _spec(softmax, (1029, 64), layouts=("step2",)).schedule.variant == "warp"
     spec = _spec(softmax, (64, 4096), layouts=("f",))
-    assert (spec.kind, spec.schedule, len(spec.phases)) == ("rows", "block", 2)
+    assert (spec.kind, spec.schedule.variant, len(spec.phases)) == ("rows", "block", 2)
     assert spec.launch.per_block == 1 and spec.launch.work == 64
     assert (spec.row_threads, spec.elems, spec.held) == (0, 0, ())
-    assert _spec(softmax, (3, 16385)).schedule == "block"
-    assert _spec(softmax, (3, 8193), dtype="float64").schedule == "block"
-    assert _spec(softmax, (3, 64), layouts=("neg",)).schedule == "warp"  # the row runs backwards
+    assert _spec(softmax, (3, 16385)).schedule.variant == "block"
+    assert _spec(softmax, (3, 8193), dtype="float64").schedule.variant == "block"
+    assert _spec(softmax, (3, 64), layouts=("neg",)).schedule.variant == "warp"  # the row runs backwards
 
 
 @pytest.mark.parametrize("n, itemsize, threads, elems", [
@@ -334,7 +336,7 @@ def test_kernels_rows_held_in_registers(n: int, itemsize: int, threads: int, ele
     dtype = {1: "int8", 2: "float16", 4: "float32", 8: "float64"}[itemsize]
     spec = _spec(row_min_argmin if itemsize == 1 else softmax, (5, n), dtype=dtype)
     assert (spec.row_threads, spec.elems) == (threads, elems)
-    assert spec.schedule == ("warp_regs" if threads <= 32 else "block_regs")
+    assert spec.schedule.variant == ("warp_regs" if threads <= 32 else "block_regs")
     assert [a.var for a in spec.held] == ["ld0"]
     vec = min(16 // itemsize, elems) if n % min(16 // itemsize, elems) == 0 else None
     if vec is not None:
@@ -354,15 +356,16 @@ def test_kernels_rows_in_registers_vector_width_follows_alignment() -> None:
     assert _spec(softmax, (5, 64), dtype="float16").vec == 8
     assert _spec(softmax, (5, 7), dtype="float16").vec == 1
     spec = _spec(softmax, (4, 5, 64), layouts=("bcast0",))  # every row of a block of rows is the same
-    assert spec.schedule == "warp_regs" and spec.vec == 4
+    assert spec.schedule.variant == "warp_regs" and spec.vec == 4
 
 
-def test_kernels_rows_in_registers_can_be_turned_off(monkeypatch) -> None:
-    from fusec.codegen import plan
-
-    monkeypatch.setattr(plan, "ROW_REGS", False)
-    assert _spec(softmax, (1029, 64)).schedule == "warp"
-    assert _spec(softmax, (64, 4096)).schedule == "block"
+def test_kernels_rows_in_registers_can_be_turned_off_by_forcing_a_schedule() -> None:
+    _, region, _ = single_region(softmax, fusec.ArraySpec((1029, 64), "float32"))
+    assert generate(region).schedule.variant == "warp_regs"
+    spec = generate(region, schedule="rows:warp").spec
+    assert spec.schedule.variant == "warp" and not spec.held and "_r[" not in render_body(spec)
+    _, region, _ = single_region(softmax, fusec.ArraySpec((64, 4096), "float32"))
+    assert generate(region, schedule="rows:block").spec.schedule.variant == "block"
 
 
 def test_kernels_rows_in_registers_bucket_shares_the_source() -> None:
@@ -416,7 +419,7 @@ def test_kernels_division_by_a_row_divisor_takes_the_hoisted_reciprocal_in_regis
     assert "bool fast2 = true;" in body and "if (!fast2) {" in body and "acc2 = Acc2_identity();" in body
 
     soft = _spec(softmax, (64, 8192))  # the division is in the epilogue: the outputs are written again
-    assert soft.schedule == "block_regs" and soft.epilogue_exact
+    assert soft.schedule.variant == "block_regs" and soft.epilogue_exact
     assert any("fast_epilogue)" in line for line in soft.epilogue_body)
     assert "if (!fast_epilogue) {" in render_body(soft)
     norm = _spec(layernorm, (64, 8192))
@@ -454,12 +457,12 @@ def test_kernels_argmax_updates_by_what_the_partial_holds() -> None:
 
 def test_kernels_cols_and_reduce_all_schedules() -> None:
     spec = _spec(col_sum, (1029, 917))
-    assert (spec.kind, spec.schedule, spec.launch.block) == ("cols", "tiles", (32, 8))
+    assert (spec.kind, spec.schedule.variant, spec.launch.block) == ("cols", "tiles", (32, 8))
     spec = _spec(sum_abs, (1029, 917))
-    assert (spec.kind, spec.schedule, spec.vec) == ("reduce-all", "last_block", 4)
+    assert (spec.kind, spec.schedule.variant, spec.vec) == ("reduce-all", "last_block", 4)
     spec = _spec(mean_var, (1029, 917))
-    assert spec.schedule == "grid_barrier" and spec.launch.cooperative and len(spec.phases) == 2
-    assert _spec(center_all, (1029, 917)).schedule == "grid_barrier"
+    assert spec.schedule.variant == "grid_barrier" and spec.launch.cooperative and len(spec.phases) == 2
+    assert _spec(center_all, (1029, 917)).schedule.variant == "grid_barrier"
 
 
 def test_kernels_size_one_axes_are_dropped() -> None:
@@ -526,6 +529,6 @@ def test_kernels_argmax_position_follows_the_operand_order() -> None:
 
 def test_kernels_transposed_input_reads_through_its_strides() -> None:
     spec = _spec(transpose_add, (917, 1029), (1029, 917))
-    assert spec.schedule == "strided" and len(spec.loop_axes) == 2
+    assert spec.schedule.variant == "strided" and len(spec.loop_axes) == 2
     body = render_body(spec)
     assert "ld0_s0" in body and "ld0_s1" in body

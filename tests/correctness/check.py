@@ -24,8 +24,10 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.codegen.plan import ArrayLayout, KernelSpec, kernel_spec
+from fusec.codegen.kernel import generate
+from fusec.codegen.spec import KernelSpec
 from fusec.errors import FusecError
+from fusec.schedule import layouts_of
 from tests.correctness.cases import Call, Case
 from tests.helpers import TOLERANCES, assert_matches_numpy, seed_of
 
@@ -152,13 +154,6 @@ def kernel_specs(fn: Callable[..., Any], args: tuple[Any, ...], prefix: str | No
     the runtime plans them: inputs in their own layouts, intermediates fresh and C-contiguous. ``prefix``
     renames the kernels ``<prefix>_<region>`` so that several cases compile as one module."""
     plan = fusec.fuse(fn, fusion=fusion).plan(*args)
-    arrays = [a for a in args if is_array(a)]
-    layouts: dict[Any, ArrayLayout] = {}
-    for node, a in zip(plan.graph.inputs, arrays):
-        if isinstance(a, fusec.ArraySpec):
-            if a.strides is not None:
-                layouts[node] = ArrayLayout(tuple(a.strides), contiguous=False)
-        else:
-            layouts[node] = ArrayLayout.of(a)
-    return [kernel_spec(k.region, k.space, {n: layouts[n] for n in k.inputs if n in layouts},
-                        None if prefix is None else f"{prefix}_{k.name}") for k in plan.kernels]
+    values = dict(zip(plan.graph.inputs, [a for a in args if is_array(a)]))
+    return [generate(k.region, layouts_of(k.inputs, values), name=None if prefix is None else f"{prefix}_{k.name}").spec
+            for k in plan.kernels]

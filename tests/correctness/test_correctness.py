@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fusec.codegen.cuda import render_kernel, render_module
 from fusec.codegen.nvrtc import CompileError, compile_cubin
+from fusec.codegen.render import render_kernel, render_module
 from tests.correctness.cases import CASES, Case
 from tests.correctness.check import kernel_specs, rng_of, run_case
 

@@ -70,7 +70,7 @@ class _Array:
 
 @pytest.fixture
 def recycler(monkeypatch):
-    monkeypatch.setattr(dispatch, "_cupy", lambda: SimpleNamespace(ndarray=_Array))
+    monkeypatch.setattr(dispatch, "cupy_module", lambda: SimpleNamespace(ndarray=_Array))
     return dispatch.OutputRecycler((4,), np.dtype(np.float32))
 
 
@@ -111,7 +111,7 @@ def test_results_are_not_reused_on_another_stream(recycler, monkeypatch):
         made.append(1)
         return _Array(*args)
 
-    monkeypatch.setattr(dispatch, "_cupy", lambda: SimpleNamespace(ndarray=new))
+    monkeypatch.setattr(dispatch, "cupy_module", lambda: SimpleNamespace(ndarray=new))
     recycler.take(stream=1)
     recycler.take(stream=1)  # the first one was dropped: reused
     assert len(made) == 1
@@ -176,7 +176,7 @@ def test_a_runner_launches_each_kernel_with_its_inputs_outputs_and_workspace(mon
     large output and the second input, uses a workspace, and writes the result; an empty third kernel
     only allocates. The generated runner passes each kernel the right pointers, in order."""
     made: list = []
-    monkeypatch.setattr(dispatch, "_cupy", lambda: _fake_cupy(made))
+    monkeypatch.setattr(dispatch, "cupy_module", lambda: _fake_cupy(made))
     calls = []
     launches = [dispatch.PackedLaunch(_Function(), (g, 1, 1), (128, 1, 1), n, (np.int32(g),))
                 for g, n in ((3, 3), (7, 4))]
@@ -214,7 +214,7 @@ def test_a_runner_launches_each_kernel_with_its_inputs_outputs_and_workspace(mon
 
 def test_a_thread_without_a_cuda_context_makes_the_device_current_and_runs_again(monkeypatch):
     devices: list = []
-    monkeypatch.setattr(dispatch, "_cupy", lambda: _fake_cupy(devices=devices))
+    monkeypatch.setattr(dispatch, "cupy_module", lambda: _fake_cupy(devices=devices))
     launch = dispatch.PackedLaunch(_Function(), (1, 1, 1), (32, 1, 1), 2, ())
     tries = []
 
@@ -239,7 +239,7 @@ def test_a_thread_without_a_cuda_context_makes_the_device_current_and_runs_again
 
 @pytest.mark.parametrize("structure", ["single", "tuple", "list"])
 def test_a_runner_packs_its_results_as_the_function_returns_them(monkeypatch, structure):
-    monkeypatch.setattr(dispatch, "_cupy", lambda: _fake_cupy([]))
+    monkeypatch.setattr(dispatch, "cupy_module", lambda: _fake_cupy([]))
     launch = dispatch.PackedLaunch(_Function(), (1, 1, 1), (32, 1, 1), 3, ())
     launch.driver = lambda *args: None
     outputs = tuple((slot, (2,), np.dtype(np.float32), None) for slot in (1, 2))

@@ -171,15 +171,14 @@ def test_cubin_cache_concurrent_compiles_leave_one_sound_entry(cache_dir: Path) 
 
 def break_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make every generated kernel source fail to compile: a line that uses an undefined name."""
-    from fusec.codegen import cuda
+    from fusec.codegen import kernel
 
-    real = cuda.render_kernel
+    real = kernel.render_kernel
 
     def broken(spec):
         return real(spec) + "__device__ float fusec_broken() { return deliberately_undefined; }\n"
 
-    monkeypatch.setattr(cuda, "render_kernel", broken)
-    monkeypatch.setattr(runtime, "render_kernel", broken)
+    monkeypatch.setattr(kernel, "render_kernel", broken)
 
 
 def check_compile_error(err: BaseException, name: str) -> None:

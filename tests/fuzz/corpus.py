@@ -57,13 +57,15 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from fusec.codegen.cuda import render_kernel
-from fusec.codegen.plan import ArrayLayout, KernelSpec, alignment, kernel_spec
+from fusec.codegen import kernel as codegen_kernel
+from fusec.codegen.render import render_kernel
+from fusec.codegen.spec import KernelSpec
 from fusec.ir.graph import Graph, Node
 from fusec.ir.interpret import to_xp
 from fusec.ir.ops import OPS, Kind, ufunc_loops
 from fusec.ir.text import parse, print_graph
 from fusec.plan import Plan, make_plan
+from fusec.schedule import ArrayLayout, alignment
 from tests.helpers import random_array
 from tests.strategies import graphs
 
@@ -353,7 +355,7 @@ def plan_specs(plan: Plan, input_layouts: Sequence[ArrayLayout], prefix: str | N
     for kernel in plan.kernels:
         arrays = [n for n in kernel.region.inputs if n.op not in ("const", "size")]
         name = None if prefix is None else f"{prefix}_{kernel.region.name}"
-        specs.append(kernel_spec(kernel.region, kernel.space, {n: layouts[n] for n in arrays}, name))
+        specs.append(codegen_kernel.generate(kernel.region, {n: layouts[n] for n in arrays}, name=name).spec)
         for n in kernel.outputs:
             layouts[n] = fresh_layout(n)
     return specs

@@ -22,7 +22,7 @@ import time
 import numpy as np
 import pytest
 
-from fusec.codegen.cuda import render_kernel, render_module
+from fusec.codegen.render import render_kernel, render_module
 from fusec.ir.graph import Graph, make_node
 from fusec.ir.ops import Kind
 from fusec.ir.text import parse, print_graph

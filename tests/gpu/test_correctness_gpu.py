@@ -24,8 +24,8 @@ import pytest
 
 import fusec
 from fusec import runtime
-from fusec.codegen.cuda import render_kernel
 from fusec.codegen.nvrtc import CompileError
+from fusec.codegen.render import render_kernel
 from tests.correctness import test_runtime as cpu_runtime
 from tests.correctness.cases import CASES, Case
 from tests.correctness.check import kernel_specs, rng_of, run_case

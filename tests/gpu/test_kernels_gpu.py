@@ -376,7 +376,7 @@ def launcher():
     for case in CASES:
         np_in, cp_in = _inputs(case, None)
         graph, region, space = _region(case, np_in)
-        sources.append(launcher.source(region, space, dict(zip(graph.inputs, cp_in))))
+        sources.append(launcher.source(region, dict(zip(graph.inputs, cp_in))))
     precompile(sources, arch)
     return launcher
 
@@ -484,13 +484,13 @@ def test_gpu_kernel_matches_numpy(case: Case, launcher) -> None:
     before = [a.copy() for a in cp_in]
     graph, region, space = _region(case, np_in)
     values = dict(zip(graph.inputs, cp_in))
-    first = launcher.run_region(region, space, values)
+    first = launcher.run_region(region, values)
     got = [cupy.asnumpy(first[n]) for n in graph.outputs]
     with np.errstate(all="ignore"):
         ref = [np.asarray(r) for r in interpret(graph, np_in)]
     _check(case, got, ref, np_in)
     # run to run: the cached recipe, the same bits (reductions are deterministic)
-    second = launcher.run_region(region, space, values)
+    second = launcher.run_region(region, values)
     for n in graph.outputs:
         a, b = first[n], second[n]
         assert a is not b
@@ -539,7 +539,7 @@ def test_gpu_row_argmax_and_argmin_designed_rows(launcher, dtype: str, n: int) -
     x = _designed_rows(n, dtype, np.random.default_rng(seed_of("designed rows", dtype, n)))
     for fn in (row_max_argmax, row_min_argmin):
         graph, region, space = single_region(fn, fusec.ArraySpec(x.shape, x.dtype), name="k")
-        out = launcher.run_region(region, space, {graph.inputs[0]: cupy.asarray(x)})
+        out = launcher.run_region(region, {graph.inputs[0]: cupy.asarray(x)})
         got = [cupy.asnumpy(out[node]) for node in graph.outputs]
         with np.errstate(all="ignore"):
             ref = [np.asarray(r) for r in interpret(graph, [x])]
@@ -556,7 +556,7 @@ def test_gpu_new_size_of_a_signature_reuses_the_kernel(launcher) -> None:
         x = _data(rng, shape, "float32")
         graph, region, space = single_region(softmax, fusec.ArraySpec(shape, "float32"), name="k")
         before = launcher.compiles
-        out = launcher.run_region(region, space, {graph.inputs[0]: cupy.asarray(x)})
+        out = launcher.run_region(region, {graph.inputs[0]: cupy.asarray(x)})
         assert launcher.compiles == before  # precompiled, then the same source for the new size
         with np.errstate(all="ignore"):
             ref = interpret(graph, [x])[0]
@@ -572,7 +572,7 @@ def test_gpu_cupy_rawmodule_compiler() -> None:
     for fn, shape in [(gelu, (1029, 917)), (softmax, (1029, 917)), (mean_var, (1029, 917)), (col_sum, (23, 23))]:
         x = _data(rng, shape, "float32")
         graph, region, space = single_region(fn, fusec.ArraySpec(shape, "float32"))
-        outs = launcher.run_region(region, space, {graph.inputs[0]: cupy.asarray(x)})
+        outs = launcher.run_region(region, {graph.inputs[0]: cupy.asarray(x)})
         with np.errstate(all="ignore"):
             refs = interpret(graph, [x])
         for node, ref in zip(graph.outputs, refs):
@@ -581,8 +581,8 @@ def test_gpu_cupy_rawmodule_compiler() -> None:
 
 def _large(launcher, fn, x):
     graph, region, space = single_region(fn, fusec.ArraySpec(x.shape, x.dtype))
-    outs = launcher.run_region(region, space, {graph.inputs[0]: x})
-    recipe = next(r for r in launcher._recipes.values() if r.region is region)
+    outs = launcher.run_region(region, {graph.inputs[0]: x})
+    recipe = launcher.recipes(region)[0]
     assert recipe.spec.index_ctype == "long long"
     return [outs[n] for n in graph.outputs]
 
@@ -622,7 +622,8 @@ def test_gpu_cases_cover_every_kind_dtype_and_layout() -> None:
 def test_gpu_cases_cover_every_rows_schedule() -> None:
     """The rows cases plan into every rows schedule: held in registers by sub-warps, warps and blocks, with
     vector and scalar loads, and re-read by warps and blocks."""
-    from fusec.codegen.plan import ArrayLayout, kernel_spec
+    from fusec.codegen.kernel import generate
+    from fusec.schedule import ArrayLayout
 
     seen = set()
     for case in CASES:
@@ -632,8 +633,8 @@ def test_gpu_cases_cover_every_rows_schedule() -> None:
         graph, region, space = _region(case, np_in)
         if space.kind != "rows":
             continue
-        spec = kernel_spec(region, space, {n: ArrayLayout.of(a) for n, a in zip(graph.inputs, dev)})
-        seen.add((spec.schedule, spec.row_threads, spec.vec > 1))
+        spec = generate(region, {n: ArrayLayout.of(a) for n, a in zip(graph.inputs, dev)}).spec
+        seen.add((spec.schedule.variant, spec.row_threads, spec.vec > 1))
     assert {("warp", 0, False), ("block", 0, False)} <= seen, seen
     assert {("warp_regs", 8, True), ("warp_regs", 8, False), ("warp_regs", 16, True), ("warp_regs", 16, False),
             ("warp_regs", 32, True), ("warp_regs", 32, False), ("block_regs", 256, True),

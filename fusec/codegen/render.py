@@ -1,19 +1,19 @@
 """KernelSpec -> CUDA source, through the kernel kind's Jinja template.
 
-``render_kernel(spec)`` gives the complete source one ``cupy.RawModule`` compiles: the op helpers
+``render_kernel(spec)`` gives the complete source one module compiles: the op helpers
 (``templates/fusec_device.cuh.j2``), the schedule helpers (``templates/schedule.cuh.j2``), then the
 kernel (``templates/<kind>.cu.j2`` with the macros of ``templates/_kernel.cu.j2``). The text is a pure
 function of the spec's signature (never of its ``args``), so equal signatures give equal sources and
-CuPy's caches hit.
+the compile caches hit.
 """
 
 from __future__ import annotations
 
-import re
+import functools
 from collections.abc import Iterable
 
 from fusec.codegen import cuda_ops, templates
-from fusec.codegen.plan import KernelSpec
+from fusec.codegen.spec import KernelSpec
 
 TEMPLATES = {
     "pointwise": "pointwise.cu.j2",
@@ -39,6 +39,7 @@ def _tidy(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
+@functools.lru_cache(maxsize=1)
 def headers() -> str:
     """The device helpers every kernel source starts with (op helpers, schedule helpers)."""
     return templates.render(cuda_ops.DEVICE_HEADER) + "\n" + templates.render(SCHEDULE_HEADER)
@@ -46,8 +47,7 @@ def headers() -> str:
 
 def render_body(spec: KernelSpec) -> str:
     """The kernel alone: its accumulator types and its ``extern "C" __global__`` function."""
-    text = templates.render(TEMPLATES[spec.kind], spec=spec)
-    return _tidy(text)
+    return _tidy(templates.render(TEMPLATES[spec.kind], spec=spec))
 
 
 def render_kernel(spec: KernelSpec) -> str:
@@ -57,8 +57,8 @@ def render_kernel(spec: KernelSpec) -> str:
 
 def render_module(specs: Iterable[KernelSpec]) -> str:
     """One source holding several kernels (their names must differ), for compiling them together."""
-    bodies = [render_body(s) for s in specs]
-    names = [re.search(r"__global__ void __launch_bounds__\([\d, ]+\) (\w+)\(", b).group(1) for b in bodies]
+    specs = list(specs)
+    names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"kernel names repeat in one module: {names}")
-    return headers() + "\n" + "\n".join(bodies)
+    return headers() + "\n" + "\n".join(render_body(s) for s in specs)

@@ -1,0 +1,67 @@
+"""The one way a region becomes a kernel: ``generate(region, layouts, schedule)``.
+
+It analyses the region over its argument layouts (:func:`fusec.schedule.analyze`), takes the heuristics'
+schedule or completes and checks a forced one (:func:`fusec.schedule.resolve`), lowers the pair to a
+:class:`KernelSpec` (:func:`fusec.codegen.lower.lower`) and renders its CUDA source. The runtime, the
+``cuda_source``/``ptxas`` inspections and ``explain`` all go through it, so what they show is what runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fusec.codegen.lower import lower
+from fusec.codegen.render import render_kernel
+from fusec.codegen.spec import KernelSpec
+from fusec.ir.graph import Node
+from fusec.ir.region import Region
+from fusec.schedule import H200, ArrayLayout, DeviceProperties, Schedule, ScheduleError, analyze, layouts_of, resolve
+
+ForcedSchedules = Mapping[str, Any]  # region name -> Schedule, or its text ("rows:warp")
+
+
+@dataclass(frozen=True)
+class GeneratedKernel:
+    """A region's kernel: the schedule it runs with, its spec, and its complete CUDA source."""
+
+    schedule: Schedule
+    spec: KernelSpec
+    source: str
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def generate(region: Region, layouts: Mapping[Node, ArrayLayout] | None = None, schedule: Any = None, *,
+             device: DeviceProperties = H200, name: str | None = None) -> GeneratedKernel:
+    """``region``'s kernel over ``layouts`` (arrays left out are fresh C-contiguous ones) with ``schedule``
+    (None: the heuristics'; a :class:`Schedule` or its text, possibly partial, is completed and checked,
+    raising :class:`fusec.schedule.ScheduleError` when it does not fit). ``name`` renames the kernel's
+    base (default: the region's name)."""
+    nest = analyze(region, layouts)
+    chosen = resolve(nest, schedule, device)
+    spec = lower(nest, chosen, name)
+    return GeneratedKernel(chosen, spec, render_kernel(spec))
+
+
+def check_forced(forced: ForcedSchedules | None, names: list[str]) -> None:
+    """Raise :class:`ScheduleError` when ``forced`` names a kernel that is not among ``names``."""
+    unknown = sorted(set(forced or {}) - set(names))
+    if unknown:
+        raise ScheduleError(f"no kernel {', '.join(unknown)} to schedule: the kernels are {', '.join(names)}")
+
+
+def generate_plan(plan: Any, values: Mapping[Node, Any], forced: ForcedSchedules | None = None, *,
+                  device: DeviceProperties = H200) -> list[GeneratedKernel]:
+    """Every kernel of ``plan`` (a :class:`fusec.plan.Plan`), its graph inputs laid out as ``values``
+    (arrays or :class:`fusec.ArraySpec`) say, the intermediates between kernels fresh C-contiguous arrays;
+    ``forced`` maps kernel names to schedules."""
+    check_forced(forced, [k.name for k in plan.kernels])
+    out = []
+    for kernel in plan.kernels:
+        layouts = layouts_of(kernel.inputs, values)
+        out.append(generate(kernel.region, layouts, (forced or {}).get(kernel.name), device=device))
+    return out

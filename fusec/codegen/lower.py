@@ -1,0 +1,383 @@
+"""Lowering: a loop nest and its schedule -> :class:`KernelSpec`, the kernel with every body decided.
+
+``lower(nest, schedule, name)`` decides, on structured data and before any text exists, what each scope
+of the kernel computes, and only then prints each decided statement from the op table's CUDA expressions
+(:mod:`fusec.codegen.cuda_ops`):
+
+- **Scopes.** Once per kernel (uniform loads), once per row (reduced values and what depends only on
+  them: the prologue and each phase's finish), per element of each pass over the row (what the phase's
+  reductions consume), and per element of the epilogue (the full outputs).
+- **Held values.** In rows held in registers, the schedule's ``hold`` values are computed by the first
+  phase that needs them, which keeps them in a register array (``<var>_h``); later loops read them there.
+  So a later loop computes only what its roots need *given* the held values: the operands only a held
+  value needed are never emitted (:class:`LoadHeld` is a leaf of the scope's closure).
+- **Invariant division.** With the schedule's ``fast_division``, a float division by a per-row divisor is
+  ``fc::div_invariant`` (a reciprocal hoisted per row); such a loop also gets its IEEE-division twin
+  (``body_exact``), which the kernel runs instead where an operand leaves that helper's checked range.
+- **Accesses.** Offsets as C++ expressions over the collapsed axes: ``i`` where one flat index addresses
+  the array (contiguous loops, rows in registers), else coordinates times stride parameters.
+- **Parameters.** Arrays (``input``/``output``), the workspace where the schedule needs one, then scalars
+  (extents, strides, ``size`` values), each with its role; the runtime passes arguments by role.
+
+The rendered source depends only on the spec without its ``args`` (and without ``launch.work``): dtypes,
+ranks, the region's structure, which accesses are contiguous, broadcast or aligned, the index width and
+the schedule. Sizes, strides and ``size`` values are kernel parameters, so a new size of the same
+signature reuses the compiled kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fusec.codegen import cuda_ops
+from fusec.codegen.spec import (
+    ACC_FIELD_BOUND,
+    Access,
+    AccField,
+    Axis,
+    KernelSpec,
+    LaunchPolicy,
+    Param,
+    Phase,
+    Store,
+)
+from fusec.ir.graph import Node
+from fusec.ir.ops import Kind
+from fusec.ir.region import Region
+from fusec.schedule.kinds import PointwiseSchedule, ReduceAllSchedule, RowSchedule, Schedule
+from fusec.schedule.nest import AccessInfo, LoopNest
+
+_WIDE_CTYPES = ("double", "long long", "unsigned long long")
+
+
+def kernel_label(region: Region, kind: str, name: str | None = None) -> str:
+    """A readable C identifier saying what the kernel fuses: ``k0_rows_max_sub_exp_sum_div``."""
+    ops = list(dict.fromkeys(n.op for n in region.nodes if n.kind is not Kind.LAYOUT))[:6]
+    text = "_".join([name or region.name, kind.replace("-", "")] + ops)
+    text = "".join(c if (c.isascii() and c.isalnum()) or c == "_" else "_" for c in text)
+    return text if text[0].isalpha() or text[0] == "_" else f"k_{text}"
+
+
+# ---- statements -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Compute:
+    """``const T v = <the node's expression>;``"""
+
+    node: Node
+
+
+@dataclass(frozen=True)
+class StoreHeld:
+    """``v_h[slot] = v;``: keep a computed value for the later loops (rows in registers)."""
+
+    node: Node
+
+
+@dataclass(frozen=True)
+class LoadHeld:
+    """``const T v = v_h[slot];``: a value an earlier phase computed and held."""
+
+    node: Node
+
+
+Statement = Compute | StoreHeld | LoadHeld
+
+
+class _Lowering:
+    """One nest under one schedule (see the module docstring)."""
+
+    def __init__(self, nest: LoopNest, schedule: Schedule):
+        self.nest, self.schedule = nest, schedule
+        self.regs = isinstance(schedule, RowSchedule) and schedule.in_registers
+        self.fast_division = self.regs and schedule.fast_division
+        flat = isinstance(schedule, (PointwiseSchedule, ReduceAllSchedule))
+        self.contiguous = nest.contiguous and (not flat or schedule.loop != "strided")
+        self.vec = schedule.vec if (flat or self.regs) else 1
+        self.red_cuda = {r: cuda_ops.reduction(r.op, r.operands[0].dtype) for r in nest.reductions}
+        hold = {nest.members[k] for k in schedule.hold} if self.regs else set()
+        self.kept: dict[Node, int] = {}  # held value -> the phase that computes it first
+        for ph in nest.phases:
+            for n in ph.needed:
+                if n in hold and n not in self.kept:
+                    self.kept[n] = ph.index
+
+    # -- values ------------------------------------------------------------------------------------------
+    def value(self, node: Node, user: Node | None) -> str:
+        """The C++ expression of ``node`` as ``user`` reads it."""
+        nest = self.nest
+        if node in nest.inside:
+            if node.kind is Kind.LAYOUT:
+                return self.value(node.operands[0], node)
+            return nest.var[node]
+        if node.op == "const":
+            return cuda_ops.literal(node.attr("value"), node.dtype)
+        if node.op == "size":
+            return nest.size_param[node]
+        assert user is not None
+        return nest.load_var(node, user)
+
+    def reads(self, node: Node, user: Node | None, refs: set[str]) -> None:
+        """Add to ``refs`` the accesses ``user`` reads ``node`` through."""
+        self.nest.value_refs(node, user, refs)
+
+    def invariant_division(self, node: Node) -> bool:
+        """A float32 (or float16, computed in float32) division in a loop whose divisor stays the same over
+        the loop (a per-row value, a constant or a ``size``): ``fc::div_invariant`` can divide it with a
+        reciprocal hoisted per row."""
+        nest = self.nest
+        if (node.op != "div" or not nest.full(node)
+                or any(d.dtype not in (np.float32, np.float16) or d.dtype != node.dtype for d in node.operands)):
+            return False
+        divisor = node.operands[1]  # (the helper is exact for any divisor: this only decides where it pays)
+        if divisor in nest.inside:
+            return not nest.full(divisor)
+        return divisor.op in ("const", "size")
+
+    def line(self, node: Node, fast_flag: str | None = None) -> str:
+        """``node``'s C++ line; with ``fast_flag``, a division by a loop-invariant divisor takes
+        ``fc::div_invariant``, which clears ``fast_flag`` where its operands are out of its range."""
+        operands = [self.value(o, node) for o in node.operands]
+        if cuda_ops.is_float_cube(node):  # x ** 3 as two multiplies: powf costs ~40 instructions
+            expr = f"fc::cube({operands[0]})"
+        elif fast_flag is not None and self.invariant_division(node):
+            expr = f"fc::div_invariant({operands[0]}, {operands[1]}, {fast_flag})"
+        else:
+            expr = cuda_ops.expression(node.op, operands, [o.dtype for o in node.operands], node.dtype)
+        return f"const {cuda_ops.ctype(node.dtype)} {self.nest.var[node]} = {expr};"
+
+    # -- scopes ----------------------------------------------------------------------------------------------
+    def loop_statements(self, roots: Iterable[tuple[Node, Node | None]], phase: int | None) -> list[Statement]:
+        """What a loop computes for ``roots``: the full members they need, where a value held by an earlier
+        phase (every held value, in the epilogue: ``phase`` None) is read from its register array and its
+        operands are not computed for it; the first phase computing a held value keeps it."""
+        nest, kept = self.nest, self.kept
+        need: set[Node] = set()
+        stack = list(roots)
+        while stack:
+            node, _ = stack.pop()
+            if node not in nest.inside:
+                continue
+            if node.kind is Kind.LAYOUT:
+                stack.append((node.operands[0], node))
+                continue
+            if node.kind is Kind.REDUCTION or not nest.full(node) or node in need:
+                continue
+            need.add(node)
+            if node in kept and (phase is None or kept[node] < phase):
+                continue  # read from registers: its operands are not needed for it
+            stack.extend((o, node) for o in node.operands)
+        out: list[Statement] = []
+        for n in nest.members:
+            if n not in need:
+                continue
+            if n in kept and (phase is None or kept[n] < phase):
+                out.append(LoadHeld(n))
+            else:
+                out.append(Compute(n))
+                if n in kept and kept[n] == phase:
+                    out.append(StoreHeld(n))
+        return out
+
+    def statement_refs(self, statements: Sequence[Statement], refs: set[str]) -> None:
+        for s in statements:
+            if isinstance(s, Compute):
+                self.nest.operand_refs(s.node, refs)
+
+    def render(self, statements: Sequence[Statement], fast_flag: str | None) -> tuple[str, ...]:
+        """The statements as C++ lines (``fast_flag``: divisions by invariant divisors take the fast helper)."""
+        slot = f"[c * {self.vec} + j]"
+        lines = []
+        for s in statements:
+            var = self.nest.var[s.node]
+            if isinstance(s, Compute):
+                lines.append(self.line(s.node, fast_flag))
+            elif isinstance(s, StoreHeld):
+                lines.append(f"{var}_h{slot} = {var};")
+            else:
+                lines.append(f"const {cuda_ops.ctype(s.node.dtype)} {var} = {var}_h{slot};")
+        return tuple(lines)
+
+    def loop_bodies(self, statements: Sequence[Statement], fast: bool, flag: str) -> tuple[tuple[str, ...], ...]:
+        """(body, body_exact): with ``fast``, the body divides with ``fc::div_invariant`` (clearing
+        ``flag``) and body_exact is its IEEE-division twin; else the body and no twin."""
+        if fast:
+            return self.render(statements, flag), self.render(statements, None)
+        return self.render(statements, None), ()
+
+    def has_invariant_division(self, members: Iterable[Node]) -> bool:
+        return self.fast_division and any(self.invariant_division(n) for n in members)
+
+
+# ---- the spec ----------------------------------------------------------------------------------------------
+
+
+def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> KernelSpec:
+    """The :class:`KernelSpec` of ``nest``'s region under ``schedule`` (already checked against it, see
+    :func:`fusec.schedule.resolve`); the kernel is called ``<name>_<kind>_<ops...>`` (``name``: the
+    region's by default)."""
+    lo = _Lowering(nest, schedule)
+    kind = nest.kind
+    region = nest.region
+
+    prologue = tuple(lo.line(n) for n in nest.prologue)
+    phases_raw = []
+    for ph in nest.phases:
+        p = ph.index
+        statements = lo.loop_statements([(r.operands[0], r) for r in ph.reductions], p)
+        refs: set[str] = set()
+        lo.statement_refs(statements, refs)
+        body, body_exact = lo.loop_bodies(statements, lo.has_invariant_division(ph.needed), f"fast{p}")
+        fields, finish, field_reductions = [], [], []
+        update: dict[str, list[str]] = {state: [] for state in cuda_ops.UPDATE_STATES}
+        pairs = {r.operands[0]: r for r in ph.reductions if lo.red_cuda[r].pair_helper is not None}
+        field_of: dict[Node, str] = {}
+        for r in ph.reductions:
+            cu = lo.red_cuda[r]
+            pair = pairs.get(r.operands[0])
+            if pair is not None and lo.red_cuda[pair].pair_gives(r.op):
+                continue  # read off the argmax/argmin pair of the same operand below
+            fname = field_of[r] = f"r{len(fields)}"
+            acc = f"acc{p}.{fname}"
+            value = lo.value(r.operands[0], r)
+            lo.reads(r.operands[0], r, refs)
+            index = ""
+            if cu.pair_helper is not None:
+                index = nest.position_access(r).var
+                refs.add(index)
+            for state, lines in update.items():
+                lines.append(cu.update(acc, value, index, state))
+            fields.append(AccField(fname, cu.acc_ctype, cu.identity, cu.combine(f"a.{fname}", f"b.{fname}")))
+            field_reductions.append(cu)
+        for r in ph.reductions:
+            if r in field_of:
+                result = lo.red_cuda[r].result(f"acc{p}.{field_of[r]}")
+            else:
+                pair = pairs[r.operands[0]]
+                result = lo.red_cuda[pair].pair_value(f"acc{p}.{field_of[pair]}")
+            finish.append(f"const {cuda_ops.ctype(r.dtype)} {nest.var[r]} = {result};")
+        finish += [lo.line(n) for n in ph.finish]
+        phases_raw.append((p, fields, body, body_exact, update, finish, field_reductions, refs))
+
+    epilogue = lo.loop_statements([(n, None) for n in nest.full_outputs], None)
+    epilogue_body, epilogue_exact = lo.loop_bodies(
+        epilogue, lo.has_invariant_division(nest.epilogue_needed), "fast_epilogue")
+
+    # -- accesses with offset expressions, parameters -----------------------------------------------------
+    index_ctype = nest.index_ctype
+    index_np = np.int32 if index_ctype == "int" else np.int64
+    kept_idx, loop_idx = nest.kept_idx, nest.loop_idx
+    axes = [Axis(f"c{k}", f"e{k}", k not in loop_idx if kind != "pointwise" else False)
+            for k in range(len(nest.axes))]
+    scalar_params: list[tuple[Param, Any]] = []
+    if kind in ("pointwise", "reduce-all"):
+        scalar_params.append((Param("n", index_ctype, "scalar"), index_np(nest.n_loop)))
+    else:
+        scalar_params.append((Param("nk", index_ctype, "scalar"), index_np(nest.n_kept)))
+        scalar_params.append((Param("nr", index_ctype, "scalar"), index_np(nest.n_loop)))
+    if not lo.contiguous:
+        for k, ax in enumerate(axes):
+            scalar_params.append((Param(ax.extent, index_ctype, "scalar"), index_np(nest.extents[k])))
+    built: dict[str, Access] = {}
+    for i, info in enumerate(nest.infos):
+        built[info.var] = _access(lo, nest, i, info, axes, scalar_params, index_ctype, index_np)
+    for node in nest.sizes:
+        count = math.prod(node.operands[0].shape[a] for a in node.attr("axes"))
+        scalar_params.append((Param(nest.size_param[node], cuda_ops.ctype(node.dtype), "scalar"),
+                              np.asarray(count, dtype=node.dtype)[()]))
+
+    def accesses(infos: Iterable[AccessInfo]) -> tuple[Access, ...]:
+        return tuple(built[info.var] for info in infos)
+
+    uniform_loads: dict[str, Access] = {}
+    row_loads: dict[str, Access] = {}
+    for refs in (nest.row_refs, nest.epilogue_refs, *(ph.refs for ph in nest.phases)):
+        uni, row, _ = nest.split(refs)
+        uniform_loads.update((a.var, built[a.var]) for a in uni)
+        row_loads.update((a.var, built[a.var]) for a in row)
+    phases = []
+    for p, fields, body, body_exact, update, finish, reductions, refs in phases_raw:
+        # 8-byte fields (an argmax pair of an int-indexed kernel is two 4-byte words)
+        wide = any(cu.acc_dtype.itemsize == 8 or (cu.pair_helper is not None and index_ctype in _WIDE_CTYPES)
+                   for cu in reductions)
+        phases.append(Phase(p, f"Acc{p}", 8 if wide else 4, tuple(fields), accesses(nest.split(refs)[2]), body,
+                            tuple(update["any"]), tuple(finish), tuple(update["first"]), tuple(update["held"]),
+                            body_exact))
+    epilogue_loads = accesses(nest.split(nest.epilogue_refs)[2])
+
+    params = [Param(nest.pointer[n], cuda_ops.ctype(n.dtype), "input") for n in nest.array_inputs]
+    params += [Param(nest.out_pointer[n], cuda_ops.ctype(n.dtype), "output") for n in region.outputs]
+    if schedule.workspace:
+        params.append(Param("ws", "unsigned char", "workspace"))
+    params += [p for p, _ in scalar_params]
+
+    held: tuple[Access, ...] = ()
+    if lo.regs:  # every array the loops read along the row sits in registers
+        loads = {a.var: a for ph in nest.phases for a in nest.split(ph.refs)[2] if a.pointer is not None}
+        loads.update((a.var, a) for a in nest.split(nest.epilogue_refs)[2] if a.pointer is not None)
+        held = accesses(sorted(loads.values(), key=lambda a: a.key))
+    return KernelSpec(
+        name=kernel_label(region, kind, name), kind=kind, schedule=schedule, index_ctype=index_ctype,
+        contiguous=lo.contiguous, vec=lo.vec, params=tuple(params), args=tuple(v for _, v in scalar_params),
+        inputs=tuple(nest.array_inputs), outputs=tuple(region.outputs),
+        kept_axes=tuple(axes[k] for k in kept_idx), loop_axes=tuple(axes[k] for k in loop_idx),
+        uniform_loads=tuple(sorted(uniform_loads.values(), key=_declaration_order)),
+        row_loads=tuple(sorted(row_loads.values(), key=_declaration_order)),
+        prologue=prologue, phases=tuple(phases),
+        epilogue_loads=epilogue_loads, epilogue_body=epilogue_body, epilogue_exact=epilogue_exact,
+        epilogue_stores=tuple(Store(built[nest.store_access(n).var], lo.value(n, None)) for n in nest.full_outputs),
+        row_stores=tuple(Store(built[nest.store_access(n).var], lo.value(n, None)) for n in nest.row_outputs),
+        launch=_launch_policy(nest, schedule, lo.vec, phases), held=held,
+        held_values=tuple((cuda_ops.ctype(n.dtype), nest.var[n]) for n in lo.kept),
+        full_rows=lo.regs and nest.n_loop == schedule.row_threads * schedule.elems,
+    )
+
+
+def _access(lo: _Lowering, nest: LoopNest, i: int, info: AccessInfo, axes: list[Axis],
+            scalar_params: list[tuple[Param, Any]], index_ctype: str, index_np: Any) -> Access:
+    """Access ``i`` with its offset expressions over the kept and the loop axes (stride parameters added
+    to ``scalar_params`` as needed)."""
+    def dot(indices: Sequence[int]) -> str | None:
+        terms = []
+        for k in indices:
+            s = nest.axes[k].strides[i]
+            if s == 0:
+                continue
+            if lo.contiguous or (lo.regs and k in nest.loop_idx):
+                terms.append("i")
+                continue
+            pname = f"{info.var}_s{k}"
+            scalar_params.append((Param(pname, index_ctype, "scalar"), index_np(s)))
+            terms.append(f"{axes[k].coord} * {pname}")
+        return " + ".join(terms) if terms else None
+
+    ctype = cuda_ops.ctype(info.dtype) if info.dtype is not None else index_ctype
+    kept = dot(nest.kept_idx)
+    return Access(info.var, info.pointer, ctype, kept, dot(nest.loop_idx),
+                  info.dtype.itemsize if info.dtype is not None else 0)
+
+
+def _declaration_order(access: Access) -> tuple[str, int]:
+    prefix = access.var.rstrip("0123456789")
+    return prefix, int(access.var[len(prefix):])
+
+
+def _launch_policy(nest: LoopNest, schedule: Schedule, vec: int, phases: Sequence[Phase]) -> LaunchPolicy:
+    """How the runtime sizes the launch: units of work (vector steps of a flat loop, rows, or kept
+    indices), how many a block takes per step, and the schedule's grid policy."""
+    if isinstance(schedule, (PointwiseSchedule, ReduceAllSchedule)):
+        work, per_block = -(-nest.n_loop // vec), schedule.block[0]
+    elif isinstance(schedule, RowSchedule):
+        work, per_block = nest.n_kept, schedule.rows_per_block
+    else:
+        work, per_block = nest.n_kept, schedule.block[0]
+    partial = tuple(max(8, ACC_FIELD_BOUND * len(p.fields)) for p in phases) if schedule.workspace else ()
+    return LaunchPolicy(schedule.block, work, per_block, min_blocks=1 if schedule.workspace else 0,
+                        persistent=schedule.persistent, cooperative=schedule.cooperative, partial_bytes=partial,
+                        min_resident=schedule.min_resident)

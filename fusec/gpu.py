@@ -1,0 +1,42 @@
+"""Whether a CUDA GPU is usable, and CuPy when it is: the one place fusec asks.
+
+fusec imports without CuPy (planning, ``explain`` and ``cuda_source`` need no GPU); what runs on the GPU
+gets CuPy from :func:`cupy_module`, and what cannot run without one calls :func:`require_gpu`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fusec.errors import FusecError
+
+
+def cupy_module() -> Any:
+    """The ``cupy`` module (imported on first use)."""
+    import cupy
+
+    return cupy
+
+
+def gpu_status() -> tuple[bool, str]:
+    """Whether CuPy imports and sees a CUDA device, and if not, why (never raises)."""
+    try:
+        import cupy
+    except Exception as exc:  # ImportError, or a broken CUDA install
+        return False, f"CuPy does not import ({type(exc).__name__})"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # no driver, a driver too old for this CuPy, ...
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        return False, f"{type(exc).__name__}: {text}".rstrip(": ")
+    return (count > 0), ("" if count > 0 else "CuPy sees no CUDA device")
+
+
+def require_gpu(what: str = "explain(..., run=True)", hint: str = "leave run=False to see the plan without a GPU"
+                ) -> Any:
+    """CuPy, when it imports and sees a CUDA device; otherwise a :class:`FusecError` saying why
+    (``what`` names what needs the GPU, ``hint`` what to do instead)."""
+    usable, why = gpu_status()
+    if not usable:
+        raise FusecError(f"{what} needs a CUDA GPU with CuPy, and none is usable ({why})", loc="", hint=hint)
+    return cupy_module()

@@ -1,0 +1,279 @@
+"""Choosing a region's schedule, completing a partial one, and checking that a forced one fits.
+
+``choose(nest, device)`` is the heuristic: from the loop nest (the region over its argument layouts) and
+the device's properties it picks the schedule fusec runs with. ``resolve(nest, forced, device)`` is what
+every caller uses: the heuristic's schedule, or the forced one completed (fields it leaves out take the
+heuristic's values for that variant) and checked against the region (:class:`ScheduleError` says why one
+does not fit).
+
+The constants below are the heuristics' tuning, measured on the H200 (``benchmarks/tune_rows.py`` times
+alternatives by forcing schedules).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fusec.ir.graph import Node
+from fusec.schedule.device import H200, DeviceProperties
+from fusec.schedule.kinds import (
+    BLOCK,
+    WARP,
+    ColSchedule,
+    PointwiseSchedule,
+    ReduceAllSchedule,
+    RowSchedule,
+    Schedule,
+    ScheduleError,
+    ScheduleRequest,
+    as_forced,
+)
+from fusec.schedule.layout import VECTOR_BYTES
+from fusec.schedule.nest import LoopNest
+
+ROW_BLOCK_MIN = 1024  # re-read rows with at least this many elements get a block each, shorter ones a warp
+
+# Register-resident rows: by the widest itemsize of the arrays held (1, 2 and 4 bytes share one column),
+# the buckets (longest row, threads per row, elements per thread). A row of length n takes the first bucket
+# with n <= longest row; the threads and elements per thread are compile-time constants of the kernel, so
+# every row length of one bucket shares a kernel. Threads per row below 256 are (sub-)warps: 256 / threads
+# rows per block, all phases by shuffles; 256 and up are one block per row. At most 32 elements (16 for
+# 8-byte values) per thread: the held values plus the row's working set stay within the 64..128 registers
+# that __launch_bounds__(threads, MIN_RESIDENT) allows. Longer rows (and rows that are not contiguous)
+# keep the re-reading schedules warp/block.
+ROW_REGS_TABLE: dict[int, tuple[tuple[int, int, int], ...]] = {
+    4: ((32, 8, 4), (64, 4, 16), (128, 16, 8), (256, 32, 8), (512, 32, 16), (1024, 32, 32),
+        (2048, 256, 8), (4096, 256, 16), (8192, 256, 32), (16384, 512, 32)),
+    8: ((16, 8, 2), (32, 8, 4), (64, 8, 8), (128, 16, 8), (256, 32, 8), (512, 32, 16),
+        (1024, 256, 4), (2048, 256, 8), (4096, 256, 16), (8192, 512, 16)),
+}
+HOLD_MIN_COST = 2  # rows in registers: an element value of at least this op cost (exp, div, ...) that a later
+# phase or the epilogue needs again is kept in registers (<var>_h) rather than recomputed there
+HOLD_MAX_VALUES = 64  # ... while the row's loads and the kept values take at most this many 4-byte registers
+COLS_TILE = 32  # cols: kept indices per block (threadIdx.x, coalesced)
+COLS_SPLIT = 8  # cols: threads splitting the reduced extent of one kept index (threadIdx.y)
+
+
+# ---- the heuristic -----------------------------------------------------------------------------------------
+
+
+def choose(nest: LoopNest, device: DeviceProperties = H200) -> Schedule:
+    """The schedule fusec runs ``nest``'s region with on ``device``."""
+    return _defaults(nest, device, None)
+
+
+def _defaults(nest: LoopNest, device: DeviceProperties, variant: str | None) -> Schedule:
+    """The heuristic's schedule, or (``variant``) its best schedule of that variant."""
+    kind = nest.kind
+    if kind == "pointwise":
+        return PointwiseSchedule(*_flat_loop(nest, variant))
+    if kind == "reduce-all":
+        finish = "grid_barrier" if (nest.n_phases > 1 or nest.full_outputs) else "last_block"
+        return ReduceAllSchedule(variant or finish, *_flat_loop(nest, None))
+    if kind == "rows":
+        bucket = row_bucket(nest)
+        mapping = variant
+        if mapping is None:
+            if bucket is not None:
+                mapping = "warp_regs" if bucket[0] <= WARP else "block_regs"
+            else:
+                mapping = "block" if nest.n_loop >= ROW_BLOCK_MIN else "warp"
+        if mapping in ("warp", "block"):
+            return RowSchedule(mapping, BLOCK if mapping == "block" else WARP)
+        if bucket is None or (bucket[0] <= WARP) != (mapping == "warp_regs"):
+            bucket = _bucket_of(nest, mapping)
+        threads, elems, vec = bucket
+        return RowSchedule(mapping, threads, elems, vec, values_to_hold(nest, elems), True)
+    return ColSchedule(COLS_TILE, COLS_SPLIT)
+
+
+def _flat_loop(nest: LoopNest, loop: str | None) -> tuple[str, int]:
+    """(loop, vec) of a flat loop: the heuristic's, or the best of the ``loop`` asked for."""
+    vec = vector_width(nest) if nest.contiguous else 1
+    if loop is None:
+        return ("vector" if vec > 1 else ("contiguous" if nest.contiguous else "strided")), vec
+    if loop == "vector":
+        widest = max((i.dtype.itemsize for k, i in enumerate(nest.infos) if nest.varying(k) and i.pointer), default=4)
+        return loop, vec if vec > 1 else max(2, VECTOR_BYTES // widest)  # (a misfit is refused with its reason)
+    return loop, 1
+
+
+def vector_width(nest: LoopNest) -> int:
+    """Elements per thread per vector step of a contiguous loop: 16 bytes of the widest varying array, when
+    every varying array's pointer is aligned to the bytes it moves; 1 (scalar) otherwise."""
+    pointers = [info for i, info in enumerate(nest.infos) if nest.varying(i) and info.pointer is not None]
+    if not pointers:
+        return 1
+    width = VECTOR_BYTES // max(i.dtype.itemsize for i in pointers)
+    if width < 2:
+        return 1
+    for info in pointers:
+        if nest.layout(info.node).align < width * info.dtype.itemsize:
+            return 1
+    return width
+
+
+def _row_arrays(nest: LoopNest) -> list[int]:
+    """Positions (in ``nest.infos``) of the arrays that move along a row."""
+    k = nest.loop_idx[0]
+    return [i for i, info in enumerate(nest.infos) if nest.axes[k].strides[i] != 0 and info.pointer is not None]
+
+
+def _row_itemsize(nest: LoopNest) -> int:
+    return max((nest.infos[i].dtype.itemsize for i in _row_arrays(nest)), default=4)
+
+
+def row_vector(nest: LoopNest, elems: int, itemsize: int | None = None) -> int:
+    """The vector width of a register-resident row: the widest power of two up to 16 bytes of the widest
+    varying array (and up to the elements per thread) that keeps every varying array's row starts aligned
+    (its pointer alignment and each kept stride allow it)."""
+    arrays = _row_arrays(nest)
+    itemsize = itemsize or _row_itemsize(nest)
+    vec = min(VECTOR_BYTES // itemsize, elems)
+    while vec > 1:
+        if all(nest.layout(nest.infos[i].node).align >= vec * nest.infos[i].dtype.itemsize
+               and all(nest.axes[g].strides[i] % vec == 0 for g in nest.kept_idx) for i in arrays):
+            break
+        vec //= 2
+    return max(vec, 1)
+
+
+def row_bucket(nest: LoopNest) -> tuple[int, int, int] | None:
+    """(threads per row, elements per thread, vector width) of a register-resident row, or None when the
+    row cannot sit in registers (not one contiguous axis) or no bucket of :data:`ROW_REGS_TABLE` holds it."""
+    if not nest.row_contiguous:
+        return None
+    itemsize = _row_itemsize(nest)
+    table = ROW_REGS_TABLE[8 if itemsize > 4 else 4]
+    bucket = next((t for t in table if nest.n_loop <= t[0]), None)
+    if bucket is None:
+        return None
+    _, threads, elems = bucket
+    return threads, elems, row_vector(nest, elems, itemsize)
+
+
+def _bucket_of(nest: LoopNest, mapping: str) -> tuple[int, int, int]:
+    """For a forced register mapping: the first bucket of that mapping that holds the row (else its
+    largest), as (threads, elems, vec)."""
+    itemsize = _row_itemsize(nest) if nest.row_contiguous else 4
+    table = [t for t in ROW_REGS_TABLE[8 if itemsize > 4 else 4] if (t[1] <= WARP) == (mapping == "warp_regs")]
+    bucket = next((t for t in table if nest.n_loop <= t[0]), table[-1])
+    _, threads, elems = bucket
+    return threads, elems, row_vector(nest, elems, itemsize) if nest.row_contiguous else 1
+
+
+def values_to_hold(nest: LoopNest, elems: int) -> tuple[int, ...]:
+    """Rows in registers: the element values (op cost >= HOLD_MIN_COST) that a phase computes and a later
+    phase or the epilogue needs again (member indices, by the phase that computes them first), within
+    HOLD_MAX_VALUES 4-byte registers per thread less the row's loads (``elems`` registers per value)."""
+    loads = {a.var: a for ph in nest.phases for a in nest.split(ph.refs)[2] if a.pointer is not None}
+    loads.update((a.var, a) for a in nest.split(nest.epilogue_refs)[2] if a.pointer is not None)
+    budget = HOLD_MAX_VALUES - sum(elems * (2 if a.dtype.itemsize == 8 else 1) for a in loads.values())
+    kept: list[Node] = []
+    needed = [ph.needed for ph in nest.phases]
+    for p, members in enumerate(needed):
+        later = {n for s in needed[p + 1:] for n in s} | set(nest.epilogue_needed)
+        for n in members:
+            if n in kept or n not in later or n.opdef.cost < HOLD_MIN_COST:
+                continue
+            size = elems * max(1, n.dtype.itemsize // 4)
+            if size > budget:
+                continue
+            budget -= size
+            kept.append(n)
+    return tuple(sorted(nest.member_index[n] for n in kept))
+
+
+# ---- forced schedules ------------------------------------------------------------------------------------
+
+
+def resolve(nest: LoopNest, forced: Schedule | ScheduleRequest | str | None = None,
+            device: DeviceProperties = H200) -> Schedule:
+    """The schedule of ``nest``'s region: the heuristic's, or ``forced`` completed and checked."""
+    if forced is None:
+        return choose(nest, device)
+    forced = as_forced(forced)
+    if forced.kind != nest.kind:
+        raise ScheduleError(f"schedule {forced} is for a {forced.kind} kernel, but {nest.region.name} is a "
+                            f"{nest.kind} kernel")
+    if isinstance(forced, ScheduleRequest):
+        defaults: dict[str, Any] = dict(vars(_defaults(nest, device, forced.variant)))
+        given = dict(forced.given)
+        if "loop" in given and "vec" not in given:  # reduce-all: the loop's own best width
+            defaults["vec"] = _flat_loop(nest, given["loop"])[1]
+        forced = forced.build(defaults)
+    check(nest, forced, device)
+    return forced
+
+
+def check(nest: LoopNest, schedule: Schedule, device: DeviceProperties = H200) -> None:
+    """Raise :class:`ScheduleError` with the reason when ``schedule`` cannot run ``nest``'s region."""
+    def refuse(why: str) -> None:
+        raise ScheduleError(f"schedule {schedule} does not fit kernel {nest.region.name}: {why}")
+
+    if schedule.kind != nest.kind:
+        refuse(f"it is a {nest.kind} kernel")
+    if schedule.threads > device.max_threads_per_block or schedule.threads < 1:
+        refuse(f"{schedule.threads} threads per block (1..{device.max_threads_per_block})")
+    if isinstance(schedule, (PointwiseSchedule, ReduceAllSchedule)):
+        _check_flat_loop(nest, schedule.loop, schedule.vec, refuse)
+        if isinstance(schedule, ReduceAllSchedule) and schedule.finish == "last_block" and (
+                nest.n_phases > 1 or nest.full_outputs):
+            refuse("last_block combines one phase into scalar outputs; this kernel has "
+                   f"{nest.n_phases} phase(s) and {len(nest.full_outputs)} output(s) over the elements: "
+                   "use grid_barrier")
+    elif isinstance(schedule, RowSchedule):
+        _check_rows(nest, schedule, refuse)
+    elif isinstance(schedule, ColSchedule):
+        if schedule.tile < 1 or schedule.split < 1:
+            refuse("tile and split must be at least 1")
+
+
+def _power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+def _check_flat_loop(nest: LoopNest, loop: str, vec: int, refuse: Any) -> None:
+    if loop in ("vector", "contiguous") and not nest.contiguous:
+        refuse(f"a {loop} loop needs every array to step by one element along one flat index; these do not")
+    if loop == "vector":
+        if vec < 2 or not _power_of_two(vec):
+            refuse("a vector loop takes vec = 2, 4, 8 or 16")
+        for i, info in enumerate(nest.infos):
+            if nest.varying(i) and info.pointer is not None:
+                if vec * info.dtype.itemsize > VECTOR_BYTES:
+                    refuse(f"vec={vec} moves {vec * info.dtype.itemsize} bytes of {info.var} per step "
+                           f"(at most {VECTOR_BYTES})")
+                if nest.layout(info.node).align < vec * info.dtype.itemsize:
+                    refuse(f"{info.var} is {nest.layout(info.node).align}-byte aligned, vec={vec} needs "
+                           f"{vec * info.dtype.itemsize}")
+    elif vec != 1:
+        refuse(f"vec={vec} needs the vector loop")
+
+
+def _check_rows(nest: LoopNest, s: RowSchedule, refuse: Any) -> None:
+    if not s.in_registers:
+        if s.vec != 1 or s.elems or s.hold or s.fast_division:
+            refuse("vec, elems, hold and fast_division belong to the register schedules")
+        if s.row_threads != (WARP if s.mapping == "warp" else BLOCK):
+            refuse(f"a {s.mapping} per row has {WARP if s.mapping == 'warp' else BLOCK} threads")
+        return
+    if not nest.row_contiguous:
+        refuse("a row sits in registers only when it is one axis along which every array steps by 0 or 1")
+    if s.mapping == "warp_regs" and (not _power_of_two(s.row_threads) or not 2 <= s.row_threads <= WARP):
+        refuse("warp_regs takes 2, 4, 8, 16 or 32 threads per row")
+    if s.mapping == "block_regs" and (s.row_threads % WARP or s.row_threads < WARP):
+        refuse("block_regs takes a multiple of 32 threads per row")
+    if s.elems < 1 or not _power_of_two(s.vec) or s.elems % s.vec:
+        refuse("elems must be a positive multiple of vec, a power of two")
+    if s.row_threads * s.elems < nest.n_loop:
+        refuse(f"{s.row_threads} threads x {s.elems} elements hold rows of at most {s.row_threads * s.elems}, "
+               f"not {nest.n_loop}")
+    if s.vec > 1 and row_vector(nest, s.elems) < s.vec:
+        refuse(f"the rows' arrays are not aligned for vectors of {s.vec}")
+    loops = [{nest.member_index[n] for n in ph.needed} for ph in nest.phases]
+    loops.append({nest.member_index[n] for n in nest.epilogue_needed})
+    for k in s.hold:
+        first = next((p for p, members in enumerate(loops[:-1]) if k in members), None)
+        if first is None or not any(k in members for members in loops[first + 1:]):
+            refuse(f"hold={k}: v{k} is not a value a phase computes and a later loop reads again")

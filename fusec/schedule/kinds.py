@@ -1,0 +1,303 @@
+"""Schedules: how one region runs on the GPU, as plain, frozen, hashable data, one class per kernel kind.
+
+A schedule says everything about a kernel's shape on the GPU that is a choice rather than a fact of the
+region: the block shape, the elements each thread handles and its vector width, what is held in
+registers and what is recomputed, the grid policy and the workspace it needs. Heuristics
+(:mod:`fusec.schedule.heuristics`) pick one; a user or a test may force one; lowering
+(:mod:`fusec.codegen.lower`) reads it and nothing else to decide the kernel's shape.
+
+Every schedule prints as one line that parses back (``explain`` shows it, ``--schedule`` takes it)::
+
+    pointwise:vector,vec=4
+    reduce-all:last_block,loop=vector,vec=4
+    rows:block_regs,threads=256,elems=32,vec=4,hold=3+5,fast_division=1
+    rows:warp
+    cols:tiles,tile=32,split=8
+
+A line may leave fields out (``rows:warp_regs``): :func:`fusec.schedule.heuristics.complete` fills them
+in for the region at hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from fusec.errors import FusecValueError
+
+BLOCK = 256  # threads per block of the one-dimensional schedules
+WARP = 32
+MIN_RESIDENT = 2  # __launch_bounds__(threads, 2): up to 128 registers per thread
+
+
+class ScheduleError(FusecValueError):
+    """A schedule that does not parse, or does not fit the region it is forced on."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What every kind's schedule has. Subclasses add their own fields."""
+
+    kind: ClassVar[str]
+    variants: ClassVar[tuple[str, ...]]
+    # text key -> field name, for the fields a schedule line may set
+    keys: ClassVar[dict[str, str]] = {}
+
+    @property
+    def variant(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def block(self) -> tuple[int, int]:
+        """Threads per block (x, y)."""
+        return (BLOCK, 1)
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1]
+
+    @property
+    def min_resident(self) -> int:
+        """The kernel's second launch bound: blocks per SM that ptxas plans registers for."""
+        return MIN_RESIDENT
+
+    @property
+    def persistent(self) -> bool:
+        """A grid capped at the resident capacity (SMs x resident blocks), each block looping over many
+        units; else a block per unit of work, up to the largest grid."""
+        return False
+
+    @property
+    def cooperative(self) -> bool:
+        """The kernel waits at a grid barrier, so every block must be resident at once."""
+        return False
+
+    @property
+    def workspace(self) -> bool:
+        """The kernel takes a zeroed global workspace (block partials, arrival counters)."""
+        return False
+
+    def text(self) -> str:
+        """The schedule as one line, every field written out, that :func:`parse_schedule` reads back into
+        this very schedule."""
+        return ",".join([f"{self.kind}:{self.variant}"]
+                        + [f"{key}={_value_text(getattr(self, name))}" for key, name in self.keys.items()])
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+@dataclass(frozen=True)
+class PointwiseSchedule(Schedule):
+    """One thread per output element, grid-stride. ``loop``: ``vector`` (every array contiguous along
+    the flat index, ``vec`` elements per 16-byte access, then a scalar tail), ``contiguous`` (the same,
+    one element at a time) or ``strided`` (the flat index unravelled over the collapsed shape and dotted
+    with each array's strides)."""
+
+    kind: ClassVar[str] = "pointwise"
+    variants: ClassVar[tuple[str, ...]] = ("vector", "contiguous", "strided")
+    keys: ClassVar[dict[str, str]] = {"vec": "vec"}
+    loop: str = "strided"
+    vec: int = 1
+
+    @property
+    def variant(self) -> str:
+        return self.loop
+
+
+@dataclass(frozen=True)
+class ReduceAllSchedule(Schedule):
+    """Everything reduces to scalars in one launch: each block folds a grid-stride slice (``loop`` and
+    ``vec`` as for pointwise) into a partial in the workspace. ``finish``: ``last_block`` (the last block
+    to arrive combines the partials; one phase, scalar outputs only) or ``grid_barrier`` (every block
+    waits at a grid barrier and combines the partials in the same order, for several phases or outputs
+    over the elements). The grid is the resident capacity at most."""
+
+    kind: ClassVar[str] = "reduce-all"
+    variants: ClassVar[tuple[str, ...]] = ("last_block", "grid_barrier")
+    keys: ClassVar[dict[str, str]] = {"loop": "loop", "vec": "vec"}
+    finish: str = "grid_barrier"
+    loop: str = "strided"
+    vec: int = 1
+
+    @property
+    def variant(self) -> str:
+        return self.finish
+
+    @property
+    def persistent(self) -> bool:
+        return True
+
+    @property
+    def cooperative(self) -> bool:
+        return self.finish == "grid_barrier"
+
+    @property
+    def workspace(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class RowSchedule(Schedule):
+    """Reductions over the innermost axes, a row at a time. ``mapping``:
+
+    - ``warp``: a warp per row (8 rows per 256-thread block), re-reading the row in every phase;
+    - ``block``: a 256-thread block per row, re-reading likewise;
+    - ``warp_regs``: ``threads`` lanes per row (2..32: 256 / threads rows per block), the row read once
+      into registers, ``elems`` elements per thread in ``vec``-element vectors;
+    - ``block_regs``: a block of ``threads`` threads per row, held in registers likewise.
+
+    Rows held in registers keep the element values listed in ``hold`` (member indices, the ``v<k>`` of
+    the generated code) in registers from the first phase that computes them for later phases and the
+    epilogue; every other value a later loop needs is recomputed there. ``fast_division``: a float
+    division by a per-row divisor multiplies by a reciprocal computed once per row (``fc::div_invariant``,
+    exact), and a loop runs again with IEEE division where an operand leaves that helper's range."""
+
+    kind: ClassVar[str] = "rows"
+    variants: ClassVar[tuple[str, ...]] = ("warp", "block", "warp_regs", "block_regs")
+    keys: ClassVar[dict[str, str]] = {"threads": "row_threads", "elems": "elems", "vec": "vec", "hold": "hold",
+                                      "fast_division": "fast_division"}
+    mapping: str = "warp"
+    row_threads: int = WARP
+    elems: int = 0
+    vec: int = 1
+    hold: tuple[int, ...] = field(default=())
+    fast_division: bool = False
+
+    @property
+    def variant(self) -> str:
+        return self.mapping
+
+    @property
+    def in_registers(self) -> bool:
+        return self.mapping in ("warp_regs", "block_regs")
+
+    @property
+    def block(self) -> tuple[int, int]:
+        return (self.row_threads, 1) if self.mapping == "block_regs" else (BLOCK, 1)
+
+    @property
+    def rows_per_block(self) -> int:
+        return 1 if self.mapping in ("block", "block_regs") else BLOCK // self.row_threads
+
+    @property
+    def min_resident(self) -> int:
+        return max(1, 512 // self.row_threads) if self.mapping == "block_regs" else MIN_RESIDENT
+
+    def text(self) -> str:
+        if not self.in_registers and not self.fast_division and not self.hold and self.vec == 1 and \
+                self.elems == 0 and self.row_threads == (WARP if self.mapping == "warp" else BLOCK):
+            return f"{self.kind}:{self.mapping}"  # the re-reading schedules have no fields of their own
+        return super().text()
+
+
+@dataclass(frozen=True)
+class ColSchedule(Schedule):
+    """Reductions over outer axes: a block of ``tile`` x ``split`` threads, ``tile`` consecutive kept
+    indices along x (coalesced) and the reduced extent split ``split`` ways along y, combined in shared
+    memory in a fixed order. Grid-stride over tiles, at most the resident capacity."""
+
+    kind: ClassVar[str] = "cols"
+    variants: ClassVar[tuple[str, ...]] = ("tiles",)
+    keys: ClassVar[dict[str, str]] = {"tile": "tile", "split": "split"}
+    tile: int = 32
+    split: int = 8
+
+    @property
+    def variant(self) -> str:
+        return "tiles"
+
+    @property
+    def block(self) -> tuple[int, int]:
+        return (self.tile, self.split)
+
+    @property
+    def persistent(self) -> bool:
+        return True
+
+
+SCHEDULE_KINDS: dict[str, type[Schedule]] = {
+    cls.kind: cls for cls in (PointwiseSchedule, ReduceAllSchedule, RowSchedule, ColSchedule)
+}
+_VARIANT_FIELD = {"pointwise": "loop", "reduce-all": "finish", "rows": "mapping", "cols": None}
+
+
+@dataclass(frozen=True)
+class ScheduleRequest:
+    """A schedule as a user writes it: the kind, the variant, and the fields given (the rest are the
+    heuristics' for the region). ``str()`` is the text it was parsed from, normalized."""
+
+    kind: str
+    variant: str
+    given: tuple[tuple[str, Any], ...] = ()
+
+    def __str__(self) -> str:
+        names = {v: k for k, v in SCHEDULE_KINDS[self.kind].keys.items()}
+        return ",".join([f"{self.kind}:{self.variant}"] + [f"{names[n]}={_value_text(v)}" for n, v in self.given])
+
+    def build(self, defaults: Mapping[str, Any] = ()) -> Schedule:
+        """The schedule: ``defaults`` (field values from the heuristics) overridden by the fields given."""
+        cls = SCHEDULE_KINDS[self.kind]
+        values = {f.name: v for f in fields(cls) if (v := dict(defaults).get(f.name)) is not None}
+        variant_field = _VARIANT_FIELD[self.kind]
+        if variant_field is not None:
+            values[variant_field] = self.variant
+        values.update(self.given)
+        return cls(**values)
+
+
+def parse_schedule(text: str) -> ScheduleRequest:
+    """``rows:block_regs,threads=256,elems=32`` -> a :class:`ScheduleRequest` (raises :class:`ScheduleError`
+    naming what is wrong)."""
+    head, _, rest = text.strip().partition(",")
+    kind, sep, variant = head.partition(":")
+    kind, variant = kind.strip(), variant.strip()
+    cls = SCHEDULE_KINDS.get(kind)
+    if cls is None or not sep:
+        raise ScheduleError(f"schedule {text!r}: expected KIND:VARIANT[,KEY=VALUE...] with KIND one of "
+                            f"{', '.join(SCHEDULE_KINDS)}")
+    if variant not in cls.variants:
+        raise ScheduleError(f"schedule {text!r}: {kind} schedules are {', '.join(cls.variants)}, not {variant!r}")
+    given: dict[str, Any] = {}
+    for item in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or key not in cls.keys:
+            known = ", ".join(cls.keys) or "none"
+            raise ScheduleError(f"schedule {text!r}: {item!r} is not KEY=VALUE with a {kind} key ({known})")
+        name = cls.keys[key]
+        default = next(f.default for f in fields(cls) if f.name == name)
+        try:
+            if isinstance(default, bool):
+                if value.strip() not in ("0", "1", "true", "false"):
+                    raise ValueError(value)
+                given[name] = value.strip() in ("1", "true")
+            elif isinstance(default, int):
+                given[name] = int(value)
+            elif isinstance(default, str):
+                given[name] = value.strip()
+            elif value.strip() == "none":  # a tuple of member indices, empty
+                given[name] = ()
+            else:  # a tuple of member indices
+                given[name] = tuple(sorted({int(v) for v in value.split("+")}))
+        except ValueError:
+            raise ScheduleError(f"schedule {text!r}: {key}={value!r} is not a valid value") from None
+    return ScheduleRequest(kind, variant, tuple(given.items()))
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, tuple):
+        return "+".join(map(str, value)) if value else "none"
+    return str(value)
+
+
+def as_forced(schedule: Schedule | ScheduleRequest | str) -> Schedule | ScheduleRequest:
+    """A forced schedule as given: a whole :class:`Schedule`, or a request (its text parsed)."""
+    if isinstance(schedule, (Schedule, ScheduleRequest)):
+        return schedule
+    if isinstance(schedule, str):
+        return parse_schedule(schedule)
+    raise ScheduleError(f"a schedule is a Schedule or its text (such as 'rows:warp'), not {type(schedule).__name__}")

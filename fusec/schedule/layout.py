@@ -1,0 +1,80 @@
+"""How arrays lie in memory, as the schedule layer and the code generator see them.
+
+:class:`ArrayLayout` is one array's element strides, C-contiguity and pointer alignment. :func:`layouts_of`
+is the one place that turns a kernel's arguments (NumPy or CuPy arrays, or :class:`fusec.ArraySpec`
+descriptions) into layouts; the runtime, ``cuda_source``, ``ptxas`` and ``explain`` all call it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fusec.arrayspec import ArraySpec
+
+VECTOR_BYTES = 16  # vectorized loads/stores move this many bytes per array per thread
+
+
+@dataclass(frozen=True)
+class ArrayLayout:
+    """How one array lies in memory: ``strides`` in elements per its own axes (negative and zero allowed;
+    the element offset is already in the pointer), whether it is C-contiguous, and the pointer's alignment
+    in bytes (a power of two, at most 16)."""
+
+    strides: tuple[int, ...]
+    contiguous: bool = True
+    align: int = VECTOR_BYTES
+
+    @staticmethod
+    def c_contiguous(shape: Sequence[int]) -> ArrayLayout:
+        """A fresh C-contiguous, 16-byte aligned array of ``shape``."""
+        strides, step = [], 1
+        for d in reversed(tuple(shape)):
+            strides.append(step)
+            step *= max(int(d), 1)
+        return ArrayLayout(tuple(reversed(strides)), True, VECTOR_BYTES)
+
+    @staticmethod
+    def of(array: Any) -> ArrayLayout:
+        """The layout of a NumPy or CuPy array."""
+        itemsize = array.dtype.itemsize
+        if any(s % itemsize for s in array.strides):
+            raise ValueError(f"strides {array.strides} are not multiples of the itemsize {itemsize}")
+        ptr = array.data.ptr if hasattr(array, "__cuda_array_interface__") else array.ctypes.data
+        return ArrayLayout(tuple(s // itemsize for s in array.strides), bool(array.flags.c_contiguous),
+                           alignment(ptr))
+
+
+def alignment(ptr: int) -> int:
+    """The largest power of two up to 16 that divides ``ptr``."""
+    align = VECTOR_BYTES
+    while align > 1 and ptr % align:
+        align //= 2
+    return align
+
+
+def layout_of(value: Any) -> ArrayLayout | None:
+    """The layout of one argument: an array's own; an :class:`fusec.ArraySpec`'s strides when it gives
+    them (its pointer taken as aligned); None for a spec without strides (a fresh C-contiguous array) and
+    for anything that is not an array (or whose strides are not whole elements)."""
+    if isinstance(value, ArraySpec):
+        return None if value.strides is None else ArrayLayout(tuple(value.strides), contiguous=False)
+    if getattr(value, "strides", None) is None or not hasattr(value, "dtype"):
+        return None
+    try:
+        return ArrayLayout.of(value)
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
+def layouts_of(nodes: Iterable[Any], values: Mapping[Any, Any]) -> dict[Any, ArrayLayout]:
+    """``{node: layout}`` for each of ``nodes`` whose value in ``values`` has a layout of its own (see
+    :func:`layout_of`); nodes left out are C-contiguous and 16-byte aligned."""
+    out = {}
+    for node in nodes:
+        if node in values:
+            layout = layout_of(values[node])
+            if layout is not None:
+                out[node] = layout
+    return out

@@ -1,0 +1,329 @@
+"""A region over its argument layouts: the loop nest every schedule of it shares.
+
+``analyze(region, layouts)`` answers, before any schedule is chosen, what a kernel of the region must
+compute where and how it reaches memory:
+
+1. **Arrays.** The region's array inputs (graph inputs and intermediates materialized by earlier kernels)
+   are the ``in<k>`` pointers and its outputs ``out<k>``; ``size`` inputs are scalar parameters
+   ``size<k>``; ``const`` inputs become literals.
+2. **Scopes.** Each member is *full* (it varies along the loop: every member of a pointwise region, and
+   members of a reduction region that vary along a reduced axis) or *per-row*. Per-row members are
+   computed once per row: the prologue (before any reduction) and each phase's *finish* (after the
+   phase's reductions). Each phase's loop computes the full members its reductions consume (its
+   *needed* members); the epilogue loop computes the full members the full outputs need.
+3. **Accesses.** Every (array, axis map) pair that a member reads, every output and every argmax/argmin
+   position is an access (``ld<k>``, ``st<k>``, ``ix<k>``, numbered in the order the scopes first read
+   them): for each region axis, how many elements one step along it moves in that array (0 where it is
+   broadcast).
+4. **Collapse.** Size-1 region axes are dropped; adjacent axes of the same class (kept or reduced) merge
+   when every access steps through them contiguously (``stride[a] == stride[a+1] * extent[a+1]``).
+5. **Index width.** ``int`` when every extent and every access's largest offset stays below
+   :data:`INT32_LIMIT`, else ``long long``; and whether one flat loop index addresses every array
+   (``contiguous``).
+
+Nothing here depends on the GPU or on a schedule: heuristics (:mod:`fusec.schedule.heuristics`) read
+the nest to choose a schedule, and lowering (:mod:`fusec.codegen.lower`) reads both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from fusec.ir.graph import Node
+from fusec.ir.ops import Kind
+from fusec.ir.region import Region, RegionSpace, operand_map
+from fusec.schedule.layout import ArrayLayout
+
+# int32 index math while every extent and offset is below this: the 2**24 margin keeps grid-stride
+# increments (at most MAX_GRID * BLOCK * 16 elements past a bound below the limit) from overflowing.
+INT32_LIMIT = 2**31 - 2**24
+
+
+def is_array(node: Node) -> bool:
+    """Whether a region input is an array in memory (constants and sizes are not)."""
+    return node.op not in ("const", "size")
+
+
+@dataclass
+class AccessInfo:
+    """One access: its variable (``ld3``), the array (or, for a position, the reduction), its pointer
+    parameter (None for a position), its dtype (None for a position) and its elements per step along
+    each region axis."""
+
+    var: str
+    node: Node
+    pointer: str | None
+    dtype: np.dtype | None
+    vector: list[int]
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """(prefix, number): the order variables are declared in."""
+        prefix = self.var.rstrip("0123456789")
+        return prefix, int(self.var[len(prefix):])
+
+
+@dataclass(frozen=True)
+class PhaseScope:
+    """One pass over the row: its reductions, the full members its loop computes (in member order), the
+    accesses that loop reads, and the per-row members computed once its reductions are known."""
+
+    index: int
+    reductions: tuple[Node, ...]
+    needed: tuple[Node, ...]
+    refs: frozenset[str]
+    finish: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class CollapsedAxis:
+    """One collapsed region axis: its extent, whether it is reduced, each access's stride along it."""
+
+    extent: int
+    reduced: bool
+    strides: tuple[int, ...]
+
+
+class LoopNest:
+    """The analysis of one region over given argument layouts (see the module docstring)."""
+
+    def __init__(self, region: Region, layouts: Mapping[Node, ArrayLayout]):
+        space = region.space
+        self.region, self.space, self.layouts = region, space, layouts
+        self.members = [n for n in region.nodes if n.kind is not Kind.SOURCE]
+        self.inside = set(self.members)
+        self.kind = space.kind
+        self.shape = tuple(space.shape)
+        self.reduced = set(space.reduced)
+        self.array_inputs = [n for n in region.inputs if is_array(n)]
+        self.pointer = {n: f"in{k}" for k, n in enumerate(self.array_inputs)}
+        self.sizes = [n for n in region.inputs if n.op == "size"]
+        self.size_param = {n: f"size{k}" for k, n in enumerate(self.sizes)}
+        self.out_pointer = {n: f"out{k}" for k, n in enumerate(region.outputs)}
+        self.member_index = {n: k for k, n in enumerate(self.members)}
+        self.var = {n: f"v{k}" for k, n in enumerate(self.members) if n.kind is not Kind.LAYOUT}
+        self.reductions = [n for n in self.members if n.kind is Kind.REDUCTION]
+        self.accesses: dict[tuple, AccessInfo] = {}
+        self._counts = {"ld": 0, "st": 0, "ix": 0}
+        self._scopes()
+        self._collapse()
+
+    # -- scopes ---------------------------------------------------------------------------------------
+    def full(self, node: Node) -> bool:
+        """Whether ``node`` is computed per element of a loop (else once per row)."""
+        return self.kind == "pointwise" or self.space.varies_along_reduction(node)
+
+    @property
+    def n_phases(self) -> int:
+        return len(self.phases)
+
+    def _scopes(self) -> None:
+        """The scopes, registering accesses in the order the kernel's lines first read them."""
+        space = self.space
+        self.row_refs: set[str] = set()  # accesses read outside loops (per row / uniform)
+        per_row = [n for n in self.members if not self.full(n) and n.kind is Kind.ELEMENTWISE]
+        self.prologue = tuple(n for n in per_row if space.phase[n] == 0)
+        for n in self.prologue:
+            self.operand_refs(n, self.row_refs)
+        n_phases = 1 + max((space.phase[r] for r in self.reductions), default=-1)
+        phases = []
+        for p in range(n_phases):
+            reds = tuple(r for r in self.reductions if space.phase[r] == p)
+            refs: set[str] = set()
+            needed = self.closure([(r.operands[0], r) for r in reds], refs)
+            for r in reds:
+                self.value_refs(r.operands[0], r, refs)
+                if r.opdef.index_result:
+                    refs.add(self.position(r).var)
+            finish = tuple(n for n in per_row if space.phase[n] == p + 1)
+            for n in finish:
+                self.operand_refs(n, self.row_refs)
+            phases.append(PhaseScope(p, reds, tuple(needed), frozenset(refs), finish))
+        self.phases = tuple(phases)
+        outputs = self.region.outputs
+        self.full_outputs = tuple(n for n in outputs if self.full(n))
+        self.row_outputs = tuple(n for n in outputs if not self.full(n))
+        epi_refs: set[str] = set()
+        self.epilogue_needed = tuple(self.closure([(n, None) for n in self.full_outputs], epi_refs))
+        for n in self.full_outputs:
+            self.store(n)
+            self.value_refs(n, None, epi_refs)
+        for n in self.row_outputs:
+            self.store(n)
+            self.value_refs(n, None, self.row_refs)
+        self.epilogue_refs = frozenset(epi_refs)
+
+    def closure(self, roots: list[tuple[Node, Node | None]], refs: set) -> list[Node]:
+        """The full members that computing ``roots`` needs in a loop (per-row values are available), in
+        member order; ``refs`` collects the accesses they read."""
+        need: set[Node] = set()
+        stack = list(roots)
+        while stack:
+            node, user = stack.pop()
+            if node in self.inside:
+                if node.kind is Kind.LAYOUT:
+                    stack.append((node.operands[0], node))
+                    continue
+                if node.kind is Kind.REDUCTION or not self.full(node) or node in need:
+                    continue
+                need.add(node)
+                stack.extend((o, node) for o in node.operands)
+            elif is_array(node):
+                self.value_refs(node, user, refs)
+        return [n for n in self.members if n in need]
+
+    def value_refs(self, node: Node, user: Node | None, refs: set) -> None:
+        """Record in ``refs`` the access ``user`` reads ``node`` through, if it reads memory."""
+        if node in self.inside:
+            if node.kind is Kind.LAYOUT:
+                self.value_refs(node.operands[0], node, refs)
+            return
+        if is_array(node):
+            assert user is not None
+            refs.add(self.load(node, operand_map(user, node, self.space)).var)
+
+    def operand_refs(self, node: Node, refs: set) -> None:
+        for o in node.operands:
+            self.value_refs(o, node, refs)
+
+    # -- accesses ---------------------------------------------------------------------------------------
+    def layout(self, node: Node) -> ArrayLayout:
+        layout = self.layouts.get(node)
+        if layout is None:
+            layout = ArrayLayout.c_contiguous(node.shape)
+        if len(layout.strides) != node.ndim:
+            raise ValueError(f"layout of {node!r} has {len(layout.strides)} strides for {node.ndim} axes")
+        return layout
+
+    def _vector(self, strides: Sequence[int], amap: Sequence[int | None], shape: Sequence[int]) -> list[int]:
+        vec = [0] * len(self.shape)
+        for j, a in enumerate(amap):
+            if a is None or shape[j] == 1:
+                continue
+            if self.shape[a] == 0:
+                vec[a] = 1  # an empty axis: never stepped along, but never uniform either
+            else:
+                vec[a] += int(strides[j])
+        return vec
+
+    def _access(self, key: tuple, prefix: str, node: Node, pointer: str | None, dtype: np.dtype | None,
+                vector: list[int]) -> AccessInfo:
+        info = self.accesses.get(key)
+        if info is None:
+            info = AccessInfo(f"{prefix}{self._counts[prefix]}", node, pointer, dtype, vector)
+            self._counts[prefix] += 1
+            self.accesses[key] = info
+        return info
+
+    def load(self, node: Node, amap: tuple) -> AccessInfo:
+        layout = self.layout(node)
+        return self._access(("ld", node, amap), "ld", node, self.pointer[node], node.dtype,
+                            self._vector(layout.strides, amap, node.shape))
+
+    def store(self, node: Node) -> AccessInfo:
+        layout = self.layout(node)
+        return self._access(("st", node), "st", node, self.out_pointer[node], node.dtype,
+                            self._vector(layout.strides, self.space.maps[node], node.shape))
+
+    def position(self, r: Node) -> AccessInfo:
+        """The flat C-order index over the reduced axes of ``r``'s operand (argmax/argmin)."""
+        x = r.operands[0]
+        axes = tuple(r.attr("axes"))
+        strides, step = [0] * x.ndim, 1
+        for j in reversed(axes):
+            strides[j] = step
+            step *= x.shape[j]
+        return self._access(("ix", r), "ix", r, None, None, self._vector(strides, self.space.reduce_maps[r], x.shape))
+
+    def load_var(self, node: Node, user: Node) -> str:
+        """The variable of the load through which member ``user`` reads array ``node``."""
+        return self.accesses[("ld", node, operand_map(user, node, self.space))].var
+
+    def store_access(self, node: Node) -> AccessInfo:
+        return self.accesses[("st", node)]
+
+    def position_access(self, r: Node) -> AccessInfo:
+        return self.accesses[("ix", r)]
+
+    # -- collapse and index math --------------------------------------------------------------------------
+    def _collapse(self) -> None:
+        self.infos = list(self.accesses.values())
+        groups: list[tuple[int, bool, list[int]]] = []
+        for a, extent in enumerate(self.shape):
+            if extent == 1:
+                continue
+            red = a in self.reduced
+            strides = [i.vector[a] for i in self.infos]
+            if groups:
+                g_extent, g_red, g_strides = groups[-1]
+                if g_red == red and all(gs == s * extent for gs, s in zip(g_strides, strides)):
+                    groups[-1] = (g_extent * extent, red, strides)
+                    continue
+            groups.append((extent, red, strides))
+        self.axes = tuple(CollapsedAxis(e, r, tuple(s)) for e, r, s in groups)
+        loop_class = self.kind != "pointwise"  # pointwise loops over every axis; reductions over the reduced ones
+        self.kept_idx = tuple(k for k, g in enumerate(self.axes) if loop_class and not g.reduced)
+        self.loop_idx = tuple(k for k, g in enumerate(self.axes) if not (loop_class and not g.reduced))
+        self.extents = tuple(g.extent for g in self.axes)
+        self.n_kept = math.prod(self.extents[k] for k in self.kept_idx)
+        self.n_loop = math.prod(self.extents[k] for k in self.loop_idx)
+        biggest = max([self.n_kept, self.n_loop, *self.extents] + [
+            sum(abs(g.strides[i]) * max(g.extent - 1, 0) for g in self.axes) for i in range(len(self.infos))],
+            default=0)
+        self.index_ctype = "int" if biggest < INT32_LIMIT else "long long"
+        # contiguous: no kept axis, and one loop axis (or none) that every varying access steps along by 1
+        if self.kept_idx or len(self.loop_idx) > 1:
+            self.contiguous = False
+        else:
+            self.contiguous = all(self.axes[k].strides[i] == 1 for k in self.loop_idx
+                                  for i in range(len(self.infos)) if self.varying(i))
+
+    def varying(self, i: int) -> bool:
+        """Whether access ``i`` (its position in :attr:`infos`) moves along the loop."""
+        return any(self.axes[k].strides[i] != 0 for k in self.loop_idx)
+
+    def varies_along_kept(self, i: int) -> bool:
+        return any(self.axes[k].strides[i] != 0 for k in self.kept_idx)
+
+    @cached_property
+    def info_index(self) -> dict[str, int]:
+        return {info.var: i for i, info in enumerate(self.infos)}
+
+    def split(self, refs: frozenset[str] | set[str]) -> tuple[list[AccessInfo], list[AccessInfo], list[AccessInfo]]:
+        """``refs`` by where the kernel reads them, each in declaration order: uniform (the same element
+        everywhere: read once per kernel), per row (constant along the loop: read once per row), and in
+        the loop (moving along it; positions of argmax/argmin are always there)."""
+        uniform, row, loop = [], [], []
+        for info in sorted((self.infos[self.info_index[v]] for v in refs), key=lambda a: a.key):
+            i = self.info_index[info.var]
+            if info.pointer is None:
+                loop.append(info)
+            elif not self.varies_along_kept(i) and not self.varying(i):
+                uniform.append(info)
+            elif not self.varying(i):
+                row.append(info)
+            else:
+                loop.append(info)
+        return uniform, row, loop
+
+    @property
+    def row_contiguous(self) -> bool:
+        """One loop axis, along which every access steps by 0 or 1: a row can sit in registers."""
+        if self.kind != "rows" or len(self.loop_idx) != 1 or self.n_loop <= 0:
+            return False
+        k = self.loop_idx[0]
+        return all(s in (0, 1) for s in self.axes[k].strides)
+
+
+def analyze(region: Region, layouts: Mapping[Node, ArrayLayout] | None = None) -> LoopNest:
+    """The loop nest of ``region`` over ``layouts`` (arrays missing there are fresh C-contiguous ones)."""
+    return LoopNest(region, layouts or {})
+
+
+__all__ = ["INT32_LIMIT", "AccessInfo", "CollapsedAxis", "LoopNest", "PhaseScope", "RegionSpace", "analyze",
+           "is_array"]

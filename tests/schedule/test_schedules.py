@@ -1,0 +1,249 @@
+"""The schedule layer: schedules as values (text form, parsing, completion), the heuristics' choices, forced
+schedules (checked against the region, giving NumPy's result and compiling), and how they reach ``explain``,
+the CLI and the kernel cache key."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusec
+from fusec.codegen import nvrtc
+from fusec.codegen.kernel import generate
+from fusec.codegen.render import render_body, render_module
+from fusec.ir.ops import Kind
+from fusec.ir.region import make_region, region_space
+from fusec.schedule import (
+    ArrayLayout,
+    ColSchedule,
+    PointwiseSchedule,
+    ReduceAllSchedule,
+    RowSchedule,
+    ScheduleError,
+    analyze,
+    choose,
+    layout_of,
+    layouts_of,
+    parse_schedule,
+    resolve,
+)
+from tests.helpers import assert_matches_numpy, random_array
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+
+def mean_var(x):
+    m = x.mean()
+    return m, ((x - m) ** 2).mean()
+
+
+def sum_abs(x):
+    return np.abs(x).sum()
+
+
+def col_softmax(x):
+    e = np.exp(x - x.max(axis=0, keepdims=True))
+    return e / e.sum(axis=0, keepdims=True)
+
+
+def region_of(fn, *specs):
+    """``fn`` traced over ``specs`` as one region over all its non-source nodes."""
+    graph = fusec.fuse(fn).trace(*specs)
+    nodes = [n for n in graph.nodes if n.kind is not Kind.SOURCE]
+    return graph, make_region("k0", region_space(nodes).kind, nodes, graph.users, graph.outputs)
+
+
+F32 = "float32"
+# one region of each kind, and two schedules of it that both run it: (function, shape, schedule A, schedule B)
+TWO_SCHEDULES = {
+    "pointwise": (gelu, (1029, 917), "pointwise:vector,vec=4", "pointwise:strided"),
+    "reduce-all": (sum_abs, (1029, 917), "reduce-all:last_block", "reduce-all:grid_barrier,loop=strided,vec=1"),
+    "rows": (softmax, (37, 1000), "rows:warp_regs", "rows:block"),
+    "rows-regs": (softmax, (37, 1000), "rows:block_regs,threads=256,elems=4,hold=none,fast_division=0",
+                  "rows:block_regs,threads=64,elems=16"),
+    "cols": (col_softmax, (1029, 917), "cols:tiles", "cols:tiles,tile=16,split=16"),
+}
+
+
+# ---- schedules as values ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", sorted(TWO_SCHEDULES))
+def test_schedule_text_parses_back_into_the_same_schedule(case: str) -> None:
+    fn, shape, *forced = TWO_SCHEDULES[case]
+    _, region = region_of(fn, fusec.ArraySpec(shape, F32))
+    nest = analyze(region)
+    for schedule in (choose(nest), *(resolve(nest, f) for f in forced)):
+        assert resolve(nest, schedule.text()) == schedule
+        assert resolve(nest, schedule) is schedule
+        assert hash(schedule) == hash(resolve(nest, schedule.text()))
+
+
+def test_schedule_heuristics_choose_per_kind() -> None:
+    def chosen(fn, shape, dtype=F32, layouts=None):
+        _, region = region_of(fn, fusec.ArraySpec(shape, dtype))
+        return choose(analyze(region, layouts))
+
+    assert chosen(gelu, (1029, 917)) == PointwiseSchedule("vector", 4)
+    assert chosen(gelu, (1029, 917), "float64") == PointwiseSchedule("vector", 2)
+    assert chosen(sum_abs, (1029, 917)) == ReduceAllSchedule("last_block", "vector", 4)
+    assert chosen(mean_var, (1029, 917)).finish == "grid_barrier"  # two phases
+    assert chosen(col_softmax, (1029, 917)) == ColSchedule(32, 8)
+    rows = chosen(softmax, (8192, 8192))
+    assert (rows.mapping, rows.row_threads, rows.elems, rows.vec, rows.fast_division) == (
+        "block_regs", 256, 32, 4, True)
+    held = "+".join(map(str, rows.hold))
+    assert rows.hold and rows.text() == f"rows:block_regs,threads=256,elems=32,vec=4,hold={held},fast_division=1"
+    assert chosen(softmax, (64, 100_000)) == RowSchedule("block", 256)
+    assert chosen(softmax, (64, 100)).mapping == "warp_regs"
+
+
+def test_schedule_parse_fills_what_is_left_out_from_the_heuristics() -> None:
+    _, region = region_of(softmax, fusec.ArraySpec((64, 8192), F32))
+    nest = analyze(region)
+    heuristic = choose(nest)
+    forced = resolve(nest, "rows:block_regs,threads=512")
+    assert (forced.row_threads, forced.elems, forced.vec, forced.hold, forced.fast_division) == (
+        512, heuristic.elems, heuristic.vec, heuristic.hold, True)
+    assert resolve(nest, "rows:warp") == RowSchedule("warp", 32)
+    assert resolve(nest, "rows:block_regs,fast_division=0").fast_division is False
+
+
+@pytest.mark.parametrize("text, message", [
+    ("rows", "expected KIND:VARIANT"),
+    ("tiles:cols", "expected KIND:VARIANT"),
+    ("rows:bogus", "rows schedules are warp, block, warp_regs, block_regs, not 'bogus'"),
+    ("rows:warp_regs,threads", "is not KEY=VALUE"),
+    ("rows:warp_regs,tile=4", "is not KEY=VALUE with a rows key"),
+    ("rows:warp_regs,threads=many", "threads='many' is not a valid value"),
+    ("rows:warp_regs,fast_division=yes", "is not a valid value"),
+])
+def test_schedule_parse_errors_say_what_is_wrong(text: str, message: str) -> None:
+    with pytest.raises(ScheduleError, match=message):
+        parse_schedule(text)
+
+
+@pytest.mark.parametrize("fn, shape, layouts, forced, message", [
+    (softmax, (64, 100), None, "pointwise:vector", "is for a pointwise kernel, but k0 is a rows kernel"),
+    (softmax, (64, 100), ("f",), "rows:warp_regs", "only when it is one axis along which every array steps"),
+    (softmax, (64, 100), None, "rows:warp_regs,threads=8,elems=4", "hold rows of at most 32, not 100"),
+    (softmax, (64, 100), None, "rows:warp_regs,threads=64", "warp_regs takes 2, 4, 8, 16 or 32 threads"),
+    (softmax, (64, 100), None, "rows:warp_regs,elems=6,vec=4", "elems must be a positive multiple of vec"),
+    (softmax, (64, 100), None, "rows:warp,vec=4", "belong to the register schedules"),
+    (softmax, (64, 100), None, "rows:warp_regs,hold=0", "hold=0: v0 is not a value a phase computes"),
+    (gelu, (1029, 917), ("f",), "pointwise:vector,vec=4", "a vector loop needs every array to step by one"),
+    (gelu, (1029, 917), None, "pointwise:vector,vec=8", "moves 32 bytes of ld0 per step"),
+    (gelu, (1029, 917), None, "pointwise:strided,vec=4", "vec=4 needs the vector loop"),
+    (mean_var, (1029, 917), None, "reduce-all:last_block", "use grid_barrier"),
+    (col_softmax, (1029, 917), None, "cols:tiles,tile=64,split=32", "2048 threads per block"),
+])
+def test_schedule_that_does_not_fit_its_region_raises_with_the_reason(fn, shape, layouts, forced, message) -> None:
+    graph, region = region_of(fn, fusec.ArraySpec(shape, F32))
+    lay = {}
+    if layouts:
+        c = ArrayLayout.c_contiguous(shape).strides
+        lay = {graph.inputs[0]: ArrayLayout(tuple(reversed(c)), False)}
+    with pytest.raises(ScheduleError, match=message):
+        generate(region, lay, forced)
+
+
+# ---- forced schedules run and compile -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", sorted(TWO_SCHEDULES))
+def test_schedule_two_forced_schedules_give_numpy_results_and_compile(case: str, rng) -> None:
+    """Two schedules forced on one region: different kernels, each compiles with NVRTC without spills, and the
+    function run with each (the NumPy backend on the CPU; the GPU suite runs the kernels) gives NumPy's result."""
+    fn, shape, first, second = TWO_SCHEDULES[case]
+    spec = fusec.ArraySpec(shape, F32)
+    x = random_array(rng, shape, F32, special=False)
+    want = fn(x)
+    specs = []
+    for i, forced in enumerate((first, second)):
+        fused = fusec.fuse(fn, schedules={"k0": forced})
+        assert len(fused.plan(spec)) == 1
+        got = fused(x)
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            assert_matches_numpy(g, np.asarray(w))
+        kernel = fused.explain(spec).kernels[0]
+        assert kernel.schedule == resolve(analyze(fused.plan(spec).kernels[0].region), forced)
+        specs.append(generate(fused.plan(spec).kernels[0].region, schedule=forced, name=f"s{i}").spec)
+    assert specs[0].schedule != specs[1].schedule
+    assert render_body(specs[0]).replace("s0_", "s1_") != render_body(specs[1])
+    result = nvrtc.compile_cubin(render_module(specs), "sm_90")
+    for s in specs:
+        report = result.kernel(s.name)
+        assert report.spills == 0, f"{s.name} ({s.schedule}) spills: {report}"
+
+
+def test_schedule_forced_by_kernel_name_through_fuse_and_with_schedules() -> None:
+    spec = fusec.ArraySpec((64, 1000), F32)
+    base = fusec.fuse(softmax)
+    forced = base.with_schedules({"k0": "rows:block"})
+    assert base.schedules == {} and str(forced.schedules["k0"]) == "rows:block"
+    assert "a block per row" in forced.cuda_source(spec) and "a block per row" not in base.cuda_source(spec)
+    with pytest.raises(ScheduleError, match="no kernel k7 to schedule: the kernels are k0"):
+        base.with_schedules({"k7": "rows:warp"}).cuda_source(spec)
+    with pytest.raises(ScheduleError, match="rows schedules are"):
+        fusec.fuse(softmax, schedules={"k0": "rows:nope"})
+    with pytest.raises(fusec.FusecTypeError, match="schedules= takes a dict"):
+        fusec.fuse(softmax, schedules=["rows:warp"])
+
+
+def test_schedule_error_names_the_callers_line() -> None:
+    with pytest.raises(ScheduleError) as info:
+        fusec.fuse(softmax, schedules={"k0": "rows:warp_regs,threads=3"}).cuda_source(fusec.ArraySpec((4, 8), F32))
+    assert info.value.loc is not None and info.value.loc.startswith(__file__)
+
+
+def test_explain_prints_each_kernels_schedule() -> None:
+    spec = fusec.ArraySpec((8192, 8192), F32)
+    text = str(fusec.fuse(softmax).explain(spec))
+    assert "  schedule: rows:block_regs,threads=256,elems=32,vec=4,hold=" in text
+    assert "(forced)" not in text
+    text = str(fusec.fuse(softmax, schedules={"k0": "rows:block"}).explain(spec))
+    assert "  schedule: rows:block (forced)\n  launch: block schedule, 256 threads per block, grid 8192" in text
+
+
+def test_cli_explain_forces_a_schedule(capsys) -> None:
+    from fusec.__main__ import main
+
+    assert main(["explain", "examples/softmax.py:softmax", "--arg", "f32[64,1000]", "--schedule", "k0=rows:warp",
+                 "--source"]) == 0
+    out = capsys.readouterr().out
+    assert "schedule: rows:warp (forced)" in out and "a warp per row" in out
+    assert main(["explain", "examples/softmax.py:softmax", "--arg", "f32[64,1000]", "--schedule",
+                 "k0=rows:warp_regs,threads=7"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fusec: error: --schedule: schedule rows:warp_regs,threads=7") and err.count("\n") == 1
+
+
+def test_schedule_decides_the_source_and_so_the_compile_cache_key() -> None:
+    """Sources are the compile caches' keys (in memory and on disk); a schedule is a function of the region
+    and layouts, and a different schedule gives a different source."""
+    _, region = region_of(softmax, fusec.ArraySpec((64, 1000), F32))
+    default = generate(region)
+    assert default.source == generate(region, schedule=default.schedule).source
+    assert default.source == generate(region, schedule=default.schedule.text()).source
+    assert default.source != generate(region, schedule="rows:warp").source
+
+
+# ---- layouts --------------------------------------------------------------------------------------------------
+
+
+def test_layouts_of_arrays_and_specs() -> None:
+    x = np.zeros((6, 8), np.float32)
+    assert layout_of(x) == ArrayLayout((8, 1), True, layout_of(x).align)
+    assert layout_of(x.T).strides == (1, 8) and not layout_of(x.T).contiguous
+    assert layout_of(x[:, 1:]).align == 4  # one element past a 16-byte aligned start
+    assert layout_of(fusec.ArraySpec((6, 8), F32)) is None  # fresh: C-contiguous, aligned
+    assert layout_of(fusec.ArraySpec((6, 8), F32, strides=(1, 6))) == ArrayLayout((1, 6), False)
+    assert layout_of(3.0) is None
+    assert layouts_of(["a", "b", "c"], {"a": x.T, "b": fusec.ArraySpec((6, 8), F32)}) == {"a": layout_of(x.T)}
