@@ -211,8 +211,11 @@ class _Lowering:
             return self.render(statements, flag), self.render(statements, None)
         return self.render(statements, None), ()
 
-    def has_invariant_division(self, members: Iterable[Node]) -> bool:
-        return self.fast_division and any(self.invariant_division(n) for n in members)
+    def has_invariant_division(self, statements: Iterable[Statement]) -> bool:
+        """Whether a loop of ``statements`` divides by an invariant divisor it computes (with the schedule's
+        fast division): then it gets an IEEE-division twin."""
+        return self.fast_division and any(isinstance(s, Compute) and self.invariant_division(s.node)
+                                          for s in statements)
 
 
 # ---- the spec ----------------------------------------------------------------------------------------------
@@ -233,7 +236,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         statements = lo.loop_statements([(r.operands[0], r) for r in ph.reductions], p)
         refs: set[str] = set()
         lo.statement_refs(statements, refs)
-        body, body_exact = lo.loop_bodies(statements, lo.has_invariant_division(ph.needed), f"fast{p}")
+        body, body_exact = lo.loop_bodies(statements, lo.has_invariant_division(statements), f"fast{p}")
         fields, finish, field_reductions = [], [], []
         update: dict[str, list[str]] = {state: [] for state in cuda_ops.UPDATE_STATES}
         pairs = {r.operands[0]: r for r in ph.reductions if lo.red_cuda[r].pair_helper is not None}
@@ -266,8 +269,11 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         phases_raw.append((p, fields, body, body_exact, update, finish, field_reductions, refs))
 
     epilogue = lo.loop_statements([(n, None) for n in nest.full_outputs], None)
-    epilogue_body, epilogue_exact = lo.loop_bodies(
-        epilogue, lo.has_invariant_division(nest.epilogue_needed), "fast_epilogue")
+    epilogue_refs: set[str] = set()
+    lo.statement_refs(epilogue, epilogue_refs)
+    for n in nest.full_outputs:
+        lo.reads(n, None, epilogue_refs)
+    epilogue_body, epilogue_exact = lo.loop_bodies(epilogue, lo.has_invariant_division(epilogue), "fast_epilogue")
 
     # -- accesses with offset expressions, parameters -----------------------------------------------------
     index_ctype = nest.index_ctype
@@ -309,7 +315,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         phases.append(Phase(p, f"Acc{p}", 8 if wide else 4, tuple(fields), accesses(nest.split(refs)[2]), body,
                             tuple(update["any"]), tuple(finish), tuple(update["first"]), tuple(update["held"]),
                             body_exact))
-    epilogue_loads = accesses(nest.split(nest.epilogue_refs)[2])
+    epilogue_loads = accesses(nest.split(epilogue_refs)[2])
 
     params = [Param(nest.pointer[n], cuda_ops.ctype(n.dtype), "input") for n in nest.array_inputs]
     params += [Param(nest.out_pointer[n], cuda_ops.ctype(n.dtype), "output") for n in region.outputs]

@@ -44,8 +44,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
   for (index_t row = blockIdx.x; row < nk; row += gridDim.x) {
     const index_t c0 = row;
 
-    const index_t ld0_kb = c0 * ld0_s0;
     const index_t st0_kb = c0 * st0_s0;
+    const index_t ld0_kb = c0 * ld0_s0;
 
     // the row, read once
     typedef float ld0_t;
@@ -96,7 +96,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
       fs::Vec<float, 4> st0_v;
     #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float ld0 = ld0_r[c * 4 + j];
         const float v2 = v2_h[c * 4 + j];
         const float v4 = fc::div_invariant(v2, v3, fast_epilogue);
 
@@ -112,7 +111,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
         fs::Vec<float, 4> st0_v;
       #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const float ld0 = ld0_r[c * 4 + j];
           const float v2 = v2_h[c * 4 + j];
           const float v4 = fc::div(v2, v3);
 
