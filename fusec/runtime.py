@@ -48,7 +48,7 @@ from fusec.dispatch import PackedLaunch, PlanRunner, PlanStep, recycler_for
 from fusec.gpu import cupy_module
 from fusec.ir.graph import Node
 from fusec.ir.region import Region
-from fusec.schedule import ArrayLayout, Schedule
+from fusec.schedule import Schedule, layouts_of
 from fusec.schedule.device import device_properties
 
 POISON_BYTE = 0xAB  # what poisoned outputs are filled with, byte by byte
@@ -199,14 +199,12 @@ class KernelLauncher:
         """Generate, compile and size the launch of ``region`` over these input arrays (``schedule``: a
         forced one, else the heuristics')."""
         inputs = self._entry(region).inputs
-        layouts: dict[Node, ArrayLayout] = {}
         for node, a in zip(inputs, arrays):
             if a.dtype != node.dtype or tuple(a.shape) != node.shape:
                 raise ValueError(f"region {region.name} expects {node.dtype}{list(node.shape)} for an input, "
                                  f"got {a.dtype}{list(a.shape)}")
-            layouts[node] = ArrayLayout.of(a)
-        for node, a in (out or {}).items():
-            layouts[node] = ArrayLayout.of(a)
+        values = {**dict(zip(inputs, arrays)), **(out or {})}
+        layouts = layouts_of(values, values)
         device = cupy_module().cuda.runtime.getDevice()
         kernel = generate(region, layouts, schedule, device=device_properties(device))
         spec = kernel.spec
@@ -314,8 +312,7 @@ class KernelLauncher:
 
     def source(self, region: Region, graph_values: Mapping[Node, Any], schedule: Any = None) -> str:
         """The CUDA source ``run_region`` compiles for these inputs (no launch)."""
-        inputs = self._entry(region).inputs
-        layouts = {n: ArrayLayout.of(graph_values[n]) for n in inputs}
+        layouts = layouts_of(self._entry(region).inputs, graph_values)
         device = device_properties(cupy_module().cuda.runtime.getDevice())
         return generate(region, layouts, schedule, device=device).source
 

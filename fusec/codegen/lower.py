@@ -127,26 +127,13 @@ class _Lowering:
         """Add to ``refs`` the accesses ``user`` reads ``node`` through."""
         self.nest.value_refs(node, user, refs)
 
-    def invariant_division(self, node: Node) -> bool:
-        """A float32 (or float16, computed in float32) division in a loop whose divisor stays the same over
-        the loop (a per-row value, a constant or a ``size``): ``fc::div_invariant`` can divide it with a
-        reciprocal hoisted per row."""
-        nest = self.nest
-        if (node.op != "div" or not nest.full(node)
-                or any(d.dtype not in (np.float32, np.float16) or d.dtype != node.dtype for d in node.operands)):
-            return False
-        divisor = node.operands[1]  # (the helper is exact for any divisor: this only decides where it pays)
-        if divisor in nest.inside:
-            return not nest.full(divisor)
-        return divisor.op in ("const", "size")
-
     def line(self, node: Node, fast_flag: str | None = None) -> str:
         """``node``'s C++ line; with ``fast_flag``, a division by a loop-invariant divisor takes
         ``fc::div_invariant``, which clears ``fast_flag`` where its operands are out of its range."""
         operands = [self.value(o, node) for o in node.operands]
         if cuda_ops.is_float_cube(node):  # x ** 3 as two multiplies: powf costs ~40 instructions
             expr = f"fc::cube({operands[0]})"
-        elif fast_flag is not None and self.invariant_division(node):
+        elif fast_flag is not None and self.nest.invariant_division(node):
             expr = f"fc::div_invariant({operands[0]}, {operands[1]}, {fast_flag})"
         else:
             expr = cuda_ops.expression(node.op, operands, [o.dtype for o in node.operands], node.dtype)
@@ -214,7 +201,7 @@ class _Lowering:
     def has_invariant_division(self, statements: Iterable[Statement]) -> bool:
         """Whether a loop of ``statements`` divides by an invariant divisor it computes (with the schedule's
         fast division): then it gets an IEEE-division twin."""
-        return self.fast_division and any(isinstance(s, Compute) and self.invariant_division(s.node)
+        return self.fast_division and any(isinstance(s, Compute) and self.nest.invariant_division(s.node)
                                           for s in statements)
 
 

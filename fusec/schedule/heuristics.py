@@ -83,7 +83,8 @@ def _defaults(nest: LoopNest, device: DeviceProperties, variant: str | None) -> 
         if bucket is None or (bucket[0] <= WARP) != (mapping == "warp_regs"):
             bucket = _bucket_of(nest, mapping)
         threads, elems, vec = bucket
-        return RowSchedule(mapping, threads, elems, vec, values_to_hold(nest, elems), True)
+        fast_division = any(nest.invariant_division(n) for n in nest.members)
+        return RowSchedule(mapping, threads, elems, vec, values_to_hold(nest, elems), fast_division)
     return ColSchedule(COLS_TILE, COLS_SPLIT)
 
 

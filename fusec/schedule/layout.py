@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fusec.arrayspec import ArraySpec
+from fusec.errors import FusecValueError
 
 VECTOR_BYTES = 16  # vectorized loads/stores move this many bytes per array per thread
 
@@ -57,15 +58,17 @@ def alignment(ptr: int) -> int:
 def layout_of(value: Any) -> ArrayLayout | None:
     """The layout of one argument: an array's own; an :class:`fusec.ArraySpec`'s strides when it gives
     them (its pointer taken as aligned); None for a spec without strides (a fresh C-contiguous array) and
-    for anything that is not an array (or whose strides are not whole elements)."""
+    for anything that is not an array. An array whose strides are not whole elements raises
+    :class:`fusec.FusecValueError`: no kernel can address it."""
     if isinstance(value, ArraySpec):
         return None if value.strides is None else ArrayLayout(tuple(value.strides), contiguous=False)
     if getattr(value, "strides", None) is None or not hasattr(value, "dtype"):
         return None
     try:
         return ArrayLayout.of(value)
-    except (ValueError, AttributeError, TypeError):
-        return None
+    except ValueError as exc:
+        raise FusecValueError(f"an argument of shape {tuple(value.shape)} has {exc}",
+                              hint="pass a copy (array.copy()), whose strides are whole elements") from None
 
 
 def layouts_of(nodes: Iterable[Any], values: Mapping[Any, Any]) -> dict[Any, ArrayLayout]:

@@ -311,6 +311,18 @@ class LoopNest:
                 loop.append(info)
         return uniform, row, loop
 
+    def invariant_division(self, node: Node) -> bool:
+        """A float32 (or float16, computed in float32) division in a loop whose divisor stays the same over
+        the loop (a per-row value, a constant or a ``size``): a reciprocal hoisted per row can divide it
+        (``fc::div_invariant``, exact for any divisor: this only decides where it pays)."""
+        if (node.op != "div" or not self.full(node)
+                or any(d.dtype not in (np.float32, np.float16) or d.dtype != node.dtype for d in node.operands)):
+            return False
+        divisor = node.operands[1]
+        if divisor in self.inside:
+            return not self.full(divisor)
+        return divisor.op in ("const", "size")
+
     @property
     def row_contiguous(self) -> bool:
         """One loop axis, along which every access steps by 0 or 1: a row can sit in registers."""

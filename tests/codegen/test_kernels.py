@@ -430,7 +430,8 @@ def test_kernels_division_by_a_row_divisor_takes_the_hoisted_reciprocal_in_regis
     for other in (_spec(softmax, (64, 100_000)),  # a re-reading schedule
                   _spec(softmax, (64, 8192), dtype="float64"),  # float64 divides as IEEE does
                   _spec(lambda x: x / (x + 1.0), (64, 64))):  # the divisor varies along the row
-        assert "div_invariant" not in render_body(other) and "fast" not in render_body(other)
+        assert "div_invariant" not in render_body(other) and "bool fast" not in render_body(other)
+        assert not getattr(other.schedule, "fast_division", False)
 
 
 def test_kernels_max_shares_the_argmax_pair_only_of_the_same_operand() -> None:

@@ -246,4 +246,7 @@ def test_layouts_of_arrays_and_specs() -> None:
     assert layout_of(fusec.ArraySpec((6, 8), F32)) is None  # fresh: C-contiguous, aligned
     assert layout_of(fusec.ArraySpec((6, 8), F32, strides=(1, 6))) == ArrayLayout((1, 6), False)
     assert layout_of(3.0) is None
+    odd = np.lib.stride_tricks.as_strided(np.zeros(16, np.uint8).view(np.float32), (3,), (5,))
+    with pytest.raises(fusec.FusecValueError, match="not multiples of the itemsize 4"):
+        layout_of(odd)
     assert layouts_of(["a", "b", "c"], {"a": x.T, "b": fusec.ArraySpec((6, 8), F32)}) == {"a": layout_of(x.T)}

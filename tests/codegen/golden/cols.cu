@@ -25,6 +25,7 @@ __device__ __forceinline__ void combine(Acc1& a, const Acc1& b) {
 }  // namespace k0_cols_max_sub_exp_sum_div_acc
 
 // k0_cols_max_sub_exp_sum_div: cols, 32 kept indices x 8 threads along the reduced axes per block, int indices
+// schedule: cols:tiles,tile=32,split=8
 extern "C" __global__ void __launch_bounds__(256, 2) k0_cols_max_sub_exp_sum_div(
     const __half* __restrict__ in0,
     __half* __restrict__ out0,

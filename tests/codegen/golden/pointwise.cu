@@ -1,4 +1,5 @@
 // k0_pointwise_mul_add_tanh: pointwise, vector, int indices
+// schedule: pointwise:vector,vec=4
 extern "C" __global__ void __launch_bounds__(256, 2) k0_pointwise_mul_add_tanh(
     const float* __restrict__ in0,
     float* __restrict__ out0,

@@ -25,6 +25,7 @@ __device__ __forceinline__ void combine(Acc1& a, const Acc1& b) {
 }  // namespace k0_reduceall_sum_cast_div_sub_square_acc
 
 // k0_reduceall_sum_cast_div_sub_square: reduce-all, grid_barrier, vectors of 4, int indices
+// schedule: reduce-all:grid_barrier,loop=vector,vec=4
 extern "C" __global__ void __launch_bounds__(256, 2) k0_reduceall_sum_cast_div_sub_square(
     const float* __restrict__ in0,
     float* __restrict__ out0,

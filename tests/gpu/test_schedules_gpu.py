@@ -1,0 +1,136 @@
+"""Forced schedules on the GPU: every variant of every kind, forced on one region, gives NumPy's result on fresh
+random data (special values included) with its outputs poisoned first; and a fused function's nodes are freed
+once it is dropped, whatever the runtime compiled and cached for it."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import fusec
+from fusec.ir import graph as ir_graph
+from fusec.ir.interpret import interpret, to_xp
+from fusec.runtime import KernelLauncher, default_launcher, run_plan
+from tests.helpers import GPU_ONLY, assert_matches_numpy, random_array, seed_of
+
+cupy = pytest.importorskip("cupy")
+
+pytestmark = GPU_ONLY
+
+
+def gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+
+def mean_var(x):
+    m = x.mean()
+    return m, ((x - m) ** 2).mean()
+
+
+def sum_abs(x):
+    return np.abs(x).sum()
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def router(x):
+    p = softmax(x)
+    return p.max(axis=-1), p.argmax(axis=-1)
+
+
+def layernorm(x):
+    c = x - x.mean(axis=-1, keepdims=True)
+    return c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + 1e-5)
+
+
+def col_softmax(x):
+    e = np.exp(x - x.max(axis=0, keepdims=True))
+    return e / e.sum(axis=0, keepdims=True)
+
+
+# (function, shape, dtype, the schedules forced on its one kernel)
+CASES = [
+    (gelu, (1029, 917), "float32", ["pointwise:vector,vec=4", "pointwise:vector,vec=2", "pointwise:contiguous",
+                                     "pointwise:strided"]),
+    (gelu, (7, 3), "float16", ["pointwise:vector,vec=8", "pointwise:strided"]),
+    (sum_abs, (1029, 917), "float32", ["reduce-all:last_block", "reduce-all:last_block,loop=strided",
+                                       "reduce-all:grid_barrier,loop=vector,vec=2"]),
+    (mean_var, (1029, 917), "float64", ["reduce-all:grid_barrier", "reduce-all:grid_barrier,loop=contiguous"]),
+    (softmax, (37, 1000), "float32", ["rows:warp", "rows:block", "rows:warp_regs", "rows:block_regs",
+                                      "rows:block_regs,threads=128,elems=8", "rows:block_regs,threads=64,elems=16",
+                                      "rows:warp_regs,threads=32,elems=32,vec=2,hold=none,fast_division=0"]),
+    (router, (300, 64), "float32", ["rows:warp_regs,threads=8,elems=8", "rows:warp_regs,threads=16,elems=4",
+                                    "rows:warp_regs,threads=2,elems=32", "rows:warp", "rows:block"]),
+    (layernorm, (64, 8192), "float16", ["rows:block_regs,threads=512,elems=16", "rows:block_regs,threads=1024,elems=8",
+                                        "rows:block"]),
+    (col_softmax, (1029, 917), "float32", ["cols:tiles", "cols:tiles,tile=64,split=4", "cols:tiles,tile=8,split=32",
+                                           "cols:tiles,tile=1,split=1"]),
+]
+
+
+@pytest.fixture(scope="module")
+def launcher() -> KernelLauncher:
+    return KernelLauncher(poison=True, compiler="nvrtc")
+
+
+@pytest.mark.parametrize("fn, shape, dtype, schedule",
+                         [(fn, shape, dtype, s) for fn, shape, dtype, schedules in CASES for s in schedules],
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_gpu_forced_schedule_gives_numpy_result(launcher, fn, shape, dtype, schedule) -> None:
+    rng = np.random.default_rng(seed_of("schedule", fn.__name__, shape, dtype, schedule))
+    x = random_array(rng, shape, dtype)
+    fused = fusec.fuse(fn, schedules={"k0": schedule})
+    plan = fused.plan(fusec.ArraySpec(shape, dtype))
+    assert len(plan.kernels) == 1
+    got = run_plan(plan, [to_xp(cupy, x)], launcher=launcher, schedules=fused.schedules)
+    assert str(launcher.recipes(plan.kernels[0].region)[0].schedule).startswith(schedule.split(",")[0])
+    with np.errstate(all="ignore"):
+        want = interpret(plan.traced, [x])
+    if fn in (sum_abs, mean_var):  # a reduce-all: within CORRECTNESS.md's reduction bound of the float64 result
+        with np.errstate(all="ignore"):
+            want = interpret(plan.traced, [x.astype(np.float64)])
+        bound = 4 * np.finfo(x.dtype).eps * np.log2(x.size) * float(np.abs(x.astype(np.float64)).sum())
+        for g, w in zip(got, want):
+            assert_matches_numpy(cupy.asnumpy(g).astype(np.float64), np.asarray(w), rtol=0, atol=bound)
+        return
+    for g, w in zip(got, want):
+        assert_matches_numpy(cupy.asnumpy(g), np.asarray(w))
+
+
+def test_gpu_fused_with_a_forced_schedule_takes_the_fast_path_with_it() -> None:
+    x = cupy.asarray(np.random.default_rng(1).standard_normal((37, 1000)).astype(np.float32))
+    fused = fusec.fuse(softmax, schedules={"k0": "rows:block"})
+    first, second = fused(x), fused(x)  # the second call is the dispatch fast path's
+    want = softmax(cupy.asnumpy(x))
+    for got in (first, second):
+        assert_matches_numpy(cupy.asnumpy(got), want)
+    assert "a block per row" in fused.cuda_source(x)
+
+
+def test_gpu_dropping_a_fused_function_frees_its_nodes_and_recipes() -> None:
+    """What the runtime compiled and cached for a function (recipes, the fast path's runner) holds no node
+    once the function is gone."""
+    gc.collect()
+    before = set(map(id, ir_graph._INTERN.values()))
+    regions_before = len(default_launcher()._regions)
+    x = cupy.asarray(np.random.default_rng(2).standard_normal((64, 300)).astype(np.float32))
+
+    def layernorm_again(x):
+        c = x - x.mean(axis=-1, keepdims=True)
+        return c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + 3e-5)  # a constant no other test uses
+
+    fused = fusec.fuse(layernorm_again)
+    for _ in range(3):
+        fused(x)
+    fused.explain(x)
+    assert len(default_launcher()._regions) > regions_before
+    del fused
+    gc.collect()
+    left = [n for n in ir_graph._INTERN.values() if id(n) not in before]
+    assert not left, f"{len(left)} nodes outlived their function, such as {left[:3]}"
+    assert len(default_launcher()._regions) == regions_before
