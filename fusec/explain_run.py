@@ -115,7 +115,7 @@ def measure(plan: Plan, arrays: Sequence[Any], reps: int = 20, schedules: Mappin
     device = cupy.cuda.runtime.getDevice()
     for k in plan.kernels:
         schedule = (schedules or {}).get(k.name)
-        recipe = launcher._cached_recipe(k.region, [memory[n] for n in k.inputs], device, schedule=schedule)
+        recipe = launcher.cached_recipe(k.region, [memory[n] for n in k.inputs], device, schedule=schedule)
         launch = (lambda k=k, schedule=schedule: launcher.run_region(k.region, memory, schedule=schedule))
         ms = time_ms(launch, cupy, reps)
         memory.update(launch())

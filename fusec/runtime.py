@@ -195,7 +195,7 @@ class KernelLauncher:
         return entry
 
     def recipe(self, region: Region, arrays: list[Any], out: Mapping[Node, Any] | None = None,
-               schedule: Any = None) -> LaunchRecipe:
+               schedule: Any = None) -> LaunchRecipe:  # (uncached: see cached_recipe)
         """Generate, compile and size the launch of ``region`` over these input arrays (``schedule``: a
         forced one, else the heuristics')."""
         inputs = self._entry(region).inputs
@@ -218,7 +218,7 @@ class KernelLauncher:
             workspace_bytes=spec.launch.workspace_bytes(grid) if grid else 0,
         )
 
-    def _cached_recipe(self, region: Region, arrays: list[Any], device: int,
+    def cached_recipe(self, region: Region, arrays: list[Any], device: int,
                        out: Mapping[Node, Any] | None = None, schedule: Any = None) -> LaunchRecipe:
         """:meth:`recipe`, cached by the region, the forced schedule and the layout of its inputs (and
         ``out`` arrays) on ``device``: each array's shape, strides, dtype and pointer alignment."""
@@ -264,7 +264,7 @@ class KernelLauncher:
         """
         cp = cupy_module()
         arrays = [graph_values[n] for n in self._entry(region).inputs]
-        recipe = self._cached_recipe(region, arrays, cp.cuda.runtime.getDevice(), out, schedule)
+        recipe = self.cached_recipe(region, arrays, cp.cuda.runtime.getDevice(), out, schedule)
         outs = []
         for node, (shape, dtype) in zip(recipe.spec.outputs, recipe.outputs):
             given = out.get(node) if out else None
@@ -297,7 +297,7 @@ class KernelLauncher:
         values: dict[Node, Any] = dict(zip(plan.graph.inputs, arrays))
         for kernel in plan.kernels:
             inputs = self._entry(kernel.region).inputs
-            recipe = self._cached_recipe(kernel.region, [values[n] for n in inputs], device,
+            recipe = self.cached_recipe(kernel.region, [values[n] for n in inputs], device,
                                          schedule=(schedules or {}).get(kernel.name))
             outputs = []
             for node, (shape, dtype) in zip(recipe.spec.outputs, recipe.outputs):

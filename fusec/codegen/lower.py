@@ -144,27 +144,11 @@ class _Lowering:
         """What a loop computes for ``roots``: the full members they need, where a value held by an earlier
         phase (every held value, in the epilogue: ``phase`` None) is read from its register array and its
         operands are not computed for it; the first phase computing a held value keeps it."""
-        nest, kept = self.nest, self.kept
-        need: set[Node] = set()
-        stack = list(roots)
-        while stack:
-            node, _ = stack.pop()
-            if node not in nest.inside:
-                continue
-            if node.kind is Kind.LAYOUT:
-                stack.append((node.operands[0], node))
-                continue
-            if node.kind is Kind.REDUCTION or not nest.full(node) or node in need:
-                continue
-            need.add(node)
-            if node in kept and (phase is None or kept[node] < phase):
-                continue  # read from registers: its operands are not needed for it
-            stack.extend((o, node) for o in node.operands)
+        kept = self.kept
+        held = {n for n, first in kept.items() if phase is None or first < phase}  # read from registers
         out: list[Statement] = []
-        for n in nest.members:
-            if n not in need:
-                continue
-            if n in kept and (phase is None or kept[n] < phase):
+        for n in self.nest.closure(roots, leaves=held):
+            if n in held:
                 out.append(LoadHeld(n))
             else:
                 out.append(Compute(n))

@@ -28,7 +28,7 @@ the nest to choose a schedule, and lowering (:mod:`fusec.codegen.lower`) reads b
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -158,9 +158,11 @@ class LoopNest:
             self.value_refs(n, None, self.row_refs)
         self.epilogue_refs = frozenset(epi_refs)
 
-    def closure(self, roots: list[tuple[Node, Node | None]], refs: set) -> list[Node]:
+    def closure(self, roots: Iterable[tuple[Node, Node | None]], refs: set | None = None,
+                leaves: Collection[Node] = ()) -> list[Node]:
         """The full members that computing ``roots`` needs in a loop (per-row values are available), in
-        member order; ``refs`` collects the accesses they read."""
+        member order; ``refs`` collects the accesses they read. A member of ``leaves`` is needed but not
+        computed from its operands (its value is at hand: held in registers)."""
         need: set[Node] = set()
         stack = list(roots)
         while stack:
@@ -172,8 +174,9 @@ class LoopNest:
                 if node.kind is Kind.REDUCTION or not self.full(node) or node in need:
                     continue
                 need.add(node)
-                stack.extend((o, node) for o in node.operands)
-            elif is_array(node):
+                if node not in leaves:
+                    stack.extend((o, node) for o in node.operands)
+            elif is_array(node) and refs is not None:
                 self.value_refs(node, user, refs)
         return [n for n in self.members if n in need]
 
