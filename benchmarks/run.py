@@ -245,6 +245,8 @@ def deadline(seconds: float | None, what: str) -> Iterator[None]:
 def reference(w: W.Workload, host_inputs: tuple, threads: int) -> tuple[np.ndarray, ...]:
     """``w.build(numpy)`` on float64 copies of the inputs, in chunks of rows on a thread pool."""
     fn = w.build(np)
+    if w.kind == "whole":
+        return tuple(np.asarray(o) for o in W.as_tuple(fn(*(a.astype(np.float64) for a in host_inputs))))
     first = host_inputs[0]
     rows = first.shape[0] if first.ndim else 1
     per_row = max(1, first.size // max(rows, 1))
@@ -520,7 +522,7 @@ def run_workload(ctx: Context, w: W.Workload, peers: tuple[W.Peer, ...]) -> dict
     rec: dict[str, Any] = {
         "name": w.name, "title": w.title, "dispatch": w.dispatch, "shape": list(shape),
         "bytes": w.bytes_of(shape), "bytes_formula": w.bytes_formula, "target": w.target,
-        "target_ms": w.target_ms, "perf_best_peer": w.perf_best, "impls": [],
+        "target_ms": w.target_ms, "target_ratio": w.target_ratio, "perf_best_peer": w.perf_best, "impls": [],
     }
     say(f"{ctx.stamp()} {w.name}: {w.title}; shape {list(shape)}, {rec['bytes'] / 1e9:.3f} GB "
         f"({w.bytes_formula})")
@@ -586,7 +588,18 @@ def summarize(rec: dict[str, Any], ceilings: dict[str, Any]) -> None:
     rec["speedup"] = None
     if best and fusec and fusec["status"] == "ok":
         rec["speedup"] = best["ms"]["median"] / fusec["ms"]["median"]
-        rec["target_met"] = fusec["ms"]["median"] <= rec["target_ms"]
+    rec["target_met"] = target_met(rec)
+
+
+def target_met(rec: dict[str, Any]) -> bool | None:
+    """Whether fusec met the workload's target: a time, or a speed ratio to the fastest peer (None: not
+    known, as when fusec or every peer failed)."""
+    fusec = next((i for i in rec["impls"] if i["name"] == "fusec"), None)
+    if not fusec or fusec["status"] != "ok":
+        return False if fusec else None
+    if rec.get("target_ratio"):
+        return None if rec.get("speedup") is None else rec["speedup"] >= rec["target_ratio"]
+    return fusec["ms"]["median"] <= rec["target_ms"]
 
 
 # --- ceilings --------------------------------------------------------------------------------------
@@ -728,7 +741,7 @@ def table_rows(report: dict) -> tuple[list[str], list[list[str]], list[str], lis
         d = rec["dispatch"]
         if fusec["status"] == "ok":
             ftime = fmt_ms(fusec["ms"]["median"], d)
-            met = "met" if fusec["ms"]["median"] <= rec["target_ms"] else "missed"
+            met = {True: "met", False: "missed", None: "unknown"}[target_met(rec)]
             if report.get("mode") == "dry-run":
                 met = "(dry run)"
         else:
@@ -742,6 +755,35 @@ def table_rows(report: dict) -> tuple[list[str], list[list[str]], list[str], lis
             f"x{rec['speedup']:.2f}" if rec.get("speedup") else "-", f"{rec['target']} {met}",
         ])
     return head, rows, shead, srows
+
+
+def ratio_summary(report: dict, bandwidth_bytes: int = 256 << 20, bandwidth_pct: float = 80.0) -> list[str]:
+    """For a suite with speed-ratio targets (the sweep): the geometric mean of fusec's speed ratio to the
+    fastest peer, how many cases reach their ratio, and which bandwidth-bound cases of at least
+    ``bandwidth_bytes`` stay under ``bandwidth_pct`` of the copy ceiling."""
+    recs = [r for r in report["workloads"] if r.get("target_ratio")]
+    if not recs:
+        return []
+    ratios = [r["speedup"] for r in recs if r.get("speedup")]
+    met = [r["name"] for r in recs if target_met(r)]
+    missed = [f"{r['name']} (x{r['speedup']:.2f})" if r.get("speedup") else f"{r['name']} (no ratio)"
+              for r in recs if not target_met(r)]
+    out = []
+    if ratios:
+        geomean = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        out.append(f"geometric mean of fusec's speed ratio to the fastest peer over {len(ratios)} cases: "
+                   f"x{geomean:.2f}")
+    out.append(f"{len(met)} of {len(recs)} cases at >= x{recs[0]['target_ratio']} of the fastest peer"
+               + (f"; below: {', '.join(missed)}" if missed else ""))
+    slow = []
+    for r in recs:
+        fusec = next((i for i in r["impls"] if i["name"] == "fusec"), {})
+        if not r["dispatch"] and r["bytes"] >= bandwidth_bytes and (fusec.get("pct_copy") or 0) < bandwidth_pct:
+            slow.append(f"{r['name']} ({fusec.get('pct_copy') or 0:.0f}%)")
+    if slow:
+        out.append(f"bandwidth-bound cases of >= {bandwidth_bytes >> 20} MiB under {bandwidth_pct:.0f}% of the copy "
+                   f"ceiling: {', '.join(slow)}")
+    return out
 
 
 def skipped_lines(report: dict) -> list[str]:
@@ -787,7 +829,7 @@ def print_tables(report: dict, markdown: bool) -> None:
         say(render_markdown(head, rows))
         say("")
         say(render_markdown(shead, srows))
-        for line in skipped_lines(report):
+        for line in skipped_lines(report) + ratio_summary(report):
             say(f"- {line}")
         return
     say(header_line(report))
@@ -796,6 +838,8 @@ def print_tables(report: dict, markdown: bool) -> None:
         say(line)
     say("")
     say(render_text(shead, srows))
+    for line in ratio_summary(report):
+        say(line)
 
 
 CHART_COLORS = {"fusec": "#d62728", "cupy naive": "#9ecae1", "cupy.fuse": "#3182bd", "cupy ReductionKernel": "#c6dbef",
@@ -864,7 +908,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "small-input calls (under 3 minutes on an H200)")
     p.add_argument("--out", metavar="DIR", help="folder for the JSON and the chart (default benchmarks/results; "
                    "a new temporary folder with --dry-run)")
-    p.add_argument("--only", metavar="NAMES", help=f"comma-separated workloads: {','.join(W.NAMES)}")
+    p.add_argument("--suite", choices=("perf", "sweep"), default="perf",
+                   help="perf: the workloads of shared/PERF.md (default); sweep: the layout sweep of "
+                        "benchmarks/sweep.py (axes, transposes, row lengths, dtypes, views)")
+    p.add_argument("--only", metavar="NAMES", help=f"comma-separated workloads: {','.join(W.NAMES)} (perf), or "
+                   "the sweep's (benchmarks/sweep.py)")
     p.add_argument("--peers", metavar="KEYS", help="comma-separated peers to run (default all; 'none' for fusec "
                    f"alone): {','.join(peer.key for peer in W.ALL_PEERS)}")
     p.add_argument("--dry-run", action="store_true", help="no GPU: small NumPy inputs through fusec's NumPy "
@@ -883,11 +931,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def suite_workloads(suite: str) -> dict[str, W.Workload]:
+    """The workloads of a suite by name: PERF.md's, or the layout sweep's."""
+    if suite == "sweep":
+        from benchmarks.sweep import BY_NAME
+
+        return BY_NAME
+    return W.BY_NAME
+
+
 def select(args: argparse.Namespace) -> tuple[list[W.Workload], tuple[W.Peer, ...]]:
-    names = [n.strip() for n in (args.only or "").split(",") if n.strip()] or list(W.NAMES)
-    unknown = [n for n in names if n not in W.BY_NAME]
+    by_name = suite_workloads(getattr(args, "suite", "perf"))
+    names = [n.strip() for n in (args.only or "").split(",") if n.strip()] or list(by_name)
+    unknown = [n for n in names if n not in by_name]
     if unknown:
-        raise ValueError(f"unknown workload(s) {', '.join(unknown)}; known: {', '.join(W.NAMES)}")
+        raise ValueError(f"unknown workload(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
     norm = lambda s: re.sub(r"[\s_-]+", "", s.lower())
     peers = W.ALL_PEERS
     if args.peers is not None:
@@ -900,7 +958,7 @@ def select(args: argparse.Namespace) -> tuple[list[W.Workload], tuple[W.Peer, ..
             if bad:
                 raise ValueError(f"unknown peer(s) {', '.join(bad)}; known: {', '.join(p.key for p in W.ALL_PEERS)}")
             peers = tuple(p for p in W.ALL_PEERS if p in {by_key[k] for k in keys})
-    return [W.BY_NAME[n] for n in names], peers
+    return [by_name[n] for n in names], peers
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -935,7 +993,7 @@ def main(argv: list[str] | None = None) -> int:
     ctx = Context(args)
     now = dt.datetime.now(dt.timezone.utc)
     report: dict[str, Any] = {
-        "schema": 1, "date": now.strftime("%Y-%m-%d"), "time_utc": now.strftime("%H:%M:%S"),
+        "schema": 1, "suite": args.suite, "date": now.strftime("%Y-%m-%d"), "time_utc": now.strftime("%H:%M:%S"),
         "command": " ".join(["python", "benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])]),
         "argv": list(argv if argv is not None else sys.argv[1:]), "mode": "dry-run" if ctx.dry else "gpu",
         "quick": ctx.quick, "git": git_commit(), "host": platform.node(), "gpu": gpu_info(ctx),
@@ -961,7 +1019,8 @@ def main(argv: list[str] | None = None) -> int:
                                                 else DEFAULT_OUT)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        path = result_path(out_dir, report["date"], report["gpu"]["slug"])
+        slug = report["gpu"]["slug"] + ("-sweep" if args.suite == "sweep" else "")
+        path = result_path(out_dir, report["date"], slug)
         report["json_path"] = str(path)
         path.write_text(json.dumps(json_safe(report), indent=1, allow_nan=False) + "\n")
         say(f"{ctx.stamp()} wrote {path}")

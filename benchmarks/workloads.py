@@ -275,12 +275,13 @@ KEEPDIMS = "keepdims unsupported"
 # --- the workloads -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Workload:
-    """One row of PERF.md.
+    """One row of PERF.md (or of the layout sweep, ``benchmarks/sweep.py``).
 
     ``kind`` says how the CPU reference is split into chunks: ``"pointwise"`` and ``"rows"`` along
-    the first axis, ``"reduce_all"`` into partial sums. ``tolerances`` has one entry per output:
-    ``(rtol, atol)``, or ``"argmax"`` for an index that may differ from the reference only on a
-    tie of the logits. ``dispatch`` marks the small-input rows, timed per call on the host.
+    the first axis, ``"reduce_all"`` into partial sums, ``"whole"`` not at all. ``tolerances`` has one
+    entry per output: ``(rtol, atol)``, or ``"argmax"`` for an index that may differ from the reference
+    only on a tie of the logits. ``dispatch`` marks the small-input rows, timed per call on the host.
+    The target is a time (``target_ms``) or a speed relative to the fastest peer (``target_ratio``).
     """
 
     name: str
@@ -296,10 +297,11 @@ class Workload:
     tolerances: tuple
     peers: tuple[Peer, ...]
     target: str  # PERF.md's fusec target
-    target_ms: float
+    target_ms: float | None
     perf_best: str  # PERF.md's best peer, for the record
     cupy_fuse_cannot: str | None = None
     dispatch: bool = False
+    target_ratio: float | None = None  # fusec's speed over the fastest peer's, at least
 
 
 def _n(shape: tuple) -> int:

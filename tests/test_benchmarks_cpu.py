@@ -178,3 +178,22 @@ def test_benchmarks_commit_can_come_from_the_environment(monkeypatch) -> None:
 def test_benchmarks_times_under_a_tenth_of_a_millisecond_keep_three_digits() -> None:
     assert run.fmt_ms(0.090208, False) == "0.0902 ms" and run.fmt_ms(0.1335, False) == "0.134 ms"
     assert run.fmt_ms(14.6e-3, True) == "14.6 us" and run.fmt_ms(None, False) == "-"
+
+
+def test_sweep_dry_run_checks_every_case_and_summarizes_ratios(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The layout sweep (benchmarks/sweep.py) through fusec's NumPy backend: every case traces, plans and
+    matches the float64 reference, and the summary gives the geometric mean of the speed ratios."""
+    from benchmarks.sweep import SWEEP
+
+    assert len(SWEEP) >= 25
+    argv = ["--suite", "sweep", "--dry-run", "--peers", "naive", "--reps", "1", "--no-chart", "--out", str(tmp_path)]
+    assert run.main(argv) == 0
+    report = run.LAST_REPORT
+    assert report["suite"] == "sweep" and report["json_path"].endswith("-sweep.json")
+    assert [w["name"] for w in report["workloads"]] == [w.name for w in SWEEP]
+    for rec in report["workloads"]:
+        fusec = rec["impls"][0]
+        assert fusec["status"] == "ok" and fusec["check"]["ok"], (rec["name"], fusec.get("reason"))
+        assert rec["target_ratio"] == 0.9 and rec["speedup"] is not None
+    out = capsys.readouterr().out
+    assert f"fastest peer over {len(SWEEP)} cases: x" in out
