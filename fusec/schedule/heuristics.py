@@ -37,15 +37,18 @@ ROW_BLOCK_MIN = 1024  # re-read rows with at least this many elements get a bloc
 # the buckets (longest row, threads per row, elements per thread). A row of length n takes the first bucket
 # with n <= longest row; the threads and elements per thread are compile-time constants of the kernel, so
 # every row length of one bucket shares a kernel. Threads per row below 256 are (sub-)warps: 256 / threads
-# rows per block, all phases by shuffles; 256 and up are one block per row. At most 32 elements (16 for
-# 8-byte values) per thread: the held values plus the row's working set stay within the 64..128 registers
-# that __launch_bounds__(threads, MIN_RESIDENT) allows. Longer rows (and rows that are not contiguous)
-# keep the re-reading schedules warp/block.
+# rows per block, all phases by shuffles; 256 and up are one block per row. Rows of 2 to 8 elements take
+# a thread each (no shuffle: 32 rows per warp, so a warp's loads stay wide), up to 16 a pair (a row of one
+# element has no loop axis left: it is re-read by the warp schedule). At most 32
+# elements (16 for 8-byte values) per thread: the held values plus the row's working set stay within the
+# 64..128 registers that __launch_bounds__(threads, MIN_RESIDENT) allows. Longer rows (and rows that are
+# not contiguous) keep the re-reading schedules warp/block.
 ROW_REGS_TABLE: dict[int, tuple[tuple[int, int, int], ...]] = {
-    4: ((32, 8, 4), (64, 4, 16), (128, 16, 8), (256, 32, 8), (512, 32, 16), (1024, 32, 32),
-        (2048, 256, 8), (4096, 256, 16), (8192, 256, 32), (16384, 512, 32)),
-    8: ((16, 8, 2), (32, 8, 4), (64, 8, 8), (128, 16, 8), (256, 32, 8), (512, 32, 16),
-        (1024, 256, 4), (2048, 256, 8), (4096, 256, 16), (8192, 512, 16)),
+    4: ((2, 1, 2), (4, 1, 4), (8, 1, 8), (16, 2, 8), (32, 8, 4), (64, 4, 16), (128, 16, 8),
+        (256, 32, 8), (512, 32, 16), (1024, 32, 32), (2048, 256, 8), (4096, 256, 16), (8192, 256, 32),
+        (16384, 512, 32)),
+    8: ((2, 1, 2), (4, 1, 4), (8, 1, 8), (16, 2, 8), (32, 8, 4), (64, 8, 8), (128, 16, 8),
+        (256, 32, 8), (512, 32, 16), (1024, 256, 4), (2048, 256, 8), (4096, 256, 16), (8192, 512, 16)),
 }
 HOLD_MIN_COST = 2  # rows in registers: an element value of at least this op cost (exp, div, ...) that a later
 # phase or the epilogue needs again is kept in registers (<var>_h) rather than recomputed there
@@ -261,8 +264,8 @@ def _check_rows(nest: LoopNest, s: RowSchedule, refuse: Any) -> None:
         return
     if not nest.row_contiguous:
         refuse("a row sits in registers only when it is one axis along which every array steps by 0 or 1")
-    if s.mapping == "warp_regs" and (not _power_of_two(s.row_threads) or not 2 <= s.row_threads <= WARP):
-        refuse("warp_regs takes 2, 4, 8, 16 or 32 threads per row")
+    if s.mapping == "warp_regs" and (not _power_of_two(s.row_threads) or not 1 <= s.row_threads <= WARP):
+        refuse("warp_regs takes 1, 2, 4, 8, 16 or 32 threads per row")
     if s.mapping == "block_regs" and (s.row_threads % WARP or s.row_threads < WARP):
         refuse("block_regs takes a multiple of 32 threads per row")
     if s.elems < 1 or not _power_of_two(s.vec) or s.elems % s.vec:

@@ -144,7 +144,8 @@ class RowSchedule(Schedule):
 
     - ``warp``: a warp per row (8 rows per 256-thread block), re-reading the row in every phase;
     - ``block``: a 256-thread block per row, re-reading likewise;
-    - ``warp_regs``: ``threads`` lanes per row (2..32: 256 / threads rows per block), the row read once
+    - ``warp_regs``: ``threads`` lanes per row (1..32: 256 / threads rows per block; the header's
+      ``subwarp_allreduce<1>`` is the lane's own value), the row read once
       into registers, ``elems`` elements per thread in ``vec``-element vectors;
     - ``block_regs``: a block of ``threads`` threads per row, held in registers likewise.
 

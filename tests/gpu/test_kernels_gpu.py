@@ -259,11 +259,11 @@ def _cases() -> list[Case]:
     return list(dict.fromkeys(cases))
 
 
-# Register-resident rows (warp_regs / block_regs, see ROW_REGS_TABLE in fusec/codegen/spec.py): row lengths
+# Register-resident rows (warp_regs / block_regs, see ROW_REGS_TABLE in fusec/schedule/heuristics.py): row lengths
 # at and around the bucket edges, few rows for long rows; rows of one element and re-reading layouts beside.
 # Every bucket's longest row is exactly threads x elements: that kernel checks no bounds (full_rows).
-ROW_LENGTHS = (1, 7, 32, 33, 63, 64, 65, 128, 129, 256, 512, 1000, 1024, 1025, 2048, 4096, 8192, 8193, 16384,
-               16385)
+ROW_LENGTHS = (1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 63, 64, 65, 128, 129, 256, 512, 1000, 1024, 1025, 2048, 4096,
+               8192, 8193, 16384, 16385)
 
 
 def _row_regs_cases() -> list[Case]:
@@ -278,7 +278,7 @@ def _row_regs_cases() -> list[Case]:
     for n in (1000, 8192, 8193):
         cases.append(Case("layernorm", "float32", "c", ((37, n),)))
     for dt in ("float16", "float64"):
-        for n in (7, 16, 32, 64, 65, 128, 256, 512, 1000, 1024, 2048, 4096, 8192, 8193):
+        for n in (1, 3, 7, 8, 16, 32, 64, 65, 128, 256, 512, 1000, 1024, 2048, 4096, 8192, 8193):
             cases.append(Case("softmax", dt, "c", ((37, n),)))
         cases.append(Case("router", dt, "c", ((1 << 12, 64),)))
     cases += [Case("row_max_argmax", dt, "c", ((1029, 64),)) for dt in ("int8", "int64", "uint8", "bool")]
@@ -636,7 +636,8 @@ def test_gpu_cases_cover_every_rows_schedule() -> None:
         spec = generate(region, {n: ArrayLayout.of(a) for n, a in zip(graph.inputs, dev)}).spec
         seen.add((spec.schedule.variant, spec.row_threads, spec.vec > 1))
     assert {("warp", 0, False), ("block", 0, False)} <= seen, seen
-    assert {("warp_regs", 8, True), ("warp_regs", 8, False), ("warp_regs", 16, True), ("warp_regs", 16, False),
+    assert {("warp_regs", 1, True), ("warp_regs", 1, False), ("warp_regs", 2, True),
+            ("warp_regs", 8, True), ("warp_regs", 8, False), ("warp_regs", 16, True), ("warp_regs", 16, False),
             ("warp_regs", 32, True), ("warp_regs", 32, False), ("block_regs", 256, True),
             ("block_regs", 256, False), ("block_regs", 512, True), ("block_regs", 512, False)} <= seen, seen
 

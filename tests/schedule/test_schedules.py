@@ -134,7 +134,7 @@ def test_schedule_parse_errors_say_what_is_wrong(text: str, message: str) -> Non
     (softmax, (64, 100), None, "pointwise:vector", "is for a pointwise kernel, but k0 is a rows kernel"),
     (softmax, (64, 100), ("f",), "rows:warp_regs", "only when it is one axis along which every array steps"),
     (softmax, (64, 100), None, "rows:warp_regs,threads=8,elems=4", "hold rows of at most 32, not 100"),
-    (softmax, (64, 100), None, "rows:warp_regs,threads=64", "warp_regs takes 2, 4, 8, 16 or 32 threads"),
+    (softmax, (64, 100), None, "rows:warp_regs,threads=64", "warp_regs takes 1, 2, 4, 8, 16 or 32 threads"),
     (softmax, (64, 100), None, "rows:warp_regs,elems=6,vec=4", "elems must be a positive multiple of vec"),
     (softmax, (64, 100), None, "rows:warp,vec=4", "belong to the register schedules"),
     (softmax, (64, 100), None, "rows:warp_regs,hold=0", "hold=0: v0 is not a value a phase computes"),
