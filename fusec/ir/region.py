@@ -80,7 +80,7 @@ class RegionSpace:
         return big <= {a for a in self.maps[node] if a is not None}
 
 
-def _correspond(op_node: Node, operand: Node) -> list[tuple[int, int]]:
+def corresponding_axes(op_node: Node, operand: Node) -> list[tuple[int, int]]:
     """Pairs (user axis, operand axis) that run together, by the user's op rule."""
     op = op_node.op
     if op_node.kind is Kind.ELEMENTWISE or op == "broadcast_to":
@@ -105,14 +105,6 @@ def _correspond(op_node: Node, operand: Node) -> list[tuple[int, int]]:
 
 def _is_member(node: Node) -> bool:
     return node.kind is not Kind.SOURCE
-
-
-def _keepdims_map(r: Node, result_map: list) -> list:
-    """A reduction's operand-space map from its result map (same positions when keepdims)."""
-    if r.attr("keepdims"):
-        return list(result_map)
-    it = iter(result_map)
-    return [None if j in r.attr("axes") else next(it) for j in range(r.operands[0].ndim)]
 
 
 def region_space(nodes: Iterable[Node]) -> RegionSpace:
@@ -167,7 +159,7 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
                     if o not in inside:
                         continue
                     um = op_maps[u] if u in op_maps else maps[u]
-                    pairs = [(j, j) for j in range(o.ndim)] if u in op_maps else _correspond(u, o)
+                    pairs = [(j, j) for j in range(o.ndim)] if u in op_maps else corresponding_axes(u, o)
                     for ku, jo in pairs:
                         changed |= merge_into(maps[o], jo, um[ku], o.shape[jo], o)
                         changed |= merge_into(um, ku, maps[o][jo], (u.operands[0] if u in op_maps else u).shape[ku], u)
@@ -233,7 +225,7 @@ def operand_map(user: Node, operand: Node, space: RegionSpace) -> AxisMap:
     if user in space.reduce_maps:
         return space.reduce_maps[user]
     m: list = [None] * operand.ndim
-    for ku, jo in _correspond(user, operand):
+    for ku, jo in corresponding_axes(user, operand):
         if operand.shape[jo] != 1:
             m[jo] = space.maps[user][ku]
     return tuple(m)

@@ -1,8 +1,8 @@
 """fuse: partition a graph into regions, each one kernel with one iteration space.
 
-Legality is decided here and in ``fusec/ir/region.py`` (the iteration space); whether a legal merge is
-worth it, in ``policy.py``.
-The partitioner starts from one group per non-source node and merges greedily:
+Whether groups may share a kernel is ``legality.py``'s question (with ``fusec/ir/region.py`` for the
+iteration space); whether a legal merge is worth it, ``policy.py``'s. This module is the greedy driver
+that starts from one group per non-source node and merges:
 
 1. vertical: a producer's group into its consumer's group (prologues into reductions, epilogues
    that broadcast reduced values back over the row, pointwise chains);
@@ -11,25 +11,31 @@ The partitioner starts from one group per non-source node and merges greedily:
 3. horizontal: groups with the same iteration space that read a common input (``x.sum(0)`` and
    ``x.max(0)`` read ``x`` once).
 
-A merge is refused, with a reason kept for ``explain``, when the nodes have no common iteration
-space, when it would create a cycle between kernels (checked with networkx on the graph of
-groups), when an output could not be written once per element, or when the policy's budget says
-no. The result is the same graph with ``regions`` (in an order that respects dependencies) and
-``refusals``.
+The result is the same graph with ``regions`` (in an order that respects dependencies) and ``refusals``
+(one per pair of kernels that stayed apart, naming the nodes as the result prints them).
+
+Every step costs time in proportion to what it changes, not to the graph: each group carries its
+iteration space (:class:`fusec.ir.space_state.SpaceState`, updated as groups merge), the arrays it reads
+from outside (at most the budget's 32) and the nodes it owns that others read; each node knows its owner,
+the groups holding it and the groups reading it; the graph of groups is kept in a topological order
+(:mod:`group_order`) so a cycle check searches only between the two groups; horizontal candidates come
+from the readers of a group's inputs. :class:`PartitionCounts` counts the work, for tests that bound it.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
-import networkx as nx
+import heapq
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from fusec.ir.graph import Graph, Node, rewrite
 from fusec.ir.ops import Kind
-from fusec.ir.region import Refusal, Region, RegionSpace, make_regions, region_space
-from fusec.passes import policy
+from fusec.ir.region import Refusal, Region, make_regions
+from fusec.ir.space_state import AxisSlots, SpaceCounts, SpaceState
+from fusec.passes import legality, policy
 from fusec.passes.canonicalize import keepdims_form, reduce_over_nothing, size_of_input
+from fusec.passes.group_order import GroupOrder
 from fusec.passes.manager import register
 
 
@@ -44,231 +50,381 @@ def _fusion_form(node: Node) -> Node:
     return keepdims_form(node) or node
 
 
+def _is_array(node: Node) -> bool:
+    return node.op not in ("const", "size")
+
+
 @dataclass
+class PartitionCounts:
+    """Work done by one partition (doubling a graph should about double each count)."""
+
+    merges_tried: int = 0
+    merges: int = 0
+    groups_examined: int = 0  # horizontal candidates and readers looked at
+    steps: Counter = field(default_factory=Counter)  # cycle_steps (group edges searched), reorders, ...
+    space: SpaceCounts = field(default_factory=SpaceCounts)
+
+
 class _Group:
-    nodes: list[Node]  # topological order
-    space: RegionSpace
+    """One group: its space, members, the arrays it reads from outside, the nodes it owns that others read."""
+
+    __slots__ = ("gid", "state", "members_at", "reads", "exported", "first", "last")
+
+    def __init__(self, gid: int, state: SpaceState, members_at: legality.Members, reads: dict[Node, tuple],
+                 first: int, last: int):
+        self.gid = gid
+        self.state = state
+        self.members_at = members_at  # the members, for a refusal's text
+        self.reads = reads  # array read from outside -> (position of its first reader, operand index)
+        self.exported: set[Node] = set()  # owned nodes that are returned or read by other groups
+        self.first, self.last = first, last  # smallest and largest member position
+
+    @property
+    def members(self) -> set[Node]:
+        return self.state.members
+
+    def key(self) -> tuple:
+        """Groups with equal keys have the same iteration space (shape and reduced axes)."""
+        return self.state.shape, tuple(sorted(self.state.reduced))
+
+
+def _reads_of(nodes: Iterable[Node], inside: set[Node], order: dict[Node, int]) -> dict[Node, tuple]:
+    reads: dict[Node, tuple] = {}
+    for n in nodes:
+        for i, o in enumerate(n.operands):
+            if o not in inside and _is_array(o):
+                key = (order[n], i)
+                if o not in reads or key < reads[o]:
+                    reads[o] = key
+    return reads
 
 
 class _Partition:
-    """Groups of nodes (a node may sit in several groups when it is recomputed)."""
+    """Groups of nodes (a node may sit in several groups when it is recomputed) and their bookkeeping."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, counts: PartitionCounts):
         self.graph = graph
-        self.order = {n: i for i, n in enumerate(graph.nodes)}
-        self.names = _node_names(graph)
+        self.counts = counts
+        self.users = graph.users
+        self.slots = AxisSlots(graph.nodes, self.users, counts.space)
+        self.order = self.slots.order
         self.returned = set(graph.outputs)
         self.groups: dict[int, _Group] = {}
-        self.owner: dict[Node, int] = {}  # the group that computes and (if needed) writes a node
-        self.refusals: dict[tuple, str] = {}
+        self.owner: dict[Node, _Group] = {}  # the group that computes and (if needed) writes a node
+        self.holders: dict[Node, set[_Group]] = {}
+        self.readers: dict[Node, set[_Group]] = {}  # array -> groups reading it from outside
+        self.refusals: dict[tuple[Node, Node], legality.Reason] = {}
         for node in graph.nodes:
             if node.kind is Kind.SOURCE:
                 continue
             gid = len(self.groups)
-            self.groups[gid] = _Group([node], region_space([node]))
-            self.owner[node] = gid
+            pos = self.order[node]
+            group = _Group(gid, SpaceState.build(self.slots, [node]), legality.Members((node,)),
+                           _reads_of([node], {node}, self.order), pos, pos)
+            self.groups[gid] = self.owner[node] = group
+            self.holders[node] = {group}
+            for o in group.reads:
+                self.readers.setdefault(o, set()).add(group)
+        for node in self.owner:
+            self._update_exported(node)
+        self.positions = GroupOrder(self.groups, counts.steps)
+        self.order_stale = False  # an edge of the graph of groups points backwards (after recomputation)
 
-    # -- queries --------------------------------------------------------------------------------
-    def holders(self, node: Node) -> list[int]:
-        return [g for g, grp in self.groups.items() if node in grp.nodes]
+    # -- bookkeeping ------------------------------------------------------------------------------
+    def _update_exported(self, node: Node) -> None:
+        owner = self.owner.get(node)
+        if owner is None:
+            return
+        if node in self.returned or self.readers.get(node):
+            owner.exported.add(node)
+        else:
+            owner.exported.discard(node)
 
-    def reads_outside(self, gid: int) -> list[Node]:
-        """Arrays the group reads that it does not compute (materialized nodes and inputs)."""
-        inside = set(self.groups[gid].nodes)
-        return list(dict.fromkeys(o for n in self.groups[gid].nodes for o in n.operands
-                                  if o not in inside and o.op not in ("const", "size")))
+    def _successors(self, gid: int) -> list[int]:
+        readers = self.readers
+        out = {r.gid for o in self.groups[gid].exported for r in readers.get(o, ())}
+        out.discard(gid)
+        return list(out)
 
-    def writes(self, gid: int) -> list[Node]:
-        """Nodes the group must write: returned ones it owns, and those read by groups lacking them."""
-        out = []
-        for n in self.groups[gid].nodes:
-            if self.owner.get(n) != gid:
-                continue
-            if n in self.returned or any(
-                gid2 != gid and any(n in u.operands for u in grp.nodes) and n not in grp.nodes
-                for gid2, grp in self.groups.items()
-            ):
-                out.append(n)
+    def _via(self, src: int, succ: int) -> Node:
+        """The node an edge src -> succ of the graph of groups stands for (the last one ``succ`` reads)."""
+        owner = self.groups[src]
+        reads = self.groups[succ].reads
+        return max((o for o in reads if self.owner.get(o) is owner), key=reads.__getitem__)
+
+    def _set_reads(self, group: _Group, reads: dict[Node, tuple]) -> None:
+        """Replace ``group``'s reads, keeping readers and the owners' exported nodes up to date."""
+        old = group.reads
+        group.reads = reads
+        for o in old.keys() - reads.keys():
+            self.readers[o].discard(group)
+            self._update_exported(o)
+        for o in reads.keys() - old.keys():
+            self.readers.setdefault(o, set()).add(group)
+            self._update_exported(o)
+
+    def _written(self, exclude: tuple[_Group, ...]) -> list[Node]:
+        """Nodes owned by ``exclude`` that a kernel replacing them must write: returned, or read by
+        another group (topological order)."""
+        out = [n for g in exclude for n in g.exported
+               if n in self.returned or any(r not in exclude for r in self.readers.get(n, ()))]
+        out.sort(key=self.order.__getitem__)
         return out
 
-    def quotient(self) -> nx.DiGraph:
-        q = nx.DiGraph()
-        q.add_nodes_from(self.groups)
-        for gid in self.groups:
-            for o in self.reads_outside(gid):
-                src = self.owner.get(o)
-                if src is not None and src != gid:
-                    q.add_edge(src, gid, via=o)
-        return q
-
-    # -- legality of a candidate set ------------------------------------------------------------
-    def check(self, nodes: list[Node], exclude: set[int]) -> RegionSpace:
-        """The space of a candidate group, or Refusal. ``exclude`` are the groups it replaces."""
-        space = region_space(nodes)
-        # every node the candidate writes must be written once per element
-        inside = set(nodes)
-        others = [grp for g, grp in self.groups.items() if g not in exclude]
-        n_written = 0
-        for n in nodes:
-            if self.owner.get(n) not in exclude:
-                continue  # computed here only as a recomputed copy; its owner writes it
-            read_elsewhere = any(n in u.operands and n not in grp.nodes for grp in others for u in grp.nodes)
-            if not (n in self.returned or read_elsewhere):
-                continue
-            n_written += 1
-            if space.reduced:
-                ok = space.covers_all_axes(n) or (space.covers_kept_axes(n) and not space.varies_along_reduction(n))
-            else:
-                ok = space.covers_all_axes(n)
-            if not ok:
-                raise Refusal(f"{self.names[n]} ({n.op}, shape {list(n.shape)}) would be written more than once "
-                              f"per element in a kernel over {list(space.shape)}")
-        n_arrays = len({o for m in nodes for o in m.operands if o not in inside and o.op not in ("const", "size")})
-        reason = policy.over_budget(nodes, space, n_arrays + n_written)  # intermediates stay in registers
-        if reason:
-            raise Refusal(reason)
-        return space
-
-    def cycle_through(self, a: int, b: int) -> str | None:
-        """A node on a path a -> ... -> b (or b -> ... -> a) through another group, if any."""
-        q = self.quotient()
-        for src, dst in ((a, b), (b, a)):
-            for succ in q.successors(src):
-                if succ in (a, b):
-                    continue
-                if nx.has_path(q, succ, dst):
-                    via = q.edges[src, succ]["via"]
-                    return self.names[via]
-        return None
-
-    def _refuse(self, a: int, b: int, reason: str) -> None:
-        key = (self.groups[a].nodes[-1], self.groups[b].nodes[-1])
-        na, nb = self.names[key[0]], self.names[key[1]]
-        self.refusals[key] = f"{na} ({key[0].op}) and {nb} ({key[1].op}) stay in separate kernels: {reason}"
-
     # -- merges ---------------------------------------------------------------------------------
+    def _refuse(self, a: _Group, b: _Group, reason: legality.Reason) -> None:
+        key = (self.slots.nodes[a.last], self.slots.nodes[b.last])  # each group's last node
+        self.refusals[key] = reason
+
+    def _union_reads(self, groups: tuple[_Group, ...], inside: SpaceState | object) -> dict[Node, tuple]:
+        reads: dict[Node, tuple] = {}
+        contains = inside.contains  # type: ignore[attr-defined]
+        for g in groups:
+            for o, key in g.reads.items():
+                if not contains(o) and (o not in reads or key < reads[o]):
+                    reads[o] = key
+        return reads
+
     def merge(self, a: int, b: int) -> bool:
+        """Merge group ``b`` into group ``a`` if legal (else record why not)."""
         if a == b:
             return False
-        nodes = sorted(set(self.groups[a].nodes) | set(self.groups[b].nodes), key=self.order.__getitem__)
-        try:
-            space = self.check(nodes, {a, b})
-        except Refusal as r:
-            self._refuse(a, b, str(r))
+        ga, gb = self.groups[a], self.groups[b]
+        self.counts.merges_tried += 1
+        trial = ga.state.union(gb.state)
+        reads = self._union_reads((ga, gb), trial)
+        reason = legality.kernel_reason(trial, lambda: legality.Members(ga.members_at, gb.members_at),
+                                        self.order, self._written((ga, gb)), len(reads))
+        src, succ, moved = None, None, set()
+        if reason is None:
+            src, succ, moved = self.positions.path_through_others(a, b, self._successors)
+            if succ is not None:
+                reason = legality.Cycle(self._via(src, succ))  # type: ignore[arg-type]
+        if reason is not None:
+            self._refuse(ga, gb, reason)
             return False
-        via = self.cycle_through(a, b)
-        if via is not None:
-            self._refuse(a, b, f"would create a cycle through {via}")
-            return False
-        self.groups[a] = _Group(nodes, space)
+        state = trial.commit()
+        if ga.state is state:
+            keep, gone = ga, gb
+        elif gb.state is state:
+            keep, gone = gb, ga
+        else:  # rebuilt from scratch: the larger group stays
+            keep, gone = (ga, gb) if len(ga.members) >= len(gb.members) else (gb, ga)
+        gone_members = gone.members  # the other state is untouched
+        keep.gid, keep.state = a, state
+        for n in gone_members:
+            holders = self.holders[n]
+            holders.discard(gone)
+            holders.add(keep)
+            if self.owner[n] is gone:
+                self.owner[n] = keep
+        for o in gone.reads:
+            self.readers[o].discard(gone)
+        touched = list(gone.reads)
+        gone.reads = {}
+        self._set_reads(keep, reads)
+        exported = keep.exported | gone.exported
+        keep.exported = exported
+        for n in [*touched, *exported]:
+            self._update_exported(n)
+        keep.members_at = legality.Members(keep.members_at, gone.members_at)
+        keep.first, keep.last = min(keep.first, gone.first), max(keep.last, gone.last)
+        self.groups[a] = keep
         del self.groups[b]
-        for n, g in list(self.owner.items()):
-            if g == b:
-                self.owner[n] = a
+        self.positions.contract(a, b, src, moved)  # type: ignore[arg-type]
+        self.counts.merges += 1
         return True
 
     def vertical(self) -> bool:
         changed = False
+        owner = self.owner
         for u in self.graph.nodes:
-            if u not in self.owner:
+            if u not in owner:
                 continue
             for o in u.operands:
-                if o in self.owner and self.owner[o] != self.owner[u]:
-                    changed |= self.merge(self.owner[u], self.owner[o])
+                if o in owner and owner[o] is not owner[u]:
+                    changed |= self.merge(owner[u].gid, owner[o].gid)
         return changed
 
+    # -- recomputation --------------------------------------------------------------------------
     def recompute(self, views_only: bool = False) -> bool:
         """Recompute cheap pointwise producers in the groups that read them (``views_only``: layout
         views alone, whatever the policy says, as the unfused partition does)."""
         changed = False
-        for n in list(self.graph.nodes):
-            gid = self.owner.get(n)
-            if gid is None or n in self.returned or (views_only and n.kind is not Kind.LAYOUT):
+        for n in self.graph.nodes:
+            group = self.owner.get(n)
+            if group is None or n in self.returned or (views_only and n.kind is not Kind.LAYOUT):
                 continue
-            readers = [g for g, grp in self.groups.items()
-                       if g != gid and n not in grp.nodes and any(n in u.operands for u in grp.nodes)]
+            readers = sorted(self.readers.get(n, ()), key=lambda g: g.gid)
             if not readers:
                 continue
-            cone = self._cone(n, gid, views_only)
-            if not views_only and not policy.should_recompute(cone):
+            cone = self._cone(n, group, views_only)
+            if cone is None:
                 continue
-            trial: dict[int, tuple[list[Node], RegionSpace]] = {}
-            try:
-                for g in readers:
-                    nodes = sorted(set(self.groups[g].nodes) | set(cone), key=self.order.__getitem__)
-                    trial[g] = (nodes, self.check(nodes, {g}))
-            except Refusal:
-                continue
-            for g, (nodes, space) in trial.items():
-                self.groups[g] = _Group(nodes, space)
-            # the owner keeps computing n only if something of its own still reads it
-            if not any(n in u.operands for u in self.groups[gid].nodes):
-                self._drop_unused(gid, cone)
-            changed = True
+            trials = []
+            for g in readers:
+                trial = g.state.union(SpaceState.build(self.slots, cone, evaluate=False))
+                reads = self._union_reads((g,), trial)
+                for o, key in _reads_of(cone, set(cone), self.order).items():
+                    if not trial.contains(o) and (o not in reads or key < reads[o]):
+                        reads[o] = key
+                reason = legality.kernel_reason(trial, lambda g=g: g.members_at, self.order,
+                                                self._written((g,)), len(reads))
+                if reason is not None:
+                    break
+                trials.append((g, trial, reads))
+            else:
+                for g, trial, reads in trials:
+                    self._add_cone(g, trial.commit(), cone, reads)
+                # the owner keeps computing n only if something of its own still reads it
+                if not any(u in group.members for u in self.users[n]):
+                    self._drop_unused(group, cone)
+                changed = True
+        if self.order_stale:
+            self.order_stale = False
+            self.positions.reorder(self.groups, self._successors)
         return changed
 
-    def _cone(self, n: Node, gid: int, views_only: bool = False) -> list[Node]:
-        """``n`` and what it reads inside group ``gid`` (``views_only``: through layout views only)."""
-        inside = set(self.groups[gid].nodes)
-        cone, stack = set(), [n]
+    def _cone(self, n: Node, group: _Group, views_only: bool) -> list[Node] | None:
+        """``n`` and what it reads inside ``group`` (``views_only``: through layout views only), or None
+        when the policy would not recompute it (found without collecting all of a large cone)."""
+        inside = group.members
+        cone: set[Node] = set()
+        stack = [n]
         while stack:
             m = stack.pop()
             if m in cone or m not in inside or (views_only and m.kind is not Kind.LAYOUT):
                 continue
             cone.add(m)
+            if not views_only and policy.rules_out_recompute(cone):
+                return None
             stack.extend(m.operands)
         return sorted(cone, key=self.order.__getitem__)
 
-    def _drop_unused(self, gid: int, cone: list[Node]) -> None:
-        grp = self.groups[gid]
-        keep = list(grp.nodes)
-        for m in reversed(cone):
-            used = m in self.returned or any(m in u.operands for u in keep if u is not m)
-            if not used:
-                keep.remove(m)
-        if not keep:
-            del self.groups[gid]
-        else:
-            self.groups[gid] = _Group(keep, region_space(keep))
+    def _add_cone(self, g: _Group, state: SpaceState, cone: list[Node], reads: dict[Node, tuple]) -> None:
+        g.state = state
         for m in cone:
-            if self.owner.get(m) == gid and m not in keep:
-                self.owner[m] = next(g for g, gr in self.groups.items() if m in gr.nodes)
+            self.holders[m].add(g)
+        self._set_reads(g, reads)
+        g.members_at = legality.Members(g.members_at, tuple(cone))
+        g.first = min(g.first, self.order[cone[0]])
+        self._check_edges_into(g, reads)
 
+    def _check_edges_into(self, g: _Group, reads: Iterable[Node]) -> None:
+        for o in reads:
+            src = self.owner.get(o)
+            if src is not None and src is not g and not self.positions.edge_fits(src.gid, g.gid):
+                self.order_stale = True
+
+    def _drop_unused(self, group: _Group, cone: list[Node]) -> None:
+        keep = set(group.members)
+        for m in reversed(cone):
+            used = m in self.returned or any(u in keep for u in self.users[m] if u is not m)
+            if not used:
+                keep.discard(m)
+        dropped = group.members - keep
+        for m in dropped:
+            self.holders[m].discard(group)
+        if not keep:
+            self._set_reads(group, {})
+            del self.groups[group.gid]
+            self.positions.remove(group.gid)
+        else:
+            ordered = sorted(keep, key=self.order.__getitem__)
+            state = SpaceState.build(self.slots, ordered)
+            if not state.legal:
+                raise Refusal("a group left without a recomputed producer has no iteration space")
+            group.state = state
+            group.members_at = legality.Members(tuple(ordered))
+            group.first, group.last = self.order[ordered[0]], self.order[ordered[-1]]
+            self._set_reads(group, _reads_of(ordered, keep, self.order))
+        for m in cone:
+            if self.owner[m] is group and m not in keep:
+                new = min(self.holders[m], key=lambda g: g.gid)
+                self.owner[m] = new
+                group.exported.discard(m)
+                self._update_exported(m)
+                for r in self.readers.get(m, ()):
+                    if not self.positions.edge_fits(new.gid, r.gid):
+                        self.order_stale = True
+
+    # -- horizontal -----------------------------------------------------------------------------
     def horizontal(self) -> bool:
-        changed = True
         any_change = False
+        changed = True
         while changed:
             changed = False
-            ids = sorted(self.groups)
-            for i, a in enumerate(ids):
-                for b in ids[i + 1:]:
-                    if a not in self.groups or b not in self.groups:
-                        continue
-                    sa, sb = self.groups[a].space, self.groups[b].space
-                    if (sa.shape, sa.reduced) != (sb.shape, sb.reduced):
-                        continue
-                    shared = set(self.reads_outside(a)) & set(self.reads_outside(b))
-                    if shared and self.merge(a, b):
-                        changed = any_change = True
+            for a in sorted(self.groups):
+                if a in self.groups:
+                    changed |= self._merge_siblings(a)
+            any_change |= changed
         return any_change
 
+    def _merge_siblings(self, a: int) -> bool:
+        """Try group ``a`` with each later group of the same space that reads an array ``a`` reads, in
+        ascending order (as the pairwise sweep over all groups does)."""
+        merged = False
+        heap: list[int] = []
+        self._push_siblings(heap, self.groups[a], self.groups[a].reads, a)
+        current = a
+        while heap:
+            b = heapq.heappop(heap)
+            if b <= current:
+                continue
+            current = b
+            self.counts.groups_examined += 1
+            ga, gb = self.groups[a], self.groups.get(b)
+            if gb is None or gb.key() != ga.key() or not (ga.reads.keys() & gb.reads.keys()):
+                continue
+            before = set(ga.reads)
+            if self.merge(a, b):
+                merged = True
+                ga = self.groups[a]
+                self._push_siblings(heap, ga, [o for o in ga.reads if o not in before], current)
+        return merged
+
+    def _push_siblings(self, heap: list[int], group: _Group, reads: Iterable[Node], after: int) -> None:
+        key = group.key()
+        for o in reads:
+            for r in self.readers.get(o, ()):
+                self.counts.groups_examined += 1
+                if r.gid > after and r is not group and r.key() == key:
+                    heapq.heappush(heap, r.gid)
+
+    # -- result ---------------------------------------------------------------------------------
     def regions(self) -> tuple[Region, ...]:
-        q = self.quotient()
-        order = list(nx.lexicographical_topological_sort(
-            q, key=lambda g: self.order[self.groups[g].nodes[0]]))
-        specs = [(f"k{i}", self.groups[gid].space.kind, self.groups[gid].nodes) for i, gid in enumerate(order)]
-        return make_regions(specs, self.graph.users, self.graph.outputs, [self.groups[g].space for g in order])
+        """The groups as regions, in the order of a topological sort of the graph of groups that takes
+        the group with the earliest first node (then the smallest id) whenever it may."""
+        indegree = dict.fromkeys(self.groups, 0)
+        successors = {g: sorted(self._successors(g)) for g in self.groups}
+        for succ in successors.values():
+            for h in succ:
+                indegree[h] += 1
+        ready = [(self.groups[g].first, g) for g, d in indegree.items() if d == 0]
+        heapq.heapify(ready)
+        order = []
+        while ready:
+            _, g = heapq.heappop(ready)
+            order.append(g)
+            for h in successors[g]:
+                indegree[h] -= 1
+                if indegree[h] == 0:
+                    heapq.heappush(ready, (self.groups[h].first, h))
+        specs, spaces = [], []
+        for i, g in enumerate(order):
+            group = self.groups[g]
+            nodes = sorted(group.members, key=self.order.__getitem__)
+            space = group.state.region_space(nodes)
+            specs.append((f"k{i}", space.kind, nodes))
+            spaces.append(space)
+        return make_regions(specs, self.users, self.graph.outputs, spaces)
 
 
-def _node_names(graph: Graph) -> dict[Node, str]:
+def partition(graph: Graph, counts: PartitionCounts | None = None) -> Graph:
+    """``graph`` with regions and refusals (graph must be in keepdims form); ``counts`` receives the work."""
     from fusec.ir.text import node_names
 
-    return node_names(graph)
-
-
-def partition(graph: Graph) -> Graph:
-    """``graph`` with regions and refusals (graph must be in keepdims form)."""
-    part = _Partition(graph)
+    part = _Partition(graph, counts if counts is not None else PartitionCounts())
     for _ in range(8):
         changed = part.vertical()
         changed |= part.recompute()
@@ -281,16 +437,15 @@ def partition(graph: Graph) -> Graph:
     for r in regions:
         for n in r.nodes:
             where.setdefault(n, r.name)
-    by_pair: dict[frozenset, str] = {}
-    for (na, nb), msg in part.refusals.items():
+    by_pair: dict[frozenset, tuple[Node, Node, legality.Reason]] = {}
+    for (na, nb), reason in part.refusals.items():
         pair = frozenset((where[na], where[nb]))
         if len(pair) == 2:
-            by_pair.setdefault(pair, msg)
+            by_pair.setdefault(pair, (na, nb, reason))
     fused = Graph(graph.name, graph.inputs, graph.outputs, regions)
-    # the messages name nodes as the unfused graph prints them; say them as the result prints them
-    printed = _node_names(fused)
-    rename = {part.names[n]: printed[n] for n in part.names if n in printed}
-    refusals = [re.sub(r"%\d+\b", lambda m: rename.get(m.group(), m.group()), msg) for msg in by_pair.values()]
+    names = node_names(fused)
+    refusals = [f"{names[na]} ({na.op}) and {names[nb]} ({nb.op}) stay in separate kernels: {reason.text(names)}"
+                for na, nb, reason in by_pair.values()]
     return Graph(graph.name, graph.inputs, graph.outputs, regions, tuple(dict.fromkeys(refusals)))
 
 
@@ -305,10 +460,10 @@ def partition_unfused(graph: Graph) -> Graph:
     plan, for comparison with the fused one. Layout views move no data, so a view joins the region that
     computes the array it views, or, when it views an input or a constant, each region that reads it; a
     view that is returned as it is, or that cannot join, is a region of its own (a copy)."""
-    part = _Partition(graph)
+    part = _Partition(graph, PartitionCounts())
     for n in graph.nodes:
         if n.kind is Kind.LAYOUT and n in part.owner and n.operands[0] in part.owner:
-            part.merge(part.owner[n], part.owner[n.operands[0]])
+            part.merge(part.owner[n].gid, part.owner[n.operands[0]].gid)
     part.recompute(views_only=True)
     return Graph(graph.name, graph.inputs, graph.outputs, part.regions())
 

@@ -1,0 +1,553 @@
+"""The iteration space of a region that grows as fusion merges groups, kept up to date incrementally.
+
+:func:`fusec.ir.region.region_space` is the definition: it computes the space of a set of nodes from
+scratch, copying region-axis numbers along the region's edges until nothing changes. The fusion pass
+asks for the space of every merge it tries, so computing it from scratch made planning quadratic. A
+:class:`SpaceState` holds what that algorithm computes in a form that two groups combine in time
+proportional to the smaller one plus the edges between them, and gives exactly its result.
+
+**Slots and classes.** Every axis of a member is a *slot*: each axis of its result and, for a reduction,
+each axis of its operand (the reduction's operand-space map). region_space copies numbers along *links*
+(the axis pairs an op rule ties: NumPy's right-aligned broadcasting, ``squeeze``, ``expand_dims``,
+``transpose``, a reduction's result and its operand), so linked slots end up with one number. The state
+keeps the classes of linked slots in a union-find; a merge unions the two groups' classes and the links
+between them.
+
+**Claims.** region_space numbers the region axes after a *seed* (the first reduction's operand, else the
+first largest member), then seeds, in member order, every member of the region's shape whose slots are
+all still unnumbered (siblings such as ``x.sum(0)`` beside ``x.max(0)``). In class terms: the seed
+*claims* its classes (the class of its axis i gets region axis i); then each *candidate* (a member of
+the region's shape, or a reduction with the region's operand shape and axes) claims its classes if none
+of them is claimed yet. Each class remembers the first candidate with a slot in it, so the claims are
+replayed class by class; only when that candidate is itself blocked by another class are all members
+walked (a *rescan*).
+
+**Conflicts.** Two numbers in one class: a refusal when every slot of the class is a real axis (extent
+!= 1); when the class holds a size-1 slot, region_space's answer depends on the order it visits edges,
+and the state asks region_space itself (an *oracle call*; such a group is kept as region_space's answer).
+
+**Checks**, as region_space makes them: every real axis of a member runs along a region axis of its
+extent; every reduction reduces exactly the region's reduced axes (free reduced axes placed as
+region_space places them). Each member's *phase* (reductions on its longest path) only grows as groups
+merge, so it is raised along the new edges only.
+
+``FUSEC_CHECK_SPACES=1`` in the environment (or :data:`CHECK_AGAINST_SCRATCH` set true) compares every
+space computed here, legal or not, with region_space from scratch.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from fusec.ir.graph import Node
+from fusec.ir.ops import Kind
+from fusec.ir.region import AxisMap, Refusal, RegionSpace, corresponding_axes, region_space
+
+CHECK_AGAINST_SCRATCH = os.environ.get("FUSEC_CHECK_SPACES", "") not in ("", "0")
+
+_NONE = 1 << 62  # "no candidate" in a class's first-candidate field
+_MIXED = -1  # a class holding real axes of two different extents
+
+
+@dataclass
+class SpaceCounts:
+    """Work done on iteration spaces (the fusion pass reports these; tests bound their growth)."""
+
+    slot_steps: int = 0  # slots inserted and links unioned
+    class_steps: int = 0  # classes visited by claims and checks
+    phase_steps: int = 0  # members whose phase was recomputed
+    rescans: int = 0  # claims replayed over all members (a first candidate blocked)
+    rebuilds: int = 0  # spaces built from all members (new groups, and a group whose region shape changed)
+    rebuilt_nodes: int = 0  # members those rebuilds walked
+    oracle_calls: int = 0  # conflicts at size-1 slots settled by region_space
+
+
+class AxisSlots:
+    """The slots of every node of one graph and the links between them, built once per fusion pass.
+
+    Slot ``first[n] + k`` is axis ``k`` of ``n``'s result; for a reduction, ``first[n] + n.ndim + j`` is
+    axis ``j`` of its operand. ``order`` is each node's position in ``nodes`` (topological)."""
+
+    def __init__(self, nodes: Iterable[Node], users: Mapping[Node, list[Node]], counts: SpaceCounts | None = None):
+        self.nodes: list[Node] = list(nodes)
+        self.users = users
+        self.counts = counts if counts is not None else SpaceCounts()
+        self.order: dict[Node, int] = {}
+        self.first: dict[Node, int] = {}
+        self.extent: list[int] = []
+        self.checked_extent: list[int | None] = []  # extent of a real result axis (every one needs a region axis)
+        self.links: dict[Node, dict[Node, list[tuple[int, int]]]] = {}  # user -> operand -> slot pairs
+        self.inner: dict[Node, list[tuple[int, int]]] = {}  # reduction -> (result slot, operand slot) pairs
+        for i, n in enumerate(self.nodes):
+            self.order[n] = i
+            if n.kind is Kind.SOURCE:
+                continue
+            base = self.first[n] = len(self.extent)
+            self.extent.extend(n.shape)
+            self.checked_extent.extend(d if d != 1 else None for d in n.shape)
+            links: dict[Node, list[tuple[int, int]]] = {}
+            if n.kind is Kind.REDUCTION:
+                x = n.operands[0]
+                self.extent.extend(x.shape)
+                self.checked_extent.extend([None] * x.ndim)
+                op = base + n.ndim
+                axes = n.attr("axes")
+                positions = range(x.ndim) if n.attr("keepdims") else [j for j in range(x.ndim) if j not in axes]
+                self.inner[n] = [(base + k, op + j) for k, j in enumerate(positions)]
+                if x.kind is not Kind.SOURCE:
+                    links[x] = [(op + j, self.first[x] + j) for j in range(x.ndim)]
+            else:
+                for o in dict.fromkeys(n.operands):
+                    if o.kind is not Kind.SOURCE:
+                        links[o] = [(base + ku, self.first[o] + jo) for ku, jo in corresponding_axes(n, o)]
+            self.links[n] = links
+
+    def slots(self, n: Node) -> range:
+        """Every slot of member ``n``."""
+        base = self.first[n]
+        return range(base, base + n.ndim + (n.operands[0].ndim if n.kind is Kind.REDUCTION else 0))
+
+    def seed_key(self, n: Node) -> tuple:
+        """region_space's seed is the member with the smallest key: the first reduction, else the first of
+        the largest (ndim, size)."""
+        if n.kind is Kind.REDUCTION:
+            return (0, self.order[n])
+        return (1, -n.ndim, -n.size, self.order[n])
+
+    def claim_slots(self, n: Node, shape: tuple[int, ...], reduced: tuple) -> range | None:
+        """The slots ``n`` claims as a candidate of a region over ``shape`` reducing ``reduced`` (slot i
+        gets region axis i), or None when ``n`` is no candidate there."""
+        base = self.first[n]
+        if n.kind is Kind.REDUCTION:
+            if n.operands[0].shape == shape and tuple(n.attr("axes")) == reduced:
+                return range(base + n.ndim, base + n.ndim + len(shape))
+            return None
+        if n.shape == shape and n.ndim > 0:
+            return range(base, base + n.ndim)
+        return None
+
+
+def _params(seed: Node) -> tuple[tuple[int, ...], tuple]:
+    """(region shape, reduced axes as the seed lists them) of a region seeded by ``seed``."""
+    if seed.kind is Kind.REDUCTION:
+        return seed.operands[0].shape, tuple(seed.attr("axes"))
+    return seed.shape, ()
+
+
+def _join(a: tuple, b: tuple) -> tuple:
+    """The summary of a class made of classes ``a`` and ``b``: (size, checked extent, has a size-1 slot,
+    first candidate)."""
+    ea, eb = a[1], b[1]
+    ext = eb if ea is None else ea if eb is None or ea == eb else _MIXED
+    return (a[0] + b[0], ext, a[2] or b[2], min(a[3], b[3]))
+
+
+class SpaceState:
+    """The iteration space of one group of nodes, as union-find classes of their slots (see the module
+    docstring). Built by :meth:`build`, combined by :meth:`union`; read by :meth:`final_map` and
+    :meth:`region_space`."""
+
+    def __init__(self, slots: AxisSlots):
+        self.slots = slots
+        self.members: set[Node] = set()
+        self.parent: dict[int, int] = {}
+        self.info: dict[int, tuple] = {}  # class root -> (size, checked extent, size-1 slot, first candidate)
+        self.roots: set[int] = set()
+        self.reductions: list[Node] = []
+        self.phase: dict[Node, int] = {}
+        self.seed: Node | None = None
+        self.shape: tuple[int, ...] = ()
+        self.reduced: tuple = ()
+        self.values: dict[int, int] = {}  # class root -> region axis
+        self.reduce_maps: dict[Node, AxisMap] = {}
+        self.oracle: RegionSpace | None = None  # region_space's answer, for a group with an unordered conflict
+        self.legal = False
+
+    def find(self, x: int) -> int:
+        parent = self.parent
+        root = x
+        while True:
+            p = parent[root]
+            if p == root:
+                break
+            root = p
+        while x != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    @staticmethod
+    def build(slots: AxisSlots, nodes: Iterable[Node], *, evaluate: bool = True) -> SpaceState:
+        """The space of ``nodes`` (members; any order) from scratch. ``evaluate=False``: classes and phases
+        only (for a producer cone about to join a group, whose own space does not matter)."""
+        trial = _Trial(SpaceState(slots), slots, list(nodes))
+        return trial.finish(evaluate).commit()
+
+    def union(self, other: SpaceState) -> _Trial:
+        """The space of the union of this group and ``other`` (their members may overlap), not yet applied:
+        read it from the returned trial, :meth:`_Trial.commit` it to get the union's state. Neither state
+        changes until then (the larger one becomes the union's state)."""
+        big, small = (self, other) if len(self.parent) >= len(other.parent) else (other, self)
+        slots = self.slots
+        seed = min(big.seed, small.seed, key=slots.seed_key)  # type: ignore[arg-type]
+        if big.oracle is not None or small.oracle is not None or _params(seed) != (big.shape, big.reduced):
+            return _Trial(SpaceState(slots), slots, list(big.members | small.members)).finish(True)
+        return _Trial(big, slots, small=small, seed=seed).finish(True)
+
+    def final_map(self, n: Node) -> AxisMap:
+        """The axis map of member ``n`` (region_space's ``maps[n]``)."""
+        if self.oracle is not None:
+            return self.oracle.maps[n]
+        base, values, find = self.slots.first[n], self.values, self.find
+        return tuple(values.get(find(base + k)) if d != 1 else None for k, d in enumerate(n.shape))
+
+    def region_space(self, ordered: list[Node]) -> RegionSpace:
+        """The :class:`RegionSpace` of the group, whose members are ``ordered`` (topological order)."""
+        if self.oracle is not None:
+            return self.oracle
+        maps = {n: self.final_map(n) for n in ordered}
+        reduce_maps = {n: self.reduce_maps[n] for n in ordered if n in self.reduce_maps}
+        phase = {n: self.phase[n] for n in ordered}
+        return RegionSpace(tuple(self.shape), tuple(sorted(self.reduced)), maps, reduce_maps, phase)
+
+    def max_reduction_phase(self) -> int:
+        return max((self.phase[r] for r in self.reductions), default=-1)
+
+
+class _Trial:
+    """A space being computed: an overlay on ``base`` (the larger group's state) holding the smaller
+    group's classes and the links between them, evaluated, then committed into ``base`` or dropped."""
+
+    def __init__(self, base: SpaceState, slots: AxisSlots, nodes: list[Node] | None = None, *,
+                 small: SpaceState | None = None, seed: Node | None = None):
+        self.base, self.slots, self.counts = base, slots, slots.counts
+        self.parent: dict[int, int] = {}
+        self.info: dict[int, tuple] = {}
+        self.dead: set[int] = set()
+        self.born: set[int] = set()
+        self.added: list[Node] = []
+        self.added_set: set[Node] = set()
+        self.phase: dict[Node, int] = {}
+        self.values: dict[int, int] = {}
+        self.reduce_maps: dict[Node, AxisMap] = {}
+        self.oracle: RegionSpace | None = None
+        self.legal = False
+        self.small = small
+        if small is None:  # from scratch over ``nodes``
+            assert nodes is not None
+            self.counts.rebuilds += 1
+            self.counts.rebuilt_nodes += len(nodes)
+            nodes.sort(key=slots.order.__getitem__)
+            self.seed = min(nodes, key=slots.seed_key)
+            self.shape, self.reduced = _params(self.seed)
+            for n in nodes:
+                self._add(n)
+            for n in nodes:
+                for o, pairs in slots.links[n].items():
+                    if o in self.added_set:
+                        self._union_pairs(pairs)
+            for n in nodes:  # phases, operands first
+                self.phase[n] = max((self.phase[o] + (o.kind is Kind.REDUCTION) for o in n.operands
+                                     if o in self.added_set), default=0)
+            self.counts.phase_steps += len(nodes)
+            self.reductions = [n for n in nodes if n.kind is Kind.REDUCTION]
+        else:
+            assert seed is not None
+            self.seed = seed
+            self.shape, self.reduced = base.shape, base.reduced
+            self._insert(small)
+
+    # -- the overlaid union-find ----------------------------------------------------------------------
+    def contains(self, n: Node) -> bool:
+        return n in self.added_set or n in self.base.members
+
+    def find(self, x: int) -> int:
+        parent, base = self.parent, self.base.parent
+        root = x
+        while True:
+            p = parent.get(root)
+            if p is None:
+                p = base[root]
+            if p == root:
+                break
+            root = p
+        while x != root:
+            p = parent.get(x)
+            if p is None:
+                p = base[x]
+            parent[x] = root
+            x = p
+        return root
+
+    def _info(self, r: int) -> tuple:
+        info = self.info.get(r)
+        return info if info is not None else self.base.info[r]
+
+    def _union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return
+        ia, ib = self._info(ra), self._info(rb)
+        if ia[0] < ib[0]:
+            ra, rb, ia, ib = rb, ra, ib, ia
+        self.parent[rb] = ra
+        self.info[ra] = _join(ia, ib)
+        if rb in self.born:
+            self.born.discard(rb)
+        else:
+            self.dead.add(rb)
+
+    def _union_pairs(self, pairs: list[tuple[int, int]]) -> None:
+        self.counts.slot_steps += len(pairs)
+        for a, b in pairs:
+            self._union(a, b)
+
+    def _add(self, n: Node) -> None:
+        """Member ``n`` with a class of its own per slot (its reduction links applied)."""
+        slots = self.slots
+        self.added.append(n)
+        self.added_set.add(n)
+        claim = slots.claim_slots(n, self.shape, self.reduced)
+        order = slots.order[n]
+        extent, checked = slots.extent, slots.checked_extent
+        rng = slots.slots(n)
+        self.counts.slot_steps += len(rng)
+        for s in rng:
+            self.parent[s] = s
+            self.info[s] = (1, checked[s], extent[s] == 1, order if claim is not None and s in claim else _NONE)
+            self.born.add(s)
+        if n.kind is Kind.REDUCTION:
+            self._union_pairs(slots.inner[n])
+
+    def _insert(self, small: SpaceState) -> None:
+        """Overlay ``small``'s members, its classes and the links between it and the base."""
+        base, slots = self.base, self.slots
+        new = [n for n in small.members if n not in base.members]
+        for n in new:
+            self._add(n)
+        self.counts.slot_steps += len(small.parent)
+        for s, p in small.parent.items():  # small's classes
+            if s != p:
+                self._union(s, p)
+        phase, users = self.phase, slots.users
+        start: list[Node] = []
+        for n in new:
+            phase[n] = small.phase[n]
+            for o, pairs in slots.links[n].items():
+                if o in base.members and o not in small.members:
+                    self._union_pairs(pairs)
+                    start.append(n)
+            for u in users[n]:
+                if u in base.members and u not in small.members:
+                    self._union_pairs(slots.links[u][n])
+                    start.append(u)
+        for n in small.members:  # shared members: the larger of the two phases, then raise the users
+            if n in base.members and small.phase[n] != base.phase[n]:
+                phase[n] = max(small.phase[n], base.phase[n])
+                start.extend(u for u in users[n] if self.contains(u))
+        self.start = start
+        self.reductions = base.reductions + [n for n in new if n.kind is Kind.REDUCTION]
+
+    def _roots(self) -> list[int]:
+        dead = self.dead
+        return [r for r in self.base.roots if r not in dead] + list(self.born)
+
+    # -- evaluation -----------------------------------------------------------------------------------
+    def _members(self) -> list[Node]:
+        order = self.slots.order
+        if self.small is None:
+            return self.added
+        return sorted(self.base.members | self.added_set, key=order.__getitem__)
+
+    def _claim(self, claim: range, values: dict[int, int]) -> int | None:
+        """Give the class of slot i of ``claim`` region axis i; a class that gets two numbers is returned."""
+        find = self.find
+        for i, s in enumerate(claim):
+            r = find(s)
+            v = values.get(r)
+            if v is None:
+                values[r] = i
+            elif v != i:
+                return r
+        return None
+
+    def _claims(self) -> tuple[dict[int, int], int | None]:
+        """region_space's numbering of the classes: (class -> region axis, a class with two numbers)."""
+        slots, find = self.slots, self.find
+        seed = self.seed
+        assert seed is not None
+        base = slots.first[seed]
+        primary = range(base + seed.ndim, base + seed.ndim + len(self.shape)) \
+            if seed.kind is Kind.REDUCTION else range(base, base + seed.ndim)
+        values: dict[int, int] = {}
+        conflict = self._claim(primary, values)
+        if conflict is not None:
+            return values, conflict
+        roots = self._roots()
+        self.counts.class_steps += len(roots)
+        heads = [(first, r) for r in roots if (first := self._info(r)[3]) != _NONE and r not in values]
+        heapq.heapify(heads)
+        while heads:
+            pos, r = heapq.heappop(heads)
+            if r in values:
+                continue
+            n = slots.nodes[pos]
+            claim = slots.claim_slots(n, self.shape, self.reduced)
+            assert claim is not None
+            if any(find(s) in values for s in claim):
+                return self._claims_by_members(primary)
+            conflict = self._claim(claim, values)
+            if conflict is not None:
+                return values, conflict
+        return values, None
+
+    def _claims_by_members(self, primary: range) -> tuple[dict[int, int], int | None]:
+        """The claims replayed member by member (when a class's first candidate is blocked)."""
+        self.counts.rescans += 1
+        slots, find = self.slots, self.find
+        values: dict[int, int] = {}
+        conflict = self._claim(primary, values)
+        members = self._members()
+        self.counts.class_steps += len(members)
+        for n in members:
+            if conflict is not None:
+                break
+            if n is self.seed:
+                continue
+            claim = slots.claim_slots(n, self.shape, self.reduced)
+            if claim and all(find(s) not in values for s in claim):
+                conflict = self._claim(claim, values)
+        return values, conflict
+
+    def finish(self, evaluate: bool) -> _Trial:
+        """Evaluate the space (claims and checks) and, when legal, the phases."""
+        if evaluate:
+            values, conflict = self._claims()
+            if conflict is not None:
+                if self._info(conflict)[2]:  # a size-1 slot: region_space's visiting order decides
+                    self.counts.oracle_calls += 1
+                    try:
+                        self.oracle = region_space(self._members())
+                        self.legal = True
+                    except Refusal:
+                        self.legal = False
+            else:
+                self.values = values
+                self.legal = self._checks(values)
+        if self.small is not None and (self.legal or not evaluate):
+            self._raise_phases()
+        if self.oracle is not None:
+            self.phase.update(self.oracle.phase)
+        if CHECK_AGAINST_SCRATCH and evaluate:
+            self._compare_with_scratch()
+        return self
+
+    def _checks(self, values: dict[int, int]) -> bool:
+        """region_space's validation: real axes on region axes of their extent, reductions over the
+        region's reduced axes."""
+        shape = self.shape
+        roots = self._roots()
+        self.counts.class_steps += len(roots)
+        for r in roots:
+            ext = self._info(r)[1]
+            if ext is None:
+                continue
+            v = values.get(r)
+            if v is None or ext == _MIXED or shape[v] != ext:
+                return False
+        want = [a for a in self.reduced if shape[a] != 1]
+        want_set = set(want)
+        find, first = self.find, self.slots.first
+        for r in self.reductions:
+            x = r.operands[0]
+            base = first[r] + r.ndim
+            m = [values.get(find(base + j)) for j in range(x.ndim)]
+            axes = r.attr("axes")
+            free = [a for a in axes if x.shape[a] != 1 and m[a] is None]
+            taken = {m[a] for a in axes}
+            left = [a for a in want if a not in taken]
+            if len(free) == len(left):
+                for a, v in zip(free, left):
+                    m[a] = v
+            out = []
+            for j, d in enumerate(x.shape):
+                if d == 1:
+                    out.append(None)
+                elif m[j] is None or shape[m[j]] != d:
+                    return False
+                else:
+                    out.append(m[j])
+            got = {out[a] for a in axes if out[a] is not None}
+            kept = {out[a] for a in range(len(out)) if a not in axes and out[a] is not None}
+            if got != want_set or kept & want_set:
+                return False
+            self.reduce_maps[r] = tuple(out)
+        return True
+
+    def _raise_phases(self) -> None:
+        """Phases in the union: raised from the new edges on, in topological order."""
+        order, users, base_phase, phase = self.slots.order, self.slots.users, self.base.phase, self.phase
+        heap = [(order[n], n) for n in dict.fromkeys(self.start)]
+        heapq.heapify(heap)
+        queued = {n for _, n in heap}
+        steps = 0
+        while heap:
+            _, n = heapq.heappop(heap)
+            steps += 1
+            p = max(((phase[o] if o in phase else base_phase[o]) + (o.kind is Kind.REDUCTION)
+                     for o in n.operands if self.contains(o)), default=0)
+            if p > (phase[n] if n in phase else base_phase[n]):
+                phase[n] = p
+                for u in users[n]:
+                    if u not in queued and self.contains(u):
+                        queued.add(u)
+                        heapq.heappush(heap, (order[u], u))
+        self.counts.phase_steps += steps
+
+    # -- results --------------------------------------------------------------------------------------
+    def commit(self) -> SpaceState:
+        """Apply the trial: the base state becomes the union's."""
+        base = self.base
+        base.parent.update(self.parent)
+        base.info.update(self.info)
+        base.roots.difference_update(self.dead)
+        base.roots.update(self.born)
+        for r in self.dead:
+            base.info.pop(r, None)
+        base.members.update(self.added_set)
+        base.phase.update(self.phase)
+        base.reductions = self.reductions
+        base.seed, base.shape, base.reduced = self.seed, self.shape, self.reduced
+        base.values = self.values
+        base.reduce_maps = self.reduce_maps
+        base.oracle = self.oracle
+        base.legal = self.legal
+        return base
+
+    def final_map(self, n: Node) -> AxisMap:
+        if self.oracle is not None:
+            return self.oracle.maps[n]
+        base, values, find = self.slots.first[n], self.values, self.find
+        return tuple(values.get(find(base + k)) if d != 1 else None for k, d in enumerate(n.shape))
+
+    def max_reduction_phase(self) -> int:
+        phase, base = self.phase, self.base.phase
+        return max(((phase[r] if r in phase else base[r]) for r in self.reductions), default=-1)
+
+    def _compare_with_scratch(self) -> None:
+        members = self._members()
+        try:
+            want = region_space(members)
+        except Refusal as exc:
+            assert not self.legal, f"incremental space is legal, region_space refuses: {exc}; {members}"
+            return
+        assert self.legal, f"incremental space refuses, region_space gives {want}; {members}"
+        got_maps = {n: self.final_map(n) for n in members}
+        phase = {n: (self.phase[n] if n in self.phase else self.base.phase[n]) for n in members}
+        reduce_maps = self.oracle.reduce_maps if self.oracle is not None else self.reduce_maps
+        assert (self.shape, tuple(sorted(self.reduced))) == (want.shape, want.reduced), (self.shape, want)
+        assert list(got_maps.items()) == list(want.maps.items()), (got_maps, want.maps)
+        assert {r: reduce_maps[r] for r in want.reduce_maps} == dict(want.reduce_maps), (reduce_maps, want)
+        assert phase == dict(want.phase), (phase, want.phase)
