@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from fusec.ir import dtypes
@@ -183,19 +182,6 @@ class Graph:
         return tuple(unused + order)
 
     @cached_property
-    def digraph(self) -> nx.DiGraph:
-        """The graph as a networkx DiGraph: an edge operand -> user, with the operand positions."""
-        g = nx.DiGraph()
-        for node in self.nodes:
-            g.add_node(node)
-            for i, operand in enumerate(node.operands):
-                if g.has_edge(operand, node):
-                    g.edges[operand, node]["positions"].append(i)
-                else:
-                    g.add_edge(operand, node, positions=[i])
-        return g
-
-    @cached_property
     def users(self) -> dict[Node, list[Node]]:
         """node -> the nodes that read it (each once, in topological order)."""
         users: dict[Node, list[Node]] = {n: [] for n in self.nodes}
@@ -203,12 +189,6 @@ class Graph:
             for operand in dict.fromkeys(node.operands):
                 users[operand].append(node)
         return users
-
-    def with_outputs(self, outputs: Iterable[Node]) -> Graph:
-        outputs = tuple(outputs)
-        if outputs == self.outputs and self.regions is None:
-            return self
-        return Graph(self.name, self.inputs, outputs)
 
     def __str__(self) -> str:
         from fusec.ir.text import print_graph

@@ -38,6 +38,7 @@ space computed here, legal or not, with region_space from scratch.
 from __future__ import annotations
 
 import heapq
+import itertools
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -48,8 +49,10 @@ from fusec.ir.region import AxisMap, Refusal, RegionSpace, corresponding_axes, r
 
 CHECK_AGAINST_SCRATCH = os.environ.get("FUSEC_CHECK_SPACES", "") not in ("", "0")
 
-_NONE = 1 << 62  # "no candidate" in a class's first-candidate field
+_NONE = 1 << 62  # "no candidate" as a position
+_NO_CANDIDATES: dict = {}  # shared, never changed
 _MIXED = -1  # a class holding real axes of two different extents
+_SERIALS = itertools.count()
 
 
 @dataclass
@@ -81,6 +84,10 @@ class AxisSlots:
         self.checked_extent: list[int | None] = []  # extent of a real result axis (every one needs a region axis)
         self.links: dict[Node, dict[Node, list[tuple[int, int]]]] = {}  # user -> operand -> slot pairs
         self.inner: dict[Node, list[tuple[int, int]]] = {}  # reduction -> (result slot, operand slot) pairs
+        # memos of checks that depend only on their key: (reduction, its operand's numbering, region) and
+        # (node, its axis map, region)
+        self.reduce_check: dict[tuple, AxisMap | None] = {}
+        self.written_once: dict[tuple, bool] = {}
         for i, n in enumerate(self.nodes):
             self.order[n] = i
             if n.kind is Kind.SOURCE:
@@ -117,6 +124,14 @@ class AxisSlots:
             return (0, self.order[n])
         return (1, -n.ndim, -n.size, self.order[n])
 
+    @staticmethod
+    def candidate_key(n: Node) -> tuple | None:
+        """The region parameters under which ``n`` is a candidate, as a key: ``("S", shape)`` for a member
+        (of any reduced axes), ``("R", operand shape, axes)`` for a reduction; None for a 0-d member."""
+        if n.kind is Kind.REDUCTION:
+            return ("R", n.operands[0].shape, tuple(n.attr("axes")))
+        return ("S", n.shape) if n.ndim > 0 else None
+
     def claim_slots(self, n: Node, shape: tuple[int, ...], reduced: tuple) -> range | None:
         """The slots ``n`` claims as a candidate of a region over ``shape`` reducing ``reduced`` (slot i
         gets region axis i), or None when ``n`` is no candidate there."""
@@ -139,10 +154,22 @@ def _params(seed: Node) -> tuple[tuple[int, ...], tuple]:
 
 def _join(a: tuple, b: tuple) -> tuple:
     """The summary of a class made of classes ``a`` and ``b``: (size, checked extent, has a size-1 slot,
-    first candidate)."""
+    first candidate per candidate key, has a real slot)."""
     ea, eb = a[1], b[1]
     ext = eb if ea is None else ea if eb is None or ea == eb else _MIXED
-    return (a[0] + b[0], ext, a[2] or b[2], min(a[3], b[3]))
+    ca, cb = a[3], b[3]
+    if not cb or ca is cb:
+        firsts = ca
+    elif not ca:
+        firsts = cb
+    else:
+        if len(ca) < len(cb):
+            ca, cb = cb, ca
+        firsts = dict(ca)
+        for key, pos in cb.items():
+            if pos < firsts.get(key, _NONE):
+                firsts[key] = pos
+    return (a[0] + b[0], ext, a[2] or b[2], firsts, a[4] or b[4])
 
 
 class SpaceState:
@@ -152,9 +179,11 @@ class SpaceState:
 
     def __init__(self, slots: AxisSlots):
         self.slots = slots
+        self.serial = next(_SERIALS)  # with ``version``, names this state's contents (a cache key)
+        self.version = 0
         self.members: set[Node] = set()
         self.parent: dict[int, int] = {}
-        self.info: dict[int, tuple] = {}  # class root -> (size, checked extent, size-1 slot, first candidate)
+        self.info: dict[int, tuple] = {}  # class root -> (size, checked extent, size-1 slot, firsts, real slot)
         self.roots: set[int] = set()
         self.reductions: list[Node] = []
         self.phase: dict[Node, int] = {}
@@ -179,6 +208,47 @@ class SpaceState:
         return root
 
     @staticmethod
+    def single(slots: AxisSlots, n: Node) -> SpaceState:
+        """The space of the one member ``n``: always legal, each claimed slot on the region axis of its own
+        position (what :meth:`build` computes, without its general machinery)."""
+        if CHECK_AGAINST_SCRATCH:
+            return SpaceState.build(slots, [n])
+        state = SpaceState(slots)
+        state.members.add(n)
+        state.seed = n
+        state.shape, state.reduced = _params(n)
+        state.phase[n] = 0
+        state.legal = True
+        key = slots.candidate_key(n)
+        firsts = {key: slots.order[n]} if key is not None else _NO_CANDIDATES
+        extent, checked = slots.extent, slots.checked_extent
+        parent, info, values = state.parent, state.info, state.values
+        base = slots.first[n]
+        if n.kind is Kind.REDUCTION:
+            x = n.operands[0]
+            op = base + n.ndim
+            for j in range(x.ndim):
+                s = op + j
+                parent[s] = s
+                info[s] = (1, None, extent[s] == 1, firsts, extent[s] != 1)
+                values[s] = j
+            for res, s in slots.inner[n]:
+                parent[res] = s
+                info[s] = _join(info[s], (1, checked[res], extent[res] == 1, _NO_CANDIDATES, extent[res] != 1))
+            state.reduce_maps[n] = tuple(j if d != 1 else None for j, d in enumerate(x.shape))
+            state.reductions = [n]
+            state.roots = set(range(op, op + x.ndim))
+        else:
+            for k in range(n.ndim):
+                s = base + k
+                parent[s] = s
+                info[s] = (1, checked[s], extent[s] == 1, firsts, extent[s] != 1)
+                values[s] = k
+            state.roots = set(range(base, base + n.ndim))
+        slots.counts.slot_steps += len(parent)
+        return state
+
+    @staticmethod
     def build(slots: AxisSlots, nodes: Iterable[Node], *, evaluate: bool = True) -> SpaceState:
         """The space of ``nodes`` (members; any order) from scratch. ``evaluate=False``: classes and phases
         only (for a producer cone about to join a group, whose own space does not matter)."""
@@ -192,7 +262,7 @@ class SpaceState:
         big, small = (self, other) if len(self.parent) >= len(other.parent) else (other, self)
         slots = self.slots
         seed = min(big.seed, small.seed, key=slots.seed_key)  # type: ignore[arg-type]
-        if big.oracle is not None or small.oracle is not None or _params(seed) != (big.shape, big.reduced):
+        if big.oracle is not None or small.oracle is not None:
             return _Trial(SpaceState(slots), slots, list(big.members | small.members)).finish(True)
         return _Trial(big, slots, small=small, seed=seed).finish(True)
 
@@ -234,6 +304,7 @@ class _Trial:
         self.reduce_maps: dict[Node, AxisMap] = {}
         self.oracle: RegionSpace | None = None
         self.legal = False
+        self.roots: list[int] | None = None
         self.small = small
         if small is None:  # from scratch over ``nodes``
             assert nodes is not None
@@ -256,7 +327,7 @@ class _Trial:
         else:
             assert seed is not None
             self.seed = seed
-            self.shape, self.reduced = base.shape, base.reduced
+            self.shape, self.reduced = _params(seed)
             self._insert(small)
 
     # -- the overlaid union-find ----------------------------------------------------------------------
@@ -309,14 +380,17 @@ class _Trial:
         slots = self.slots
         self.added.append(n)
         self.added_set.add(n)
-        claim = slots.claim_slots(n, self.shape, self.reduced)
-        order = slots.order[n]
+        key = slots.candidate_key(n)
+        base = slots.first[n]
+        claim = range(0) if key is None else range(base + n.ndim, base + n.ndim + len(key[1])) \
+            if key[0] == "R" else range(base, base + n.ndim)
+        firsts = {key: slots.order[n]}
         extent, checked = slots.extent, slots.checked_extent
         rng = slots.slots(n)
         self.counts.slot_steps += len(rng)
         for s in rng:
             self.parent[s] = s
-            self.info[s] = (1, checked[s], extent[s] == 1, order if claim is not None and s in claim else _NONE)
+            self.info[s] = (1, checked[s], extent[s] == 1, firsts if s in claim else _NO_CANDIDATES, extent[s] != 1)
             self.born.add(s)
         if n.kind is Kind.REDUCTION:
             self._union_pairs(slots.inner[n])
@@ -351,8 +425,12 @@ class _Trial:
         self.reductions = base.reductions + [n for n in new if n.kind is Kind.REDUCTION]
 
     def _roots(self) -> list[int]:
-        dead = self.dead
-        return [r for r in self.base.roots if r not in dead] + list(self.born)
+        if self.roots is None:
+            dead = self.dead
+            base = self.base.roots
+            self.roots = [r for r in base if r not in dead] if dead else list(base)
+            self.roots.extend(self.born)
+        return self.roots
 
     # -- evaluation -----------------------------------------------------------------------------------
     def _members(self) -> list[Node]:
@@ -362,14 +440,16 @@ class _Trial:
         return sorted(self.base.members | self.added_set, key=order.__getitem__)
 
     def _claim(self, claim: range, values: dict[int, int]) -> int | None:
-        """Give the class of slot i of ``claim`` region axis i; a class that gets two numbers is returned."""
+        """Give the class of slot i of ``claim`` region axis i; a class that gets two numbers is returned,
+        unless all its slots have extent 1: there region_space ignores the clash, and the numbers it leaves
+        there never reach a real axis (they are region axes of extent 1), only say "numbered"."""
         find = self.find
         for i, s in enumerate(claim):
             r = find(s)
             v = values.get(r)
             if v is None:
                 values[r] = i
-            elif v != i:
+            elif v != i and self._info(r)[4]:
                 return r
         return None
 
@@ -387,7 +467,14 @@ class _Trial:
             return values, conflict
         roots = self._roots()
         self.counts.class_steps += len(roots)
-        heads = [(first, r) for r in roots if (first := self._info(r)[3]) != _NONE and r not in values]
+        by_shape, by_reduction = ("S", self.shape), ("R", self.shape, self.reduced)
+        heads = []
+        for r in roots:
+            firsts = self._info(r)[3]
+            if firsts and r not in values:
+                first = min(firsts.get(by_shape, _NONE), firsts.get(by_reduction, _NONE))
+                if first != _NONE:
+                    heads.append((first, r))
         heapq.heapify(heads)
         while heads:
             pos, r = heapq.heappop(heads)
@@ -426,7 +513,7 @@ class _Trial:
         if evaluate:
             values, conflict = self._claims()
             if conflict is not None:
-                if self._info(conflict)[2]:  # a size-1 slot: region_space's visiting order decides
+                if self._info(conflict)[2] and self._extents_fit():  # region_space's visiting order decides
                     self.counts.oracle_calls += 1
                     try:
                         self.oracle = region_space(self._members())
@@ -444,47 +531,74 @@ class _Trial:
             self._compare_with_scratch()
         return self
 
+    def _extents_fit(self) -> bool:
+        """Whether every real axis of every member has an extent the region has (else no numbering can
+        validate, whatever region_space's visiting order)."""
+        region = set(self.shape)
+        extent = self.slots.extent
+        for n in (self._members() if self.small is None else self.added + list(self.base.members)):
+            for s in self.slots.slots(n):
+                if extent[s] != 1 and extent[s] not in region:
+                    return False
+        return True
+
     def _checks(self, values: dict[int, int]) -> bool:
         """region_space's validation: real axes on region axes of their extent, reductions over the
         region's reduced axes."""
         shape = self.shape
         roots = self._roots()
         self.counts.class_steps += len(roots)
+        info, base_info = self.info, self.base.info
         for r in roots:
-            ext = self._info(r)[1]
+            i = info.get(r)
+            ext = (i if i is not None else base_info[r])[1]
             if ext is None:
                 continue
             v = values.get(r)
             if v is None or ext == _MIXED or shape[v] != ext:
                 return False
-        want = [a for a in self.reduced if shape[a] != 1]
-        want_set = set(want)
+        memo = self.slots.reduce_check
         find, first = self.find, self.slots.first
         for r in self.reductions:
             x = r.operands[0]
             base = first[r] + r.ndim
             m = [values.get(find(base + j)) for j in range(x.ndim)]
-            axes = r.attr("axes")
-            free = [a for a in axes if x.shape[a] != 1 and m[a] is None]
-            taken = {m[a] for a in axes}
-            left = [a for a in want if a not in taken]
-            if len(free) == len(left):
-                for a, v in zip(free, left):
-                    m[a] = v
-            out = []
-            for j, d in enumerate(x.shape):
-                if d == 1:
-                    out.append(None)
-                elif m[j] is None or shape[m[j]] != d:
-                    return False
-                else:
-                    out.append(m[j])
-            got = {out[a] for a in axes if out[a] is not None}
-            kept = {out[a] for a in range(len(out)) if a not in axes and out[a] is not None}
-            if got != want_set or kept & want_set:
+            key = (r, tuple(m), shape, self.reduced)
+            out = memo.get(key, False)
+            if out is False:
+                out = memo[key] = self._reduce_map(r, m)
+            if out is None:
                 return False
-            self.reduce_maps[r] = tuple(out)
+            self.reduce_maps[r] = out
         return True
+
+    def _reduce_map(self, r: Node, m: list) -> AxisMap | None:
+        """The operand map of reduction ``r`` whose operand slots are numbered ``m``: its free reduced axes
+        placed, validated, checked to reduce the region's reduced axes (None if not)."""
+        shape = self.shape
+        want = [a for a in self.reduced if shape[a] != 1]
+        want_set = set(want)
+        x = r.operands[0]
+        axes = r.attr("axes")
+        free = [a for a in axes if x.shape[a] != 1 and m[a] is None]
+        taken = {m[a] for a in axes}
+        left = [a for a in want if a not in taken]
+        if len(free) == len(left):
+            for a, v in zip(free, left):
+                m[a] = v
+        out = []
+        for j, d in enumerate(x.shape):
+            if d == 1:
+                out.append(None)
+            elif m[j] is None or shape[m[j]] != d:
+                return None
+            else:
+                out.append(m[j])
+        got = {out[a] for a in axes if out[a] is not None}
+        kept = {out[a] for a in range(len(out)) if a not in axes and out[a] is not None}
+        if got != want_set or kept & want_set:
+            return None
+        return tuple(out)
 
     def _raise_phases(self) -> None:
         """Phases in the union: raised from the new edges on, in topological order."""
@@ -510,6 +624,7 @@ class _Trial:
     def commit(self) -> SpaceState:
         """Apply the trial: the base state becomes the union's."""
         base = self.base
+        base.version += 1
         base.parent.update(self.parent)
         base.info.update(self.info)
         base.roots.difference_update(self.dead)

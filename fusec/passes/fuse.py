@@ -114,12 +114,13 @@ class _Partition:
         self.holders: dict[Node, set[_Group]] = {}
         self.readers: dict[Node, set[_Group]] = {}  # array -> groups reading it from outside
         self.refusals: dict[tuple[Node, Node], legality.Reason] = {}
+        self.trials: dict[tuple[int, int], tuple[tuple[int, int], object]] = {}  # last space tried per pair
         for node in graph.nodes:
             if node.kind is Kind.SOURCE:
                 continue
             gid = len(self.groups)
             pos = self.order[node]
-            group = _Group(gid, SpaceState.build(self.slots, [node]), legality.Members((node,)),
+            group = _Group(gid, SpaceState.single(self.slots, node), legality.Members((node,)),
                            _reads_of([node], {node}, self.order), pos, pos)
             self.groups[gid] = self.owner[node] = group
             self.holders[node] = {group}
@@ -144,6 +145,11 @@ class _Partition:
         readers = self.readers
         out = {r.gid for o in self.groups[gid].exported for r in readers.get(o, ())}
         out.discard(gid)
+        return list(out)
+
+    def _predecessors(self, gid: int) -> list[int]:
+        group = self.groups[gid]
+        out = {owner.gid for o in group.reads if (owner := self.owner.get(o)) is not None and owner is not group}
         return list(out)
 
     def _via(self, src: int, succ: int) -> Node:
@@ -185,25 +191,40 @@ class _Partition:
                     reads[o] = key
         return reads
 
+    def _space_of_union(self, sa: SpaceState, sb: SpaceState):  # -> space_state._Trial
+        """The space of two groups together, reused while neither group changed (the sweeps try the same
+        pair again for every edge between them, and again in later rounds)."""
+        pair, versions = (sa.serial, sb.serial), (sa.version, sb.version)
+        cached = self.trials.get(pair)
+        if cached is not None and cached[0] == versions:
+            self.counts.steps["spaces_reused"] += 1
+            return cached[1]
+        trial = sa.union(sb)
+        self.trials[pair] = (versions, trial)
+        return trial
+
     def merge(self, a: int, b: int) -> bool:
         """Merge group ``b`` into group ``a`` if legal (else record why not)."""
         if a == b:
             return False
         ga, gb = self.groups[a], self.groups[b]
         self.counts.merges_tried += 1
-        trial = ga.state.union(gb.state)
+        trial = self._space_of_union(ga.state, gb.state)
         reads = self._union_reads((ga, gb), trial)
         reason = legality.kernel_reason(trial, lambda: legality.Members(ga.members_at, gb.members_at),
                                         self.order, self._written((ga, gb)), len(reads))
-        src, succ, moved = None, None, set()
+        search = None
         if reason is None:
-            src, succ, moved = self.positions.path_through_others(a, b, self._successors)
-            if succ is not None:
-                reason = legality.Cycle(self._via(src, succ))  # type: ignore[arg-type]
+            search = self.positions.search(a, b, self._successors, self._predecessors)
+            if search.found:
+                succ = self.positions.first_successor_on_a_path(search, (a, b), self._successors,
+                                                                self._predecessors)
+                reason = legality.Cycle(self._via(search.src, succ))
         if reason is not None:
             self._refuse(ga, gb, reason)
             return False
         state = trial.commit()
+        self.trials.pop((ga.state.serial, gb.state.serial), None)
         if ga.state is state:
             keep, gone = ga, gb
         elif gb.state is state:
@@ -231,7 +252,7 @@ class _Partition:
         keep.first, keep.last = min(keep.first, gone.first), max(keep.last, gone.last)
         self.groups[a] = keep
         del self.groups[b]
-        self.positions.contract(a, b, src, moved)  # type: ignore[arg-type]
+        self.positions.contract(a, b, search)  # type: ignore[arg-type]
         self.counts.merges += 1
         return True
 

@@ -4,11 +4,15 @@ The groups of a partition form a DAG: an edge ``g -> h`` when ``h`` reads a node
 and writes). Merging ``a`` and ``b`` must not close a cycle, which it would exactly when a path leads from
 one to the other through a third group. :class:`GroupOrder` keeps an integer key per group such that every
 edge goes from a smaller key to a larger one, so such a path can only run through groups whose keys lie
-between those of ``a`` and ``b``: the search never leaves that window. After a merge the union takes the
-later group's place and the earlier group's descendants inside the window move just after it (the search
-found them), which keeps the order topological without renumbering the rest.
+between those of ``a`` and ``b``. The search runs from both ends inside that window, forward from the
+earlier group and backward from the later one, always growing the smaller side: it stops when the two
+meet (a cycle) or when one side runs out. The side that ran out is what must move for the order to stay
+topological after the merge: the earlier group's descendants in the window go right after the union, which
+takes the later key, or the later group's ancestors in the window go right before the union, which takes
+the earlier key. Nothing else is renumbered (unless two keys run out of room between them).
 
-The edges themselves belong to the partition (``successors``); this module only orders and searches.
+The edges themselves belong to the partition (``successors``, ``predecessors``); this module only orders
+and searches.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 SPACING = 1 << 16  # room between keys, so moved groups get keys without renumbering the others
+
+Edges = Callable[[int], Iterable[int]]
 
 
 class GroupOrder:
@@ -35,71 +41,104 @@ class GroupOrder:
         k = self.key.pop(g)
         del self.sorted[bisect.bisect_left(self.sorted, k)]
 
-    def path_through_others(self, a: int, b: int, successors: Callable[[int], list[int]]
-                            ) -> tuple[int | None, int | None, set[int]]:
-        """Whether a path leads from ``a`` to ``b`` or from ``b`` to ``a`` through another group: ``(src,
-        succ, seen)`` with ``succ`` the first successor of ``src`` (in ``successors`` order, ``a`` and ``b``
-        skipped, ascending) from which the other one is reached, else ``(src, None, seen)`` where ``seen`` is every
-        descendant of the earlier group ``src`` that precedes the later one."""
-        src, dst = (a, b) if self.key[a] < self.key[b] else (b, a)
-        limit = self.key[dst]
-        key = self.key
-        seen: set[int] = set()
-        steps = 0
-        for first in sorted(successors(src)):
-            if first in (a, b) or key[first] > limit or first in seen:
-                continue
-            seen.add(first)
-            stack = [first]
-            while stack:
-                g = stack.pop()
-                for h in successors(g):
-                    steps += 1
-                    if h == dst:
-                        self.counts["cycle_steps"] += steps
-                        return src, first, seen
-                    if h not in seen and key[h] < limit:
-                        seen.add(h)
-                        stack.append(h)
-        self.counts["cycle_steps"] += steps + len(seen)
-        return src, None, seen
+    def edge_fits(self, src: int, dst: int) -> bool:
+        return self.key[src] < self.key[dst]
 
-    def contract(self, keep: int, gone: int, earlier: int, moved: set[int]) -> None:
-        """``keep`` and ``gone`` became one group ``keep``: it takes the later key of the two, and ``moved``
-        (the earlier one's descendants before the later one) goes right after it, in its current order."""
-        if earlier == keep:  # keep takes the later key, which gone held
-            anchor = self.key.pop(gone)
+    def search(self, a: int, b: int, successors: Edges, predecessors: Edges) -> Search:
+        """Whether a path joins ``a`` and ``b`` (either way) through another group."""
+        key = self.key
+        src, dst = (a, b) if key[a] < key[b] else (b, a)
+        lo, hi = key[src], key[dst]
+        ends = (a, b)
+        fwd_seen: set[int] = set()
+        bwd_seen: set[int] = set()
+        fwd = [g for g in successors(src) if g not in ends and key[g] < hi]
+        bwd = [g for g in predecessors(dst) if g not in ends and key[g] > lo]
+        fwd_seen.update(fwd)
+        bwd_seen.update(bwd)
+        steps = len(fwd) + len(bwd)
+        found = not fwd_seen.isdisjoint(bwd_seen)
+        while not found and fwd and bwd:
+            if len(fwd_seen) <= len(bwd_seen):
+                for h in successors(fwd.pop()):
+                    steps += 1
+                    if h == dst or h in bwd_seen:
+                        found = True
+                        break
+                    if h not in fwd_seen and key[h] < hi:
+                        fwd_seen.add(h)
+                        fwd.append(h)
+            else:
+                for h in predecessors(bwd.pop()):
+                    steps += 1
+                    if h == src or h in fwd_seen:
+                        found = True
+                        break
+                    if h not in bwd_seen and key[h] > lo:
+                        bwd_seen.add(h)
+                        bwd.append(h)
+        self.counts["cycle_steps"] += steps
+        if found:
+            return Search(src, dst, True, set(), False)
+        if not fwd:
+            return Search(src, dst, False, fwd_seen, True)
+        return Search(src, dst, False, bwd_seen, False)
+
+    def first_successor_on_a_path(self, search: Search, ends: tuple[int, int], successors: Edges,
+                                  predecessors: Edges) -> int:
+        """For a search that found a path: the first successor of its earlier group (ascending id, ``ends``
+        skipped) from which the later group is reached."""
+        lo = self.key[search.src]
+        ancestors: set[int] = set()
+        stack = [search.dst]
+        while stack:
+            for h in predecessors(stack.pop()):
+                if h not in ancestors and h not in ends and self.key[h] > lo:
+                    ancestors.add(h)
+                    stack.append(h)
+        self.counts["cycle_steps"] += len(ancestors)
+        return min(g for g in successors(search.src) if g in ancestors)
+
+    def contract(self, keep: int, gone: int, search: Search) -> None:
+        """``keep`` and ``gone`` became one group ``keep`` (``search`` found no path between them): reorder
+        so that every edge still points forward."""
+        key = self.key
+        src, dst = search.src, search.dst
+        anchor = key[dst] if search.moved_after else key[src]
+        if keep != (dst if search.moved_after else src):  # keep takes the anchor's key
             self.remove(keep)
-            self.key[keep] = anchor
+            del key[gone]
+            key[keep] = anchor
         else:
             self.remove(gone)
-        if moved:
-            self._place_after(keep, sorted(moved, key=self.key.__getitem__))
+        if search.moved:
+            moved = sorted(search.moved, key=key.__getitem__)
+            for g in moved:
+                self.remove(g)
+            self._place(keep, moved, after=search.moved_after)
 
-    def _place_after(self, anchor: int, moved: list[int]) -> None:
-        for g in moved:
-            self.remove(g)
-        lo = self.key[anchor]
-        i = bisect.bisect_right(self.sorted, lo)
-        hi = self.sorted[i] if i < len(self.sorted) else lo + SPACING * (len(moved) + 1)
+    def _place(self, anchor: int, moved: list[int], *, after: bool) -> None:
+        k = self.key[anchor]
+        i = bisect.bisect_left(self.sorted, k)
+        if after:
+            lo, hi = k, self.sorted[i + 1] if i + 1 < len(self.sorted) else k + SPACING * (len(moved) + 1)
+        else:
+            lo, hi = self.sorted[i - 1] if i > 0 else k - SPACING * (len(moved) + 1), k
         if hi - lo <= len(moved):  # no room left between the two keys: spread every key out again
             self.counts["renumbered"] += 1
             order = sorted(self.key, key=self.key.__getitem__)
-            at = order.index(anchor) + 1
+            at = order.index(anchor) + (1 if after else 0)
             order[at:at] = moved
             self.key = {g: (j + 1) * SPACING for j, g in enumerate(order)}
             self.sorted = sorted(self.key.values())
             return
         step = (hi - lo) // (len(moved) + 1)
         for j, g in enumerate(moved):
-            k = lo + step * (j + 1)
-            self.key[g] = k
-            bisect.insort(self.sorted, k)
+            new = lo + step * (j + 1)
+            self.key[g] = new
+            bisect.insort(self.sorted, new)
 
-    def edge_fits(self, src: int, dst: int) -> bool:
-        return self.key[src] < self.key[dst]
-
-    def reorder(self, gids: Iterable[int], successors: Callable[[int], list[int]]) -> None:
+    def reorder(self, gids: Iterable[int], successors: Edges) -> None:
         """Give every group a fresh key from a topological sort (after edges appeared that point backwards,
         which recomputation can do), keeping the current order where it is free to."""
         self.counts["reorders"] += 1
@@ -122,3 +161,13 @@ class GroupOrder:
             raise AssertionError("fusion made the graph of kernels cyclic")
         self.key = {g: (j + 1) * SPACING for j, g in enumerate(order)}
         self.sorted = sorted(self.key.values())
+
+
+class Search:
+    """The result of :meth:`GroupOrder.search`: the earlier and later group, whether a path joins them,
+    and otherwise the groups that must move after a merge (after the union, or before it)."""
+
+    __slots__ = ("src", "dst", "found", "moved", "moved_after")
+
+    def __init__(self, src: int, dst: int, found: bool, moved: set[int], moved_after: bool):
+        self.src, self.dst, self.found, self.moved, self.moved_after = src, dst, found, moved, moved_after

@@ -16,7 +16,8 @@ of the fused graph. Whether a legal merge is worth doing is ``policy.py``'s ques
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from fusec.ir.graph import Node
@@ -92,10 +93,11 @@ class Cycle:
 Reason = NoCommonSpace | WrittenTwice | OverBudget | Cycle
 
 
-def written_once(m: AxisMap, shape: tuple[int, ...], reduced: Iterable[int]) -> bool:
-    """Whether a node placed by axis map ``m`` in a space over ``shape`` reducing ``reduced`` is written
+@functools.lru_cache(maxsize=4096)
+def written_once(m: AxisMap, shape: tuple[int, ...], reduced_axes: tuple) -> bool:
+    """Whether a node placed by axis map ``m`` in a space over ``shape`` reducing ``reduced_axes`` is written
     once per element: it covers every axis, or (in a reduction) every kept axis and no reduced one."""
-    reduced = set(reduced)
+    reduced = set(reduced_axes)
     placed = {a for a in m if a is not None}
     big = {i for i, d in enumerate(shape) if d != 1}
     if big <= placed:
