@@ -106,13 +106,19 @@ def make_node(op: str, operands: Iterable[Node] = (), attrs: Mapping[str, Any] |
     if op == "const":
         attrs["value"] = dtypes.scalar_constant(attrs["value"], out_dtype)
     frozen_attrs = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()))
-    key = (op, out_dtype, out_shape, operands, tuple((k, _attr_key(v)) for k, v in frozen_attrs))
+    return _intern(op, out_dtype, out_shape, operands, frozen_attrs, loc)
+
+
+def _intern(op: str, dtype: np.dtype, shape: Shape, operands: tuple[Node, ...],
+            attrs: tuple[tuple[str, Any], ...], loc: str | None) -> Node:
+    """The node with these fields, found or made (the fields already checked and normalized)."""
+    key = (op, dtype, shape, operands, tuple((k, _attr_key(v)) for k, v in attrs))
     with _INTERN_LOCK:
         node = _INTERN.get(key)
         if node is None:
             node = object.__new__(Node)
-            for name, value in (("op", op), ("dtype", out_dtype), ("shape", out_shape),
-                                ("operands", operands), ("attrs", frozen_attrs), ("loc", loc)):
+            for name, value in (("op", op), ("dtype", dtype), ("shape", shape),
+                                ("operands", operands), ("attrs", attrs), ("loc", loc)):
                 object.__setattr__(node, name, value)
             _INTERN[key] = node
     return node
@@ -122,6 +128,9 @@ def with_operands(node: Node, operands: tuple[Node, ...]) -> Node:
     """``node`` rebuilt over new operands (itself when they are the same objects)."""
     if all(a is b for a, b in zip(operands, node.operands)):
         return node
+    if all(a.dtype == b.dtype and a.shape == b.shape for a, b in zip(operands, node.operands)):
+        # operands of the same types: the node's own type, already inferred and checked
+        return _intern(node.op, node.dtype, node.shape, operands, node.attrs, node.loc)
     dtype = node.dtype if node.op in ("cast", "size", "const", "input") else None
     shape = node.shape if node.op == "input" else None
     return make_node(node.op, operands, dict(node.attrs), dtype=dtype, shape=shape, loc=node.loc)

@@ -195,7 +195,7 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
         for k, a in enumerate(out):
             if ext[k] != 1 and (a is None or shape[a] != ext[k]):
                 raise Refusal(f"different iteration space: {n.op} of shape {list(ext)} does not run along "
-                              f"the region's {_describe(shape, reduced)}")
+                              f"the region's {describe_space(shape, reduced)}")
         return out
 
     final = {n: validate(n, maps[n], n.shape) for n in members}
@@ -206,16 +206,16 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
         got = {m[a] for a in r.attr("axes") if m[a] is not None}
         kept = {m[a] for a in range(len(m)) if a not in r.attr("axes") and m[a] is not None}
         if got != want_set or kept & want_set:
-            raise Refusal(f"different iteration space: {r.op} reduces {_describe_axes(shape, got)} but the "
-                          f"region reduces {_describe_axes(shape, want_set)}")
+            raise Refusal(f"different iteration space: {r.op} reduces {describe_axes(shape, got)} but the "
+                          f"region reduces {describe_axes(shape, want_set)}")
     return RegionSpace(tuple(shape), tuple(sorted(reduced)), final, reduce_maps, _phases(members, inside))
 
 
-def _describe_axes(shape: tuple[int, ...], axes: set) -> str:
+def describe_axes(shape: tuple[int, ...], axes: set) -> str:
     return "axes " + ", ".join(f"{a} (of {shape[a]})" for a in sorted(axes)) if axes else "no axis"
 
 
-def _describe(shape: tuple[int, ...], reduced: tuple[int, ...]) -> str:
+def describe_space(shape: tuple[int, ...], reduced: tuple[int, ...]) -> str:
     dims = "x".join(map(str, shape)) or "scalar"
     return f"{dims} reducing {list(reduced)}" if reduced else dims
 

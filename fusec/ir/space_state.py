@@ -45,7 +45,15 @@ from dataclasses import dataclass
 
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
-from fusec.ir.region import AxisMap, Refusal, RegionSpace, corresponding_axes, region_space
+from fusec.ir.region import (
+    AxisMap,
+    Refusal,
+    RegionSpace,
+    corresponding_axes,
+    describe_axes,
+    describe_space,
+    region_space,
+)
 
 CHECK_AGAINST_SCRATCH = os.environ.get("FUSEC_CHECK_SPACES", "") not in ("", "0")
 
@@ -398,17 +406,25 @@ class _Trial:
     def _insert(self, small: SpaceState) -> None:
         """Overlay ``small``'s members, its classes and the links between it and the base."""
         base, slots = self.base, self.slots
-        new = [n for n in small.members if n not in base.members]
-        for n in new:
-            self._add(n)
         self.counts.slot_steps += len(small.parent)
-        for s, p in small.parent.items():  # small's classes
-            if s != p:
-                self._union(s, p)
         phase, users = self.phase, slots.users
+        if small.members.isdisjoint(base.members):  # small's classes copied as they are
+            new = list(small.members)
+            self.added, self.added_set = new, set(small.members)
+            self.parent.update(small.parent)
+            self.info.update((r, small.info[r]) for r in small.roots)
+            self.born.update(small.roots)
+            phase.update(small.phase)
+        else:
+            new = [n for n in small.members if n not in base.members]
+            for n in new:
+                self._add(n)
+                phase[n] = small.phase[n]
+            for s, p in small.parent.items():  # small's classes
+                if s != p:
+                    self._union(s, p)
         start: list[Node] = []
         for n in new:
-            phase[n] = small.phase[n]
             for o, pairs in slots.links[n].items():
                 if o in base.members and o not in small.members:
                     self._union_pairs(pairs)
@@ -572,20 +588,60 @@ class _Trial:
             self.reduce_maps[r] = out
         return True
 
-    def _reduce_map(self, r: Node, m: list) -> AxisMap | None:
-        """The operand map of reduction ``r`` whose operand slots are numbered ``m``: its free reduced axes
-        placed, validated, checked to reduce the region's reduced axes (None if not)."""
-        shape = self.shape
+    def _first_failure(self, values: dict[int, int]) -> str | None:
+        """The message of the first of region_space's checks that fails, with these class numbers."""
+        shape, find, first = self.shape, self.find, self.slots.first
+        where = describe_space(shape, self.reduced)
+        members = self._members()
+        for n in members:
+            base = first[n]
+            for k, d in enumerate(n.shape):
+                if d != 1:
+                    v = values.get(find(base + k))
+                    if v is None or shape[v] != d:
+                        return (f"different iteration space: {n.op} of shape {list(n.shape)} does not run along "
+                                f"the region's {where}")
+        reductions = [n for n in members if n.kind is Kind.REDUCTION]
+        maps = {}
+        for r in reductions:
+            x = r.operands[0]
+            base = first[r] + r.ndim
+            m = self._placed(r, [values.get(find(base + j)) for j in range(x.ndim)])
+            for j, d in enumerate(x.shape):
+                if d != 1 and (m[j] is None or shape[m[j]] != d):
+                    return (f"different iteration space: {r.op} of shape {list(x.shape)} does not run along "
+                            f"the region's {where}")
+            maps[r] = tuple(a if d != 1 else None for a, d in zip(m, x.shape))
+        want = {a for a in self.reduced if shape[a] != 1}
+        for r in reductions:
+            m, axes = maps[r], r.attr("axes")
+            got = {m[a] for a in axes if m[a] is not None}
+            kept = {m[a] for a in range(len(m)) if a not in axes and m[a] is not None}
+            if got != want or kept & want:
+                return (f"different iteration space: {r.op} reduces {describe_axes(shape, got)} but the region "
+                        f"reduces {describe_axes(shape, want)}")
+        return None
+
+    def _placed(self, r: Node, m: list) -> list:
+        """Reduction ``r``'s operand numbering ``m`` with its free reduced axes placed as region_space does."""
+        shape, x, axes = self.shape, r.operands[0], r.attr("axes")
         want = [a for a in self.reduced if shape[a] != 1]
-        want_set = set(want)
-        x = r.operands[0]
-        axes = r.attr("axes")
         free = [a for a in axes if x.shape[a] != 1 and m[a] is None]
         taken = {m[a] for a in axes}
         left = [a for a in want if a not in taken]
         if len(free) == len(left):
             for a, v in zip(free, left):
                 m[a] = v
+        return m
+
+    def _reduce_map(self, r: Node, m: list) -> AxisMap | None:
+        """The operand map of reduction ``r`` whose operand slots are numbered ``m``: its free reduced axes
+        placed, validated, checked to reduce the region's reduced axes (None if not)."""
+        shape = self.shape
+        want_set = {a for a in self.reduced if shape[a] != 1}
+        x = r.operands[0]
+        axes = r.attr("axes")
+        m = self._placed(r, m)
         out = []
         for j, d in enumerate(x.shape):
             if d == 1:
@@ -666,3 +722,22 @@ class _Trial:
         assert list(got_maps.items()) == list(want.maps.items()), (got_maps, want.maps)
         assert {r: reduce_maps[r] for r in want.reduce_maps} == dict(want.reduce_maps), (reduce_maps, want)
         assert phase == dict(want.phase), (phase, want.phase)
+
+
+def refusal_text(slots: AxisSlots, nodes: list[Node]) -> str:
+    """region_space's message for ``nodes`` (topological order), which have no common space.
+
+    Without a clash of numbers region_space's propagation never raises, so its message is the first check
+    that fails, in its order: a member's map, then a reduction's operand map, then a reduction's axes;
+    those are read off the classes here. With a clash, region_space itself says where it met it."""
+    trial = _Trial(SpaceState(slots), slots, list(nodes))
+    values, conflict = trial._claims()
+    text = None if conflict is not None and trial._info(conflict)[4] else trial._first_failure(values)
+    if text is None or CHECK_AGAINST_SCRATCH:
+        try:
+            region_space(nodes)
+        except Refusal as exc:
+            assert text is None or text == str(exc), (text, str(exc))
+            return str(exc)
+        raise AssertionError("region_space accepts a set of nodes the incremental space refused")
+    return text

@@ -212,7 +212,7 @@ class _Partition:
         trial = self._space_of_union(ga.state, gb.state)
         reads = self._union_reads((ga, gb), trial)
         reason = legality.kernel_reason(trial, lambda: legality.Members(ga.members_at, gb.members_at),
-                                        self.order, self._written((ga, gb)), len(reads))
+                                        self.slots, self._written((ga, gb)), len(reads))
         search = None
         if reason is None:
             search = self.positions.search(a, b, self._successors, self._predecessors)
@@ -289,7 +289,7 @@ class _Partition:
                 for o, key in _reads_of(cone, set(cone), self.order).items():
                     if not trial.contains(o) and (o not in reads or key < reads[o]):
                         reads[o] = key
-                reason = legality.kernel_reason(trial, lambda g=g: g.members_at, self.order,
+                reason = legality.kernel_reason(trial, lambda g=g: g.members_at, self.slots,
                                                 self._written((g,)), len(reads))
                 if reason is not None:
                     break

@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from fusec.ir.graph import Node
-from fusec.ir.region import AxisMap, Refusal, region_space
+from fusec.ir.region import AxisMap
+from fusec.ir.space_state import AxisSlots, refusal_text
 from fusec.passes import policy
 
 Names = Mapping[Node, str]
@@ -53,14 +54,10 @@ class NoCommonSpace:
     """The nodes have no one iteration space (region_space's message says why)."""
 
     members: Members
-    order: Mapping[Node, int] = field(repr=False)
+    slots: AxisSlots = field(repr=False)
 
     def text(self, names: Names) -> str:
-        try:
-            region_space(sorted(self.members.nodes(), key=self.order.__getitem__))
-        except Refusal as exc:
-            return str(exc)
-        raise AssertionError("region_space accepts a set of nodes the incremental space refused")
+        return refusal_text(self.slots, sorted(self.members.nodes(), key=self.slots.order.__getitem__))
 
 
 @dataclass(frozen=True)
@@ -119,13 +116,13 @@ class SpaceView:
     max_reduction_phase: Callable[[], int]
 
 
-def kernel_reason(space: SpaceView, members: Callable[[], Members], order: Mapping[Node, int],
+def kernel_reason(space: SpaceView, members: Callable[[], Members], slots: AxisSlots,
                   written: list[Node], n_reads: int) -> Reason | None:
     """Checks 1-3 for a candidate kernel: ``space`` is its iteration space, ``members`` gives its nodes
     (only called for a refusal), ``written`` the nodes it must write (topological order), ``n_reads``
     the arrays it reads. None when legal so far (the cycle check is the caller's)."""
     if not space.legal:
-        return NoCommonSpace(members(), order)
+        return NoCommonSpace(members(), slots)
     for n in written:
         if not written_once(space.final_map(n), space.shape, space.reduced):
             return WrittenTwice(n, space.shape)
