@@ -143,26 +143,41 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
                           f"{dst[d_axis]} and {value}")
         return False
 
+    # the links between slots, in the order propagation visits them (computed once, not once per sweep)
+    red_links = []
+    for r in reductions:  # a reduction's result map and its operand-space map go together
+        x = r.operands[0]
+        positions = range(x.ndim) if r.attr("keepdims") else [j for j in range(x.ndim) if j not in r.attr("axes")]
+        red_links.append((r, [(k, j, x.shape[j], r.shape[k]) for k, j in enumerate(positions)]))
+    links = []
+    for u in members:
+        for o in dict.fromkeys(u.operands):
+            if o not in inside:
+                continue
+            of_reduction = u in op_maps
+            pairs = [(j, j) for j in range(o.ndim)] if of_reduction else corresponding_axes(u, o)
+            user_shape = (u.operands[0] if of_reduction else u).shape
+            links.append((u, o, of_reduction, [(ku, jo, o.shape[jo], user_shape[ku]) for ku, jo in pairs]))
+
     def propagate() -> None:
         changed = True
         while changed:
             changed = False
-            for r in reductions:  # a reduction's result map and its operand-space map go together
-                res, opm, x = maps[r], op_maps[r], r.operands[0]
-                positions = range(x.ndim) if r.attr("keepdims") else \
-                    [j for j in range(x.ndim) if j not in r.attr("axes")]
-                for k, j in enumerate(positions):
-                    changed |= merge_into(opm, j, res[k], x.shape[j], r)
-                    changed |= merge_into(res, k, opm[j], r.shape[k], r)
-            for u in members:
-                for o in dict.fromkeys(u.operands):
-                    if o not in inside:
-                        continue
-                    um = op_maps[u] if u in op_maps else maps[u]
-                    pairs = [(j, j) for j in range(o.ndim)] if u in op_maps else corresponding_axes(u, o)
-                    for ku, jo in pairs:
-                        changed |= merge_into(maps[o], jo, um[ku], o.shape[jo], o)
-                        changed |= merge_into(um, ku, maps[o][jo], (u.operands[0] if u in op_maps else u).shape[ku], u)
+            for r, pairs in red_links:
+                res, opm = maps[r], op_maps[r]
+                for k, j, x_extent, r_extent in pairs:
+                    if res[k] is not None and opm[j] != res[k]:
+                        changed |= merge_into(opm, j, res[k], x_extent, r)
+                    if opm[j] is not None and res[k] != opm[j]:
+                        changed |= merge_into(res, k, opm[j], r_extent, r)
+            for u, o, of_reduction, pairs in links:
+                um = op_maps[u] if of_reduction else maps[u]
+                om = maps[o]
+                for ku, jo, o_extent, u_extent in pairs:
+                    if um[ku] is not None and om[jo] != um[ku]:
+                        changed |= merge_into(om, jo, um[ku], o_extent, o)
+                    if om[jo] is not None and um[ku] != om[jo]:
+                        changed |= merge_into(um, ku, om[jo], u_extent, u)
 
     propagate()
     # parts of the region not connected to the seed (siblings that only share inputs, such as

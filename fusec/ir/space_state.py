@@ -70,7 +70,8 @@ class SpaceCounts:
     slot_steps: int = 0  # slots inserted and links unioned
     class_steps: int = 0  # classes visited by claims and checks
     phase_steps: int = 0  # members whose phase was recomputed
-    rescans: int = 0  # claims replayed over all members (a first candidate blocked)
+    rescans: int = 0  # claims replayed candidate by candidate (a class's first candidate was blocked)
+    rescanned: int = 0  # candidates those replays walked
     rebuilds: int = 0  # spaces built from all members (new groups, and a group whose region shape changed)
     rebuilt_nodes: int = 0  # members those rebuilds walked
     oracle_calls: int = 0  # conflicts at size-1 slots settled by region_space
@@ -180,6 +181,20 @@ def _join(a: tuple, b: tuple) -> tuple:
     return (a[0] + b[0], ext, a[2] or b[2], firsts, a[4] or b[4])
 
 
+class _Values:
+    """Class numbers of a union on the fast path: the trial's own, else the base state's (whose numbers hold
+    for every class that is still a root)."""
+
+    __slots__ = ("own", "base")
+
+    def __init__(self, own: dict[int, int], base: dict[int, int]):
+        self.own, self.base = own, base
+
+    def get(self, r: int) -> int | None:
+        v = self.own.get(r)
+        return v if v is not None else self.base.get(r)
+
+
 class SpaceState:
     """The iteration space of one group of nodes, as union-find classes of their slots (see the module
     docstring). Built by :meth:`build`, combined by :meth:`union`; read by :meth:`final_map` and
@@ -202,6 +217,9 @@ class SpaceState:
         self.reduce_maps: dict[Node, AxisMap] = {}
         self.oracle: RegionSpace | None = None  # region_space's answer, for a group with an unordered conflict
         self.legal = False
+        # candidates with no slot in a class the seed claims (only those can claim anything), or None: unknown
+        self.free: list[Node] | None = None
+        self.maps: dict[Node, AxisMap] = {}  # final maps computed so far (valid for the current numbers)
 
     def find(self, x: int) -> int:
         parent = self.parent
@@ -227,6 +245,7 @@ class SpaceState:
         state.shape, state.reduced = _params(n)
         state.phase[n] = 0
         state.legal = True
+        state.free = []
         key = slots.candidate_key(n)
         firsts = {key: slots.order[n]} if key is not None else _NO_CANDIDATES
         extent, checked = slots.extent, slots.checked_extent
@@ -313,6 +332,9 @@ class _Trial:
         self.oracle: RegionSpace | None = None
         self.legal = False
         self.roots: list[int] | None = None
+        self.free: list[Node] | None = None
+        self.maps: dict[Node, AxisMap] = {}
+        self.fast = False
         self.small = small
         if small is None:  # from scratch over ``nodes``
             assert nodes is not None
@@ -336,6 +358,14 @@ class _Trial:
             assert seed is not None
             self.seed = seed
             self.shape, self.reduced = _params(seed)
+            # the fast path: the seed and the region are the base's and nothing but the seed claims there, so
+            # the base's numbers stay and are carried through the unions; only touched classes are checked
+            self.fast = (base.free == [] and base.seed is seed and base.oracle is None and base.legal
+                         and (base.shape, base.reduced) == (self.shape, self.reduced))
+            self.own: dict[int, int] = {}
+            self.touched: list[int] = []
+            self.clash: int | None = None  # a class with a real slot that got two numbers
+            self.unit_clashes: list[int] = []  # classes of size-1 slots that got two numbers
             self._insert(small)
 
     # -- the overlaid union-find ----------------------------------------------------------------------
@@ -372,11 +402,24 @@ class _Trial:
         if ia[0] < ib[0]:
             ra, rb, ia, ib = rb, ra, ib, ia
         self.parent[rb] = ra
-        self.info[ra] = _join(ia, ib)
+        joined = self.info[ra] = _join(ia, ib)
         if rb in self.born:
             self.born.discard(rb)
         else:
             self.dead.add(rb)
+        if self.fast:
+            own, numbers = self.own, self.base.values
+            va = own.get(ra, numbers.get(ra))
+            vb = own.get(rb, numbers.get(rb))
+            if vb is not None and va != vb:
+                if va is None:
+                    own[ra] = vb
+                elif not joined[4]:  # a size-1 class so far: the smaller number stays (a clash if it grows)
+                    own[ra] = min(va, vb)
+                    self.unit_clashes.append(ra)
+                elif self.clash is None:
+                    self.clash = ra
+            self.touched.append(ra)
 
     def _union_pairs(self, pairs: list[tuple[int, int]]) -> None:
         self.counts.slot_steps += len(pairs)
@@ -481,6 +524,7 @@ class _Trial:
         conflict = self._claim(primary, values)
         if conflict is not None:
             return values, conflict
+        self._carry_free(set(values))
         roots = self._roots()
         self.counts.class_steps += len(roots)
         by_shape, by_reduction = ("S", self.shape), ("R", self.shape, self.reduced)
@@ -500,34 +544,97 @@ class _Trial:
             claim = slots.claim_slots(n, self.shape, self.reduced)
             assert claim is not None
             if any(find(s) in values for s in claim):
-                return self._claims_by_members(primary)
+                return self._claims_by_candidates(primary)
             conflict = self._claim(claim, values)
             if conflict is not None:
                 return values, conflict
         return values, None
 
-    def _claims_by_members(self, primary: range) -> tuple[dict[int, int], int | None]:
-        """The claims replayed member by member (when a class's first candidate is blocked)."""
-        self.counts.rescans += 1
+    def _claims_fast(self) -> tuple[_Values | dict[int, int], int | None]:
+        """The claims on the fast path: the base's numbers carried through the unions (every numbered class
+        is the seed's), then the smaller group's candidates that touch none of them, in member order."""
+        values = _Values(self.own, self.base.values)
         slots, find = self.slots, self.find
+        if self.clash is not None:
+            return values, find(self.clash)
+        for r in self.unit_clashes:
+            if self._info(find(r))[4]:  # it gained a real slot since
+                return values, find(r)
+        claimed: set[int] = set()
+        free = []
+        for n in sorted(self.added, key=slots.order.__getitem__):
+            claim = slots.claim_slots(n, self.shape, self.reduced)
+            if not claim:
+                continue
+            roots = [find(s) for s in claim]
+            if any(r not in claimed and values.get(r) is not None for r in roots):
+                continue  # blocked by the seed, in this group and any larger one with this seed
+            free.append(n)
+            if not any(r in claimed for r in roots):
+                for i, r in enumerate(roots):
+                    v = values.get(r)
+                    if v is None:
+                        self.own[r] = i
+                        claimed.add(r)
+                        self.touched.append(r)
+                    elif v != i and self._info(r)[4]:
+                        return values, r
+        self.free = free
+        return values, None
+
+    def _touched_roots(self) -> list[int]:
+        """The classes a fast-path union changed or added (the others were checked in the base)."""
+        find = self.find
+        return list({find(r) for r in (*self.touched, *self.born)})
+
+    def _carry_free(self, seed_classes: set[int]) -> None:
+        """The union's free candidates from the base's (when the seed and the region are the base's):
+        those of the base (some may no longer be free) and the smaller group's that are."""
+        base, slots, find = self.base, self.slots, self.find
+        if self.small is None or base.free is None or base.seed is not self.seed \
+                or (base.shape, base.reduced) != (self.shape, self.reduced):
+            return
+        free = list(base.free)
+        for n in self.added:
+            claim = slots.claim_slots(n, self.shape, self.reduced)
+            if claim and not any(find(s) in seed_classes for s in claim):
+                free.append(n)
+        self.free = free
+
+    def _claims_by_candidates(self, primary: range) -> tuple[dict[int, int], int | None]:
+        """The claims replayed candidate by candidate, in member order (when a class's first candidate is
+        blocked): over the free candidates when known, else over every member."""
+        self.counts.rescans += 1
+        slots, find, seed = self.slots, self.find, self.seed
         values: dict[int, int] = {}
         conflict = self._claim(primary, values)
-        members = self._members()
-        self.counts.class_steps += len(members)
-        for n in members:
+        seed_classes = set(values)
+        order = slots.order
+        pool = sorted(self.free, key=order.__getitem__) if self.free is not None else self._members()
+        self.counts.rescanned += len(pool)
+        free = []
+        for n in pool:
             if conflict is not None:
-                break
-            if n is self.seed:
+                self.free = None
+                return values, conflict
+            if n is seed:
                 continue
             claim = slots.claim_slots(n, self.shape, self.reduced)
-            if claim and all(find(s) not in values for s in claim):
+            if not claim:
+                continue
+            roots = [find(s) for s in claim]
+            if any(r in seed_classes for r in roots):
+                continue  # blocked by the seed, now and in any larger group with this seed
+            free.append(n)
+            if all(r not in values for r in roots):
                 conflict = self._claim(claim, values)
+        self.free = free
         return values, conflict
 
     def finish(self, evaluate: bool) -> _Trial:
         """Evaluate the space (claims and checks) and, when legal, the phases."""
         if evaluate:
-            values, conflict = self._claims()
+            values, conflict = self._claims_fast() if self.fast else self._claims()
             if conflict is not None:
                 if self._info(conflict)[2] and self._extents_fit():  # region_space's visiting order decides
                     self.counts.oracle_calls += 1
@@ -538,7 +645,7 @@ class _Trial:
                         self.legal = False
             else:
                 self.values = values
-                self.legal = self._checks(values)
+                self.legal = self._checks(values, self._touched_roots() if self.fast else self._roots())
         if self.small is not None and (self.legal or not evaluate):
             self._raise_phases()
         if self.oracle is not None:
@@ -558,11 +665,10 @@ class _Trial:
                     return False
         return True
 
-    def _checks(self, values: dict[int, int]) -> bool:
-        """region_space's validation: real axes on region axes of their extent, reductions over the
-        region's reduced axes."""
+    def _checks(self, values: dict[int, int] | _Values, roots: list[int]) -> bool:
+        """region_space's validation: real axes (of the classes ``roots``) on region axes of their extent,
+        reductions over the region's reduced axes."""
         shape = self.shape
-        roots = self._roots()
         self.counts.class_steps += len(roots)
         info, base_info = self.info, self.base.info
         for r in roots:
@@ -691,17 +797,31 @@ class _Trial:
         base.phase.update(self.phase)
         base.reductions = self.reductions
         base.seed, base.shape, base.reduced = self.seed, self.shape, self.reduced
-        base.values = self.values
+        if self.fast:
+            base.values.update(self.own)
+            base.maps.update(self.maps)  # the base's members keep their maps on the fast path
+        else:
+            base.values = self.values  # type: ignore[assignment]
+            base.maps = self.maps
         base.reduce_maps = self.reduce_maps
         base.oracle = self.oracle
         base.legal = self.legal
+        base.free = self.free
         return base
 
     def final_map(self, n: Node) -> AxisMap:
-        if self.oracle is not None:
-            return self.oracle.maps[n]
-        base, values, find = self.slots.first[n], self.values, self.find
-        return tuple(values.get(find(base + k)) if d != 1 else None for k, d in enumerate(n.shape))
+        """The axis map of member ``n`` in the union (remembered: a reused trial is asked again)."""
+        m = self.maps.get(n)
+        if m is None and self.fast and n not in self.added_set:
+            m = self.base.maps.get(n)
+        if m is None:
+            if self.oracle is not None:
+                m = self.oracle.maps[n]
+            else:
+                base, values, find = self.slots.first[n], self.values, self.find
+                m = tuple(values.get(find(base + k)) if d != 1 else None for k, d in enumerate(n.shape))
+            self.maps[n] = m
+        return m
 
     def max_reduction_phase(self) -> int:
         phase, base = self.phase, self.base.phase

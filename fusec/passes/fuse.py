@@ -115,13 +115,18 @@ class _Partition:
         self.readers: dict[Node, set[_Group]] = {}  # array -> groups reading it from outside
         self.refusals: dict[tuple[Node, Node], legality.Reason] = {}
         self.trials: dict[tuple[int, int], tuple[tuple[int, int], object]] = {}  # last space tried per pair
+        self.epoch = 0  # counts changes to any group: a refusal repeats while neither group nor the epoch changed
+        self.last_refusal: dict[tuple[int, int], tuple[tuple, legality.Reason]] = {}
         for node in graph.nodes:
             if node.kind is Kind.SOURCE:
                 continue
             gid = len(self.groups)
             pos = self.order[node]
-            group = _Group(gid, SpaceState.single(self.slots, node), legality.Members((node,)),
-                           _reads_of([node], {node}, self.order), pos, pos)
+            reads: dict[Node, tuple] = {}
+            for i, o in enumerate(node.operands):
+                if o not in reads and o.op != "const" and o.op != "size":
+                    reads[o] = (pos, i)
+            group = _Group(gid, SpaceState.single(self.slots, node), legality.Members((node,)), reads, pos, pos)
             self.groups[gid] = self.owner[node] = group
             self.holders[node] = {group}
             for o in group.reads:
@@ -172,8 +177,8 @@ class _Partition:
     def _written(self, exclude: tuple[_Group, ...]) -> list[Node]:
         """Nodes owned by ``exclude`` that a kernel replacing them must write: returned, or read by
         another group (topological order)."""
-        out = [n for g in exclude for n in g.exported
-               if n in self.returned or any(r not in exclude for r in self.readers.get(n, ()))]
+        returned, readers, gone = self.returned, self.readers, set(exclude)
+        out = [n for g in exclude for n in g.exported if n in returned or not readers[n] <= gone]
         out.sort(key=self.order.__getitem__)
         return out
 
@@ -209,6 +214,12 @@ class _Partition:
             return False
         ga, gb = self.groups[a], self.groups[b]
         self.counts.merges_tried += 1
+        when = (ga.state.serial, ga.state.version, gb.state.serial, gb.state.version, self.epoch)
+        last = self.last_refusal.get((a, b))
+        if last is not None and last[0] == when:  # nothing changed since the same refusal
+            self.counts.steps["refusals_repeated"] += 1
+            self._refuse(ga, gb, last[1])
+            return False
         trial = self._space_of_union(ga.state, gb.state)
         reads = self._union_reads((ga, gb), trial)
         reason = legality.kernel_reason(trial, lambda: legality.Members(ga.members_at, gb.members_at),
@@ -222,7 +233,9 @@ class _Partition:
                 reason = legality.Cycle(self._via(search.src, succ))
         if reason is not None:
             self._refuse(ga, gb, reason)
+            self.last_refusal[(a, b)] = (when, reason)
             return False
+        self.epoch += 1
         state = trial.commit()
         self.trials.pop((ga.state.serial, gb.state.serial), None)
         if ga.state is state:
@@ -295,6 +308,7 @@ class _Partition:
                     break
                 trials.append((g, trial, reads))
             else:
+                self.epoch += 1
                 for g, trial, reads in trials:
                     self._add_cone(g, trial.commit(), cone, reads)
                 # the owner keeps computing n only if something of its own still reads it
