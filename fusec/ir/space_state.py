@@ -75,6 +75,7 @@ class SpaceCounts:
     rebuilds: int = 0  # spaces built from all members (new groups, and a group whose region shape changed)
     rebuilt_nodes: int = 0  # members those rebuilds walked
     oracle_calls: int = 0  # conflicts at size-1 slots settled by region_space
+    oracle_nodes: int = 0  # members those calls walked
 
 
 class AxisSlots:
@@ -638,8 +639,10 @@ class _Trial:
             if conflict is not None:
                 if self._info(conflict)[2] and self._extents_fit():  # region_space's visiting order decides
                     self.counts.oracle_calls += 1
+                    members = self._members()
+                    self.counts.oracle_nodes += len(members)
                     try:
-                        self.oracle = region_space(self._members())
+                        self.oracle = region_space(members)
                         self.legal = True
                     except Refusal:
                         self.legal = False
