@@ -1,38 +1,21 @@
 """The iteration space of a region that grows as fusion merges groups, kept up to date incrementally.
 
 :func:`fusec.ir.region.region_space` is the definition: it computes the space of a set of nodes from
-scratch, copying region-axis numbers along the region's edges until nothing changes. The fusion pass
-asks for the space of every merge it tries, so computing it from scratch made planning quadratic. A
+scratch, copying region-axis numbers along the region's links until nothing changes. The fusion pass asks
+for the space of every merge it tries, so computing it from scratch made planning quadratic. A
 :class:`SpaceState` holds what that algorithm computes in a form that two groups combine in time
-proportional to the smaller one plus the edges between them, and gives exactly its result.
+proportional to the smaller one plus the links between them, and gives exactly its result.
 
-**Slots and classes.** Every axis of a member is a *slot*: each axis of its result and, for a reduction,
-each axis of its operand (the reduction's operand-space map). region_space copies numbers along *links*
-(the axis pairs an op rule ties: NumPy's right-aligned broadcasting, ``squeeze``, ``expand_dims``,
-``transpose``, a reduction's result and its operand), so linked slots end up with one number. The state
-keeps the classes of linked slots in a union-find; a merge unions the two groups' classes and the links
-between them.
+It keeps the classes of linked slots (:mod:`fusec.ir.axis_slots`) in a union-find with a summary per class
+(size, extent of its real result slots, whether it holds a size-1 slot or a real one, its first candidate
+per candidate kind), the numbers region_space gives the classes, the members' phases (reductions on their
+longest path, which only grow as groups merge, so they are raised along the new links only), and the final
+maps computed so far. :meth:`SpaceState.union` overlays the smaller group on the larger one (a
+:class:`_Trial`), numbers and checks the union (:mod:`fusec.ir.space_numbering`), and applies it only when
+the merge goes ahead; a failed merge changes nothing.
 
-**Claims.** region_space numbers the region axes after a *seed* (the first reduction's operand, else the
-first largest member), then seeds, in member order, every member of the region's shape whose slots are
-all still unnumbered (siblings such as ``x.sum(0)`` beside ``x.max(0)``). In class terms: the seed
-*claims* its classes (the class of its axis i gets region axis i); then each *candidate* (a member of
-the region's shape, or a reduction with the region's operand shape and axes) claims its classes if none
-of them is claimed yet. Each class remembers the first candidate with a slot in it, so the claims are
-replayed class by class; only when that candidate is itself blocked by another class are all members
-walked (a *rescan*).
-
-**Conflicts.** Two numbers in one class: a refusal when every slot of the class is a real axis (extent
-!= 1); when the class holds a size-1 slot, region_space's answer depends on the order it visits edges,
-and the state asks region_space itself (an *oracle call*; such a group is kept as region_space's answer).
-
-**Checks**, as region_space makes them: every real axis of a member runs along a region axis of its
-extent; every reduction reduces exactly the region's reduced axes (free reduced axes placed as
-region_space places them). Each member's *phase* (reductions on its longest path) only grows as groups
-merge, so it is raised along the new edges only.
-
-``FUSEC_CHECK_SPACES=1`` in the environment (or :data:`CHECK_AGAINST_SCRATCH` set true) compares every
-space computed here, legal or not, with region_space from scratch.
+``FUSEC_CHECK_SPACES=1`` in the environment (or :data:`CHECK_AGAINST_SCRATCH` set true) compares every space
+computed here, legal or not, with region_space from scratch.
 """
 
 from __future__ import annotations
@@ -40,160 +23,16 @@ from __future__ import annotations
 import heapq
 import itertools
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
 
+from fusec.ir.axis_slots import NO_CANDIDATES, AxisSlots, join_classes, region_params
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
-from fusec.ir.region import (
-    AxisMap,
-    Refusal,
-    RegionSpace,
-    corresponding_axes,
-    describe_axes,
-    describe_space,
-    region_space,
-)
+from fusec.ir.region import AxisMap, Refusal, RegionSpace, region_space
+from fusec.ir.space_numbering import Numbering
 
 CHECK_AGAINST_SCRATCH = os.environ.get("FUSEC_CHECK_SPACES", "") not in ("", "0")
-
-_NONE = 1 << 62  # "no candidate" as a position
-_NO_CANDIDATES: dict = {}  # shared, never changed
-_MIXED = -1  # a class holding real axes of two different extents
 _SERIALS = itertools.count()
-
-
-@dataclass
-class SpaceCounts:
-    """Work done on iteration spaces (the fusion pass reports these; tests bound their growth)."""
-
-    slot_steps: int = 0  # slots inserted and links unioned
-    class_steps: int = 0  # classes visited by claims and checks
-    phase_steps: int = 0  # members whose phase was recomputed
-    rescans: int = 0  # claims replayed candidate by candidate (a class's first candidate was blocked)
-    rescanned: int = 0  # candidates those replays walked
-    rebuilds: int = 0  # spaces built from all members (new groups, and a group whose region shape changed)
-    rebuilt_nodes: int = 0  # members those rebuilds walked
-    oracle_calls: int = 0  # conflicts at size-1 slots settled by region_space
-    oracle_nodes: int = 0  # members those calls walked
-
-
-class AxisSlots:
-    """The slots of every node of one graph and the links between them, built once per fusion pass.
-
-    Slot ``first[n] + k`` is axis ``k`` of ``n``'s result; for a reduction, ``first[n] + n.ndim + j`` is
-    axis ``j`` of its operand. ``order`` is each node's position in ``nodes`` (topological)."""
-
-    def __init__(self, nodes: Iterable[Node], users: Mapping[Node, list[Node]], counts: SpaceCounts | None = None):
-        self.nodes: list[Node] = list(nodes)
-        self.users = users
-        self.counts = counts if counts is not None else SpaceCounts()
-        self.order: dict[Node, int] = {}
-        self.first: dict[Node, int] = {}
-        self.extent: list[int] = []
-        self.checked_extent: list[int | None] = []  # extent of a real result axis (every one needs a region axis)
-        self.links: dict[Node, dict[Node, list[tuple[int, int]]]] = {}  # user -> operand -> slot pairs
-        self.inner: dict[Node, list[tuple[int, int]]] = {}  # reduction -> (result slot, operand slot) pairs
-        # memos of checks that depend only on their key: (reduction, its operand's numbering, region) and
-        # (node, its axis map, region)
-        self.reduce_check: dict[tuple, AxisMap | None] = {}
-        self.written_once: dict[tuple, bool] = {}
-        for i, n in enumerate(self.nodes):
-            self.order[n] = i
-            if n.kind is Kind.SOURCE:
-                continue
-            base = self.first[n] = len(self.extent)
-            self.extent.extend(n.shape)
-            self.checked_extent.extend(d if d != 1 else None for d in n.shape)
-            links: dict[Node, list[tuple[int, int]]] = {}
-            if n.kind is Kind.REDUCTION:
-                x = n.operands[0]
-                self.extent.extend(x.shape)
-                self.checked_extent.extend([None] * x.ndim)
-                op = base + n.ndim
-                axes = n.attr("axes")
-                positions = range(x.ndim) if n.attr("keepdims") else [j for j in range(x.ndim) if j not in axes]
-                self.inner[n] = [(base + k, op + j) for k, j in enumerate(positions)]
-                if x.kind is not Kind.SOURCE:
-                    links[x] = [(op + j, self.first[x] + j) for j in range(x.ndim)]
-            else:
-                for o in dict.fromkeys(n.operands):
-                    if o.kind is not Kind.SOURCE:
-                        links[o] = [(base + ku, self.first[o] + jo) for ku, jo in corresponding_axes(n, o)]
-            self.links[n] = links
-
-    def slots(self, n: Node) -> range:
-        """Every slot of member ``n``."""
-        base = self.first[n]
-        return range(base, base + n.ndim + (n.operands[0].ndim if n.kind is Kind.REDUCTION else 0))
-
-    def seed_key(self, n: Node) -> tuple:
-        """region_space's seed is the member with the smallest key: the first reduction, else the first of
-        the largest (ndim, size)."""
-        if n.kind is Kind.REDUCTION:
-            return (0, self.order[n])
-        return (1, -n.ndim, -n.size, self.order[n])
-
-    @staticmethod
-    def candidate_key(n: Node) -> tuple | None:
-        """The region parameters under which ``n`` is a candidate, as a key: ``("S", shape)`` for a member
-        (of any reduced axes), ``("R", operand shape, axes)`` for a reduction; None for a 0-d member."""
-        if n.kind is Kind.REDUCTION:
-            return ("R", n.operands[0].shape, tuple(n.attr("axes")))
-        return ("S", n.shape) if n.ndim > 0 else None
-
-    def claim_slots(self, n: Node, shape: tuple[int, ...], reduced: tuple) -> range | None:
-        """The slots ``n`` claims as a candidate of a region over ``shape`` reducing ``reduced`` (slot i
-        gets region axis i), or None when ``n`` is no candidate there."""
-        base = self.first[n]
-        if n.kind is Kind.REDUCTION:
-            if n.operands[0].shape == shape and tuple(n.attr("axes")) == reduced:
-                return range(base + n.ndim, base + n.ndim + len(shape))
-            return None
-        if n.shape == shape and n.ndim > 0:
-            return range(base, base + n.ndim)
-        return None
-
-
-def _params(seed: Node) -> tuple[tuple[int, ...], tuple]:
-    """(region shape, reduced axes as the seed lists them) of a region seeded by ``seed``."""
-    if seed.kind is Kind.REDUCTION:
-        return seed.operands[0].shape, tuple(seed.attr("axes"))
-    return seed.shape, ()
-
-
-def _join(a: tuple, b: tuple) -> tuple:
-    """The summary of a class made of classes ``a`` and ``b``: (size, checked extent, has a size-1 slot,
-    first candidate per candidate key, has a real slot)."""
-    ea, eb = a[1], b[1]
-    ext = eb if ea is None else ea if eb is None or ea == eb else _MIXED
-    ca, cb = a[3], b[3]
-    if not cb or ca is cb:
-        firsts = ca
-    elif not ca:
-        firsts = cb
-    else:
-        if len(ca) < len(cb):
-            ca, cb = cb, ca
-        firsts = dict(ca)
-        for key, pos in cb.items():
-            if pos < firsts.get(key, _NONE):
-                firsts[key] = pos
-    return (a[0] + b[0], ext, a[2] or b[2], firsts, a[4] or b[4])
-
-
-class _Values:
-    """Class numbers of a union on the fast path: the trial's own, else the base state's (whose numbers hold
-    for every class that is still a root)."""
-
-    __slots__ = ("own", "base")
-
-    def __init__(self, own: dict[int, int], base: dict[int, int]):
-        self.own, self.base = own, base
-
-    def get(self, r: int) -> int | None:
-        v = self.own.get(r)
-        return v if v is not None else self.base.get(r)
 
 
 class SpaceState:
@@ -243,12 +82,12 @@ class SpaceState:
         state = SpaceState(slots)
         state.members.add(n)
         state.seed = n
-        state.shape, state.reduced = _params(n)
+        state.shape, state.reduced = region_params(n)
         state.phase[n] = 0
         state.legal = True
         state.free = []
         key = slots.candidate_key(n)
-        firsts = {key: slots.order[n]} if key is not None else _NO_CANDIDATES
+        firsts = {key: slots.order[n]} if key is not None else NO_CANDIDATES
         extent, checked = slots.extent, slots.checked_extent
         parent, info, values = state.parent, state.info, state.values
         base = slots.first[n]
@@ -262,7 +101,7 @@ class SpaceState:
                 values[s] = j
             for res, s in slots.inner[n]:
                 parent[res] = s
-                info[s] = _join(info[s], (1, checked[res], extent[res] == 1, _NO_CANDIDATES, extent[res] != 1))
+                info[s] = join_classes(info[s], (1, checked[res], extent[res] == 1, NO_CANDIDATES, extent[res] != 1))
             state.reduce_maps[n] = tuple(j if d != 1 else None for j, d in enumerate(x.shape))
             state.reductions = [n]
             state.roots = set(range(op, op + x.ndim))
@@ -314,7 +153,7 @@ class SpaceState:
         return max((self.phase[r] for r in self.reductions), default=-1)
 
 
-class _Trial:
+class _Trial(Numbering):
     """A space being computed: an overlay on ``base`` (the larger group's state) holding the smaller
     group's classes and the links between them, evaluated, then committed into ``base`` or dropped."""
 
@@ -343,7 +182,7 @@ class _Trial:
             self.counts.rebuilt_nodes += len(nodes)
             nodes.sort(key=slots.order.__getitem__)
             self.seed = min(nodes, key=slots.seed_key)
-            self.shape, self.reduced = _params(self.seed)
+            self.shape, self.reduced = region_params(self.seed)
             for n in nodes:
                 self._add(n)
             for n in nodes:
@@ -358,7 +197,7 @@ class _Trial:
         else:
             assert seed is not None
             self.seed = seed
-            self.shape, self.reduced = _params(seed)
+            self.shape, self.reduced = region_params(seed)
             # the fast path: the seed and the region are the base's and nothing but the seed claims there, so
             # the base's numbers stay and are carried through the unions; only touched classes are checked
             self.fast = (base.free == [] and base.seed is seed and base.oracle is None and base.legal
@@ -403,7 +242,7 @@ class _Trial:
         if ia[0] < ib[0]:
             ra, rb, ia, ib = rb, ra, ib, ia
         self.parent[rb] = ra
-        joined = self.info[ra] = _join(ia, ib)
+        joined = self.info[ra] = join_classes(ia, ib)
         if rb in self.born:
             self.born.discard(rb)
         else:
@@ -442,7 +281,7 @@ class _Trial:
         self.counts.slot_steps += len(rng)
         for s in rng:
             self.parent[s] = s
-            self.info[s] = (1, checked[s], extent[s] == 1, firsts if s in claim else _NO_CANDIDATES, extent[s] != 1)
+            self.info[s] = (1, checked[s], extent[s] == 1, firsts if s in claim else NO_CANDIDATES, extent[s] != 1)
             self.born.add(s)
         if n.kind is Kind.REDUCTION:
             self._union_pairs(slots.inner[n])
@@ -499,139 +338,6 @@ class _Trial:
             return self.added
         return sorted(self.base.members | self.added_set, key=order.__getitem__)
 
-    def _claim(self, claim: range, values: dict[int, int]) -> int | None:
-        """Give the class of slot i of ``claim`` region axis i; a class that gets two numbers is returned,
-        unless all its slots have extent 1: there region_space ignores the clash, and the numbers it leaves
-        there never reach a real axis (they are region axes of extent 1), only say "numbered"."""
-        find = self.find
-        for i, s in enumerate(claim):
-            r = find(s)
-            v = values.get(r)
-            if v is None:
-                values[r] = i
-            elif v != i and self._info(r)[4]:
-                return r
-        return None
-
-    def _claims(self) -> tuple[dict[int, int], int | None]:
-        """region_space's numbering of the classes: (class -> region axis, a class with two numbers)."""
-        slots, find = self.slots, self.find
-        seed = self.seed
-        assert seed is not None
-        base = slots.first[seed]
-        primary = range(base + seed.ndim, base + seed.ndim + len(self.shape)) \
-            if seed.kind is Kind.REDUCTION else range(base, base + seed.ndim)
-        values: dict[int, int] = {}
-        conflict = self._claim(primary, values)
-        if conflict is not None:
-            return values, conflict
-        self._carry_free(set(values))
-        roots = self._roots()
-        self.counts.class_steps += len(roots)
-        by_shape, by_reduction = ("S", self.shape), ("R", self.shape, self.reduced)
-        heads = []
-        for r in roots:
-            firsts = self._info(r)[3]
-            if firsts and r not in values:
-                first = min(firsts.get(by_shape, _NONE), firsts.get(by_reduction, _NONE))
-                if first != _NONE:
-                    heads.append((first, r))
-        heapq.heapify(heads)
-        while heads:
-            pos, r = heapq.heappop(heads)
-            if r in values:
-                continue
-            n = slots.nodes[pos]
-            claim = slots.claim_slots(n, self.shape, self.reduced)
-            assert claim is not None
-            if any(find(s) in values for s in claim):
-                return self._claims_by_candidates(primary)
-            conflict = self._claim(claim, values)
-            if conflict is not None:
-                return values, conflict
-        return values, None
-
-    def _claims_fast(self) -> tuple[_Values | dict[int, int], int | None]:
-        """The claims on the fast path: the base's numbers carried through the unions (every numbered class
-        is the seed's), then the smaller group's candidates that touch none of them, in member order."""
-        values = _Values(self.own, self.base.values)
-        slots, find = self.slots, self.find
-        if self.clash is not None:
-            return values, find(self.clash)
-        for r in self.unit_clashes:
-            if self._info(find(r))[4]:  # it gained a real slot since
-                return values, find(r)
-        claimed: set[int] = set()
-        free = []
-        for n in sorted(self.added, key=slots.order.__getitem__):
-            claim = slots.claim_slots(n, self.shape, self.reduced)
-            if not claim:
-                continue
-            roots = [find(s) for s in claim]
-            if any(r not in claimed and values.get(r) is not None for r in roots):
-                continue  # blocked by the seed, in this group and any larger one with this seed
-            free.append(n)
-            if not any(r in claimed for r in roots):
-                for i, r in enumerate(roots):
-                    v = values.get(r)
-                    if v is None:
-                        self.own[r] = i
-                        claimed.add(r)
-                        self.touched.append(r)
-                    elif v != i and self._info(r)[4]:
-                        return values, r
-        self.free = free
-        return values, None
-
-    def _touched_roots(self) -> list[int]:
-        """The classes a fast-path union changed or added (the others were checked in the base)."""
-        find = self.find
-        return list({find(r) for r in (*self.touched, *self.born)})
-
-    def _carry_free(self, seed_classes: set[int]) -> None:
-        """The union's free candidates from the base's (when the seed and the region are the base's):
-        those of the base (some may no longer be free) and the smaller group's that are."""
-        base, slots, find = self.base, self.slots, self.find
-        if self.small is None or base.free is None or base.seed is not self.seed \
-                or (base.shape, base.reduced) != (self.shape, self.reduced):
-            return
-        free = list(base.free)
-        for n in self.added:
-            claim = slots.claim_slots(n, self.shape, self.reduced)
-            if claim and not any(find(s) in seed_classes for s in claim):
-                free.append(n)
-        self.free = free
-
-    def _claims_by_candidates(self, primary: range) -> tuple[dict[int, int], int | None]:
-        """The claims replayed candidate by candidate, in member order (when a class's first candidate is
-        blocked): over the free candidates when known, else over every member."""
-        self.counts.rescans += 1
-        slots, find, seed = self.slots, self.find, self.seed
-        values: dict[int, int] = {}
-        conflict = self._claim(primary, values)
-        seed_classes = set(values)
-        order = slots.order
-        pool = sorted(self.free, key=order.__getitem__) if self.free is not None else self._members()
-        self.counts.rescanned += len(pool)
-        free = []
-        for n in pool:
-            if conflict is not None:
-                self.free = None
-                return values, conflict
-            if n is seed:
-                continue
-            claim = slots.claim_slots(n, self.shape, self.reduced)
-            if not claim:
-                continue
-            roots = [find(s) for s in claim]
-            if any(r in seed_classes for r in roots):
-                continue  # blocked by the seed, now and in any larger group with this seed
-            free.append(n)
-            if all(r not in values for r in roots):
-                conflict = self._claim(claim, values)
-        self.free = free
-        return values, conflict
-
     def finish(self, evaluate: bool) -> _Trial:
         """Evaluate the space (claims and checks) and, when legal, the phases."""
         if evaluate:
@@ -656,114 +362,6 @@ class _Trial:
         if CHECK_AGAINST_SCRATCH and evaluate:
             self._compare_with_scratch()
         return self
-
-    def _extents_fit(self) -> bool:
-        """Whether every real axis of every member has an extent the region has (else no numbering can
-        validate, whatever region_space's visiting order)."""
-        region = set(self.shape)
-        extent = self.slots.extent
-        for n in (self._members() if self.small is None else self.added + list(self.base.members)):
-            for s in self.slots.slots(n):
-                if extent[s] != 1 and extent[s] not in region:
-                    return False
-        return True
-
-    def _checks(self, values: dict[int, int] | _Values, roots: list[int]) -> bool:
-        """region_space's validation: real axes (of the classes ``roots``) on region axes of their extent,
-        reductions over the region's reduced axes."""
-        shape = self.shape
-        self.counts.class_steps += len(roots)
-        info, base_info = self.info, self.base.info
-        for r in roots:
-            i = info.get(r)
-            ext = (i if i is not None else base_info[r])[1]
-            if ext is None:
-                continue
-            v = values.get(r)
-            if v is None or ext == _MIXED or shape[v] != ext:
-                return False
-        memo = self.slots.reduce_check
-        find, first = self.find, self.slots.first
-        for r in self.reductions:
-            x = r.operands[0]
-            base = first[r] + r.ndim
-            m = [values.get(find(base + j)) for j in range(x.ndim)]
-            key = (r, tuple(m), shape, self.reduced)
-            out = memo.get(key, False)
-            if out is False:
-                out = memo[key] = self._reduce_map(r, m)
-            if out is None:
-                return False
-            self.reduce_maps[r] = out
-        return True
-
-    def _first_failure(self, values: dict[int, int]) -> str | None:
-        """The message of the first of region_space's checks that fails, with these class numbers."""
-        shape, find, first = self.shape, self.find, self.slots.first
-        where = describe_space(shape, self.reduced)
-        members = self._members()
-        for n in members:
-            base = first[n]
-            for k, d in enumerate(n.shape):
-                if d != 1:
-                    v = values.get(find(base + k))
-                    if v is None or shape[v] != d:
-                        return (f"different iteration space: {n.op} of shape {list(n.shape)} does not run along "
-                                f"the region's {where}")
-        reductions = [n for n in members if n.kind is Kind.REDUCTION]
-        maps = {}
-        for r in reductions:
-            x = r.operands[0]
-            base = first[r] + r.ndim
-            m = self._placed(r, [values.get(find(base + j)) for j in range(x.ndim)])
-            for j, d in enumerate(x.shape):
-                if d != 1 and (m[j] is None or shape[m[j]] != d):
-                    return (f"different iteration space: {r.op} of shape {list(x.shape)} does not run along "
-                            f"the region's {where}")
-            maps[r] = tuple(a if d != 1 else None for a, d in zip(m, x.shape))
-        want = {a for a in self.reduced if shape[a] != 1}
-        for r in reductions:
-            m, axes = maps[r], r.attr("axes")
-            got = {m[a] for a in axes if m[a] is not None}
-            kept = {m[a] for a in range(len(m)) if a not in axes and m[a] is not None}
-            if got != want or kept & want:
-                return (f"different iteration space: {r.op} reduces {describe_axes(shape, got)} but the region "
-                        f"reduces {describe_axes(shape, want)}")
-        return None
-
-    def _placed(self, r: Node, m: list) -> list:
-        """Reduction ``r``'s operand numbering ``m`` with its free reduced axes placed as region_space does."""
-        shape, x, axes = self.shape, r.operands[0], r.attr("axes")
-        want = [a for a in self.reduced if shape[a] != 1]
-        free = [a for a in axes if x.shape[a] != 1 and m[a] is None]
-        taken = {m[a] for a in axes}
-        left = [a for a in want if a not in taken]
-        if len(free) == len(left):
-            for a, v in zip(free, left):
-                m[a] = v
-        return m
-
-    def _reduce_map(self, r: Node, m: list) -> AxisMap | None:
-        """The operand map of reduction ``r`` whose operand slots are numbered ``m``: its free reduced axes
-        placed, validated, checked to reduce the region's reduced axes (None if not)."""
-        shape = self.shape
-        want_set = {a for a in self.reduced if shape[a] != 1}
-        x = r.operands[0]
-        axes = r.attr("axes")
-        m = self._placed(r, m)
-        out = []
-        for j, d in enumerate(x.shape):
-            if d == 1:
-                out.append(None)
-            elif m[j] is None or shape[m[j]] != d:
-                return None
-            else:
-                out.append(m[j])
-        got = {out[a] for a in axes if out[a] is not None}
-        kept = {out[a] for a in range(len(out)) if a not in axes and out[a] is not None}
-        if got != want_set or kept & want_set:
-            return None
-        return tuple(out)
 
     def _raise_phases(self) -> None:
         """Phases in the union: raised from the new edges on, in topological order."""

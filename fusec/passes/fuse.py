@@ -29,10 +29,11 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from fusec.ir.axis_slots import AxisSlots, SpaceCounts
 from fusec.ir.graph import Graph, Node, rewrite
 from fusec.ir.ops import Kind
 from fusec.ir.region import Refusal, Region, make_regions
-from fusec.ir.space_state import AxisSlots, SpaceCounts, SpaceState
+from fusec.ir.space_state import SpaceState
 from fusec.passes import legality, policy
 from fusec.passes.canonicalize import keepdims_form, reduce_over_nothing, size_of_input
 from fusec.passes.group_order import GroupOrder

@@ -20,9 +20,10 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from fusec.ir.axis_slots import AxisSlots
 from fusec.ir.graph import Node
 from fusec.ir.region import AxisMap
-from fusec.ir.space_state import AxisSlots, refusal_text
+from fusec.ir.space_state import refusal_text
 from fusec.passes import policy
 
 Names = Mapping[Node, str]
