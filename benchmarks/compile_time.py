@@ -207,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", help="write the rows as JSON to this file")
     args = parser.parse_args(argv)
     families = list(FAMILIES) if args.family == "all" else [args.family]
+    measure("chain", 3, nvrtc=False)  # warm up: imports, template loading, first-call caches
     rows = []
     for family in families:
         sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else DEFAULT_SIZES[family]
