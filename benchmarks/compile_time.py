@@ -39,7 +39,7 @@ from fusec.plan import Plan, make_plan
 
 DEFAULT_SIZES = {"chain": (10, 30, 100, 300, 1000, 3000), "dag": (100, 300, 1000, 3000, 10000)}
 ROWS, COLS = 256, 512
-NODES_PER_DAG_STEP = 1.65  # about how many graph nodes one step of random_dag adds (checked by the tests)
+NODES_PER_DAG_STEP = 1.65  # about how many graph nodes one step of random_dag adds (tests/test_compile_time.py)
 
 
 # --- the program families ------------------------------------------------------------------------------
