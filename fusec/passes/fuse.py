@@ -386,22 +386,30 @@ class _Partition:
 
     # -- horizontal -----------------------------------------------------------------------------
     def horizontal(self) -> bool:
+        """Merge groups of one iteration space that read a common array: each group with every later one,
+        in ascending order, again while anything merged (the pairwise sweep, over candidates only)."""
         any_change = False
         changed = True
         while changed:
             changed = False
+            siblings: dict[tuple, set[int]] = {}  # (space key, array read) -> groups
+            for g in self.groups.values():
+                key = g.key()
+                for o in g.reads:
+                    siblings.setdefault((key, o), set()).add(g.gid)
             for a in sorted(self.groups):
                 if a in self.groups:
-                    changed |= self._merge_siblings(a)
+                    changed |= self._merge_siblings(a, siblings)
             any_change |= changed
         return any_change
 
-    def _merge_siblings(self, a: int) -> bool:
+    def _merge_siblings(self, a: int, siblings: dict[tuple, set[int]]) -> bool:
         """Try group ``a`` with each later group of the same space that reads an array ``a`` reads, in
-        ascending order (as the pairwise sweep over all groups does)."""
+        ascending order; ``siblings`` is kept up to date as ``a`` takes groups in."""
         merged = False
+        key = self.groups[a].key()
         heap: list[int] = []
-        self._push_siblings(heap, self.groups[a], self.groups[a].reads, a)
+        self._push_siblings(heap, siblings, key, self.groups[a].reads, a)
         current = a
         while heap:
             b = heapq.heappop(heap)
@@ -410,22 +418,26 @@ class _Partition:
             current = b
             self.counts.groups_examined += 1
             ga, gb = self.groups[a], self.groups.get(b)
-            if gb is None or gb.key() != ga.key() or not (ga.reads.keys() & gb.reads.keys()):
+            if gb is None or gb.key() != key or not (ga.reads.keys() & gb.reads.keys()):
                 continue
-            before = set(ga.reads)
+            before, taken = set(ga.reads), list(gb.reads)
             if self.merge(a, b):
                 merged = True
-                ga = self.groups[a]
-                self._push_siblings(heap, ga, [o for o in ga.reads if o not in before], current)
+                for o in taken:
+                    siblings[(key, o)].discard(b)
+                added = [o for o in self.groups[a].reads if o not in before]
+                for o in added:
+                    siblings.setdefault((key, o), set()).add(a)
+                self._push_siblings(heap, siblings, key, added, current)
         return merged
 
-    def _push_siblings(self, heap: list[int], group: _Group, reads: Iterable[Node], after: int) -> None:
-        key = group.key()
+    def _push_siblings(self, heap: list[int], siblings: dict[tuple, set[int]], key: tuple, reads: Iterable[Node],
+                       after: int) -> None:
         for o in reads:
-            for r in self.readers.get(o, ()):
+            for gid in siblings.get((key, o), ()):
                 self.counts.groups_examined += 1
-                if r.gid > after and r is not group and r.key() == key:
-                    heapq.heappush(heap, r.gid)
+                if gid > after:
+                    heapq.heappush(heap, gid)
 
     # -- result ---------------------------------------------------------------------------------
     def regions(self) -> tuple[Region, ...]:
