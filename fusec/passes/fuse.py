@@ -6,20 +6,24 @@ that starts from one group per non-source node and merges:
 
 1. vertical: a producer's group into its consumer's group (prologues into reductions, epilogues
    that broadcast reduced values back over the row, pointwise chains);
-2. recompute: an intermediate that one region writes and others read is instead recomputed in
-   each reader when its producer cone is pointwise and cheap (``policy.should_recompute``);
+2. recompute (``recompute.py``): an intermediate that one region writes and others read is instead
+   recomputed in each reader when its producer cone is pointwise and cheap (``policy.should_recompute``);
 3. horizontal: groups with the same iteration space that read a common input (``x.sum(0)`` and
    ``x.max(0)`` read ``x`` once).
 
-The result is the same graph with ``regions`` (in an order that respects dependencies) and ``refusals``
-(one per pair of kernels that stayed apart, naming the nodes as the result prints them).
+The three steps repeat (at most 8 rounds) until nothing changes. The result is the same graph with
+``regions`` (in an order that respects dependencies) and ``refusals``: each refused merge is recorded as
+data (the two groups' last nodes and a ``legality`` reason), and one refusal per pair of kernels that stayed
+apart is printed at the end, naming the nodes as the result prints them.
 
 Every step costs time in proportion to what it changes, not to the graph: each group carries its
 iteration space (:class:`fusec.ir.space_state.SpaceState`, updated as groups merge), the arrays it reads
 from outside (at most the budget's 32) and the nodes it owns that others read; each node knows its owner,
 the groups holding it and the groups reading it; the graph of groups is kept in a topological order
 (:mod:`group_order`) so a cycle check searches only between the two groups; horizontal candidates come
-from the readers of a group's inputs. :class:`PartitionCounts` counts the work, for tests that bound it.
+from an index by (iteration space, array read). The space of a pair of groups is reused while neither
+changes, and a refusal is repeated without checks while nothing changed at all (the sweeps try every edge
+again each round). :class:`PartitionCounts` counts the work, for tests that bound it.
 """
 
 from __future__ import annotations
@@ -32,12 +36,13 @@ from dataclasses import dataclass, field
 from fusec.ir.axis_slots import AxisSlots, SpaceCounts
 from fusec.ir.graph import Graph, Node, rewrite
 from fusec.ir.ops import Kind
-from fusec.ir.region import Refusal, Region, make_regions
+from fusec.ir.region import Region, make_regions
 from fusec.ir.space_state import SpaceState
-from fusec.passes import legality, policy
+from fusec.passes import legality
 from fusec.passes.canonicalize import keepdims_form, reduce_over_nothing, size_of_input
 from fusec.passes.group_order import GroupOrder
 from fusec.passes.manager import register
+from fusec.passes.recompute import Recomputation
 
 
 def _fusion_form(node: Node) -> Node:
@@ -51,10 +56,6 @@ def _fusion_form(node: Node) -> Node:
     return keepdims_form(node) or node
 
 
-def _is_array(node: Node) -> bool:
-    return node.op not in ("const", "size")
-
-
 @dataclass
 class PartitionCounts:
     """Work done by one partition (doubling a graph should about double each count)."""
@@ -66,7 +67,7 @@ class PartitionCounts:
     space: SpaceCounts = field(default_factory=SpaceCounts)
 
 
-class _Group:
+class Group:
     """One group: its space, members, the arrays it reads from outside, the nodes it owns that others read."""
 
     __slots__ = ("gid", "state", "members_at", "reads", "exported", "first", "last")
@@ -89,18 +90,7 @@ class _Group:
         return self.state.shape, tuple(sorted(self.state.reduced))
 
 
-def _reads_of(nodes: Iterable[Node], inside: set[Node], order: dict[Node, int]) -> dict[Node, tuple]:
-    reads: dict[Node, tuple] = {}
-    for n in nodes:
-        for i, o in enumerate(n.operands):
-            if o not in inside and _is_array(o):
-                key = (order[n], i)
-                if o not in reads or key < reads[o]:
-                    reads[o] = key
-    return reads
-
-
-class _Partition:
+class _Partition(Recomputation):
     """Groups of nodes (a node may sit in several groups when it is recomputed) and their bookkeeping."""
 
     def __init__(self, graph: Graph, counts: PartitionCounts):
@@ -110,10 +100,10 @@ class _Partition:
         self.slots = AxisSlots(graph.nodes, self.users, counts.space)
         self.order = self.slots.order
         self.returned = set(graph.outputs)
-        self.groups: dict[int, _Group] = {}
-        self.owner: dict[Node, _Group] = {}  # the group that computes and (if needed) writes a node
-        self.holders: dict[Node, set[_Group]] = {}
-        self.readers: dict[Node, set[_Group]] = {}  # array -> groups reading it from outside
+        self.groups: dict[int, Group] = {}
+        self.owner: dict[Node, Group] = {}  # the group that computes and (if needed) writes a node
+        self.holders: dict[Node, set[Group]] = {}
+        self.readers: dict[Node, set[Group]] = {}  # array -> groups reading it from outside
         self.refusals: dict[tuple[Node, Node], legality.Reason] = {}
         self.trials: dict[tuple[int, int], tuple[tuple[int, int], object]] = {}  # last space tried per pair
         self.epoch = 0  # counts changes to any group: a refusal repeats while neither group nor the epoch changed
@@ -127,7 +117,7 @@ class _Partition:
             for i, o in enumerate(node.operands):
                 if o not in reads and o.op != "const" and o.op != "size":
                     reads[o] = (pos, i)
-            group = _Group(gid, SpaceState.single(self.slots, node), legality.Members((node,)), reads, pos, pos)
+            group = Group(gid, SpaceState.single(self.slots, node), legality.Members((node,)), reads, pos, pos)
             self.groups[gid] = self.owner[node] = group
             self.holders[node] = {group}
             for o in group.reads:
@@ -164,7 +154,7 @@ class _Partition:
         reads = self.groups[succ].reads
         return max((o for o in reads if self.owner.get(o) is owner), key=reads.__getitem__)
 
-    def _set_reads(self, group: _Group, reads: dict[Node, tuple]) -> None:
+    def _set_reads(self, group: Group, reads: dict[Node, tuple]) -> None:
         """Replace ``group``'s reads, keeping readers and the owners' exported nodes up to date."""
         old = group.reads
         group.reads = reads
@@ -175,7 +165,7 @@ class _Partition:
             self.readers.setdefault(o, set()).add(group)
             self._update_exported(o)
 
-    def _written(self, exclude: tuple[_Group, ...]) -> list[Node]:
+    def _written(self, exclude: tuple[Group, ...]) -> list[Node]:
         """Nodes owned by ``exclude`` that a kernel replacing them must write: returned, or read by
         another group (topological order)."""
         returned, readers, gone = self.returned, self.readers, set(exclude)
@@ -184,11 +174,11 @@ class _Partition:
         return out
 
     # -- merges ---------------------------------------------------------------------------------
-    def _refuse(self, a: _Group, b: _Group, reason: legality.Reason) -> None:
+    def _refuse(self, a: Group, b: Group, reason: legality.Reason) -> None:
         key = (self.slots.nodes[a.last], self.slots.nodes[b.last])  # each group's last node
         self.refusals[key] = reason
 
-    def _union_reads(self, groups: tuple[_Group, ...], inside: SpaceState | object) -> dict[Node, tuple]:
+    def _union_reads(self, groups: tuple[Group, ...], inside: SpaceState | object) -> dict[Node, tuple]:
         reads: dict[Node, tuple] = {}
         contains = inside.contains  # type: ignore[attr-defined]
         for g in groups:
@@ -280,109 +270,6 @@ class _Partition:
                 if o in owner and owner[o] is not owner[u]:
                     changed |= self.merge(owner[u].gid, owner[o].gid)
         return changed
-
-    # -- recomputation --------------------------------------------------------------------------
-    def recompute(self, views_only: bool = False) -> bool:
-        """Recompute cheap pointwise producers in the groups that read them (``views_only``: layout
-        views alone, whatever the policy says, as the unfused partition does)."""
-        changed = False
-        for n in self.graph.nodes:
-            group = self.owner.get(n)
-            if group is None or n in self.returned or (views_only and n.kind is not Kind.LAYOUT):
-                continue
-            readers = sorted(self.readers.get(n, ()), key=lambda g: g.gid)
-            if not readers:
-                continue
-            cone = self._cone(n, group, views_only)
-            if cone is None:
-                continue
-            trials = []
-            for g in readers:
-                trial = g.state.union(SpaceState.build(self.slots, cone, evaluate=False))
-                reads = self._union_reads((g,), trial)
-                for o, key in _reads_of(cone, set(cone), self.order).items():
-                    if not trial.contains(o) and (o not in reads or key < reads[o]):
-                        reads[o] = key
-                reason = legality.kernel_reason(trial, lambda g=g: g.members_at, self.slots,
-                                                self._written((g,)), len(reads))
-                if reason is not None:
-                    break
-                trials.append((g, trial, reads))
-            else:
-                self.epoch += 1
-                for g, trial, reads in trials:
-                    self._add_cone(g, trial.commit(), cone, reads)
-                # the owner keeps computing n only if something of its own still reads it
-                if not any(u in group.members for u in self.users[n]):
-                    self._drop_unused(group, cone)
-                changed = True
-        if self.order_stale:
-            self.order_stale = False
-            self.positions.reorder(self.groups, self._successors)
-        return changed
-
-    def _cone(self, n: Node, group: _Group, views_only: bool) -> list[Node] | None:
-        """``n`` and what it reads inside ``group`` (``views_only``: through layout views only), or None
-        when the policy would not recompute it (found without collecting all of a large cone)."""
-        inside = group.members
-        cone: set[Node] = set()
-        stack = [n]
-        while stack:
-            m = stack.pop()
-            if m in cone or m not in inside or (views_only and m.kind is not Kind.LAYOUT):
-                continue
-            cone.add(m)
-            if not views_only and policy.rules_out_recompute(cone):
-                return None
-            stack.extend(m.operands)
-        return sorted(cone, key=self.order.__getitem__)
-
-    def _add_cone(self, g: _Group, state: SpaceState, cone: list[Node], reads: dict[Node, tuple]) -> None:
-        g.state = state
-        for m in cone:
-            self.holders[m].add(g)
-        self._set_reads(g, reads)
-        g.members_at = legality.Members(g.members_at, tuple(cone))
-        g.first = min(g.first, self.order[cone[0]])
-        self._check_edges_into(g, reads)
-
-    def _check_edges_into(self, g: _Group, reads: Iterable[Node]) -> None:
-        for o in reads:
-            src = self.owner.get(o)
-            if src is not None and src is not g and not self.positions.edge_fits(src.gid, g.gid):
-                self.order_stale = True
-
-    def _drop_unused(self, group: _Group, cone: list[Node]) -> None:
-        keep = set(group.members)
-        for m in reversed(cone):
-            used = m in self.returned or any(u in keep for u in self.users[m] if u is not m)
-            if not used:
-                keep.discard(m)
-        dropped = group.members - keep
-        for m in dropped:
-            self.holders[m].discard(group)
-        if not keep:
-            self._set_reads(group, {})
-            del self.groups[group.gid]
-            self.positions.remove(group.gid)
-        else:
-            ordered = sorted(keep, key=self.order.__getitem__)
-            state = SpaceState.build(self.slots, ordered)
-            if not state.legal:
-                raise Refusal("a group left without a recomputed producer has no iteration space")
-            group.state = state
-            group.members_at = legality.Members(tuple(ordered))
-            group.first, group.last = self.order[ordered[0]], self.order[ordered[-1]]
-            self._set_reads(group, _reads_of(ordered, keep, self.order))
-        for m in cone:
-            if self.owner[m] is group and m not in keep:
-                new = min(self.holders[m], key=lambda g: g.gid)
-                self.owner[m] = new
-                group.exported.discard(m)
-                self._update_exported(m)
-                for r in self.readers.get(m, ()):
-                    if not self.positions.edge_fits(new.gid, r.gid):
-                        self.order_stale = True
 
     # -- horizontal -----------------------------------------------------------------------------
     def horizontal(self) -> bool:
