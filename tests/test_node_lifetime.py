@@ -3,8 +3,8 @@
 Nodes are interned in ``fusec.ir.graph._INTERN``, a weak table: a node lives while something refers to it.
 Building, tracing, planning, explaining and running ``fusec.fuse`` functions (CPU only: ArraySpec arguments
 and NumPy arrays, which run the NumPy backend), then dropping every ``Fused`` object and plan, must leave no
-node they created in the table: no module-level cache may keep one (the verifier's memory of well-formed
-nodes is weak, canonicalize's operand order and fusion's bookkeeping live for one call).
+node they created in the table: no module-level cache may keep one (the verifier remembers node signatures,
+not nodes; canonicalize's operand order and fusion's bookkeeping live for one call).
 """
 
 from __future__ import annotations

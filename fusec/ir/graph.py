@@ -32,7 +32,7 @@ _INTERN: weakref.WeakValueDictionary[tuple, Node] = weakref.WeakValueDictionary(
 _INTERN_LOCK = threading.Lock()
 
 
-def _attr_key(value: Any) -> Any:
+def attr_key(value: Any) -> Any:
     """A hashable key that tells -0.0 from 0.0 and a NaN with its sign bit set from one without (copysign
     and signbit tell them apart: 0/0 is -nan on x86), and makes NaNs of the same sign equal."""
     if isinstance(value, float):
@@ -42,7 +42,7 @@ def _attr_key(value: Any) -> Any:
     if isinstance(value, bool):
         return ("b", value)
     if isinstance(value, (list, tuple)):
-        return tuple(_attr_key(v) for v in value)
+        return tuple(attr_key(v) for v in value)
     return value
 
 
@@ -112,7 +112,7 @@ def make_node(op: str, operands: Iterable[Node] = (), attrs: Mapping[str, Any] |
 def _intern(op: str, dtype: np.dtype, shape: Shape, operands: tuple[Node, ...],
             attrs: tuple[tuple[str, Any], ...], loc: str | None) -> Node:
     """The node with these fields, found or made (the fields already checked and normalized)."""
-    key = (op, dtype, shape, operands, tuple((k, _attr_key(v)) for k, v in attrs))
+    key = (op, dtype, shape, operands, tuple((k, attr_key(v)) for k, v in attrs))
     with _INTERN_LOCK:
         node = _INTERN.get(key)
         if node is None:

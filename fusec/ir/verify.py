@@ -17,16 +17,16 @@ Checks:
   inputs and outputs are what ``make_regions`` gives; the graph of regions is acyclic and the
   regions are listed in an order where each reads only what earlier ones (or the top level) made.
 
-A node never changes, so one found well formed is remembered (weakly) and not checked again: the
-verifier after each pass only looks at the nodes the pass built. Text names are computed only when
-there is a problem to report, or regions to check.
+A node's own checks depend only on its signature (op, dtype, shape, attributes, its operands' dtypes
+and shapes), so their result is remembered per signature: a pass that rebuilds nodes over new operands
+of the same types costs the verifier a lookup each. Text names are computed only when there is a
+problem to report, or regions to check.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -34,7 +34,7 @@ import networkx as nx
 
 from fusec.errors import FusecError, VerifyError
 from fusec.ir import dtypes
-from fusec.ir.graph import Graph, Node
+from fusec.ir.graph import Graph, Node, attr_key
 from fusec.ir.infer import infer
 from fusec.ir.ops import OPS, Kind
 from fusec.ir.region import Region, make_regions
@@ -42,7 +42,8 @@ from fusec.ir.text import REGION_KINDS, _global, _layout
 
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 _GIVEN_DTYPE = ("input", "const", "size", "cast")
-_WELL_FORMED: weakref.WeakSet[Node] = weakref.WeakSet()  # nodes whose own checks found nothing
+_PROBLEMS: dict[tuple, tuple[str, ...]] = {}  # a node signature -> the problems of such a node
+_PROBLEMS_KEPT = 1 << 16
 
 
 class _Names(Mapping[Node, str]):
@@ -77,11 +78,8 @@ def verify(graph: Graph) -> None:
     names = _Names(graph)
     problems: list[str] = []
     for node in graph.nodes:
-        if node in _WELL_FORMED:
-            continue
         found = _node_problems(node)
         if not found:
-            _WELL_FORMED.add(node)
             continue
         label = f"{names[node]} ({node.op}{', at ' + node.loc if node.loc else ''})"
         problems += [f"{label}: {p}" for p in found]
@@ -110,7 +108,22 @@ def _same_scalar(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _node_problems(node: Node) -> list[str]:
+def _node_problems(node: Node) -> tuple[str, ...]:
+    """The problems of ``node`` on its own (remembered per signature: they depend on nothing else)."""
+    try:
+        key = (node.op, node.dtype, tuple(node.shape), tuple((k, attr_key(v)) for k, v in node.attrs),
+               tuple((o.dtype, tuple(o.shape)) for o in node.operands))
+        found = _PROBLEMS.get(key)
+    except TypeError:  # an unhashable attribute (only a forged node has one)
+        return tuple(_check_node(node))
+    if found is None:
+        if len(_PROBLEMS) >= _PROBLEMS_KEPT:
+            _PROBLEMS.clear()
+        found = _PROBLEMS[key] = tuple(_check_node(node))
+    return found
+
+
+def _check_node(node: Node) -> list[str]:
     op = OPS.get(node.op)
     if op is None:
         return ["unknown op"]

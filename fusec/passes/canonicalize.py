@@ -36,6 +36,11 @@ def _keep_if_int(node: Node, x: Node) -> Node | None:
     return _keep(node, x) if _is_int(node) else None
 
 
+@functools.lru_cache(maxsize=64)
+def _dtype_name(dt: np.dtype) -> str:
+    return str(dt)
+
+
 class _OperandOrder:
     """The canonical order of a commutative op's operands, with memos that live for one canonicalize call.
 
@@ -66,7 +71,7 @@ class _OperandOrder:
                 operand_heads = [heads[o] for o in n.operands]
                 constant = n.op == "const" or (n.kind is not Kind.SOURCE and bool(operand_heads)
                                                and all(h[0] for h in operand_heads))
-                heads[n] = (constant, n.op, str(n.dtype), n.shape, repr(n.attrs))
+                heads[n] = (constant, n.op, _dtype_name(n.dtype), n.shape, repr(n.attrs))
         return heads[node]
 
     def compare(self, a: Node, b: Node) -> int:
