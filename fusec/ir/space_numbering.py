@@ -51,6 +51,8 @@ class Numbering:
     ``clash``, ``unit_clashes``, ``touched``, ``free``, ``small``, ``reduce_maps`` and the methods ``find``,
     ``_info``, ``_roots`` and ``_members``."""
 
+    __slots__ = ()
+
     def _claim(self, claim: range, values: dict[int, int]) -> int | None:
         """Give the class of slot i of ``claim`` region axis i; a class that gets two numbers is returned,
         unless all its slots have extent 1: there region_space ignores the clash, and the numbers it leaves

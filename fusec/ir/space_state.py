@@ -40,6 +40,9 @@ class SpaceState:
     docstring). Built by :meth:`build`, combined by :meth:`union`; read by :meth:`final_map` and
     :meth:`region_space`."""
 
+    __slots__ = ("slots", "serial", "version", "members", "parent", "info", "roots", "reductions", "phase", "seed",
+                 "shape", "reduced", "values", "reduce_maps", "oracle", "legal", "free", "maps")
+
     def __init__(self, slots: AxisSlots):
         self.slots = slots
         self.serial = next(_SERIALS)  # with ``version``, names this state's contents (a cache key)
@@ -157,6 +160,10 @@ class _Trial(Numbering):
     """A space being computed: an overlay on ``base`` (the larger group's state) holding the smaller
     group's classes and the links between them, evaluated, then committed into ``base`` or dropped."""
 
+    __slots__ = ("base", "slots", "counts", "parent", "info", "dead", "born", "added", "added_set", "phase",
+                 "values", "reduce_maps", "oracle", "legal", "roots", "free", "maps", "fast", "small", "seed",
+                 "shape", "reduced", "reductions", "own", "touched", "clash", "unit_clashes", "start")
+
     def __init__(self, base: SpaceState, slots: AxisSlots, nodes: list[Node] | None = None, *,
                  small: SpaceState | None = None, seed: Node | None = None):
         self.base, self.slots, self.counts = base, slots, slots.counts
@@ -175,6 +182,11 @@ class _Trial(Numbering):
         self.free: list[Node] | None = None
         self.maps: dict[Node, AxisMap] = {}
         self.fast = False
+        self.own: dict[int, int] = {}  # class numbers the fast path changed or added
+        self.touched: list[int] = []  # classes the fast path changed or added
+        self.clash: int | None = None  # a class with a real slot that got two numbers
+        self.unit_clashes: list[int] = []  # classes of size-1 slots that got two numbers
+        self.start: list[Node] = []  # members whose phase may rise (operands first)
         self.small = small
         if small is None:  # from scratch over ``nodes``
             assert nodes is not None
@@ -202,10 +214,6 @@ class _Trial(Numbering):
             # the base's numbers stay and are carried through the unions; only touched classes are checked
             self.fast = (base.free == [] and base.seed is seed and base.oracle is None and base.legal
                          and (base.shape, base.reduced) == (self.shape, self.reduced))
-            self.own: dict[int, int] = {}
-            self.touched: list[int] = []
-            self.clash: int | None = None  # a class with a real slot that got two numbers
-            self.unit_clashes: list[int] = []  # classes of size-1 slots that got two numbers
             self._insert(small)
 
     # -- the overlaid union-find ----------------------------------------------------------------------
