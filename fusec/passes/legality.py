@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from fusec.ir.axis_slots import AxisSlots
 from fusec.ir.graph import Node
@@ -106,15 +107,17 @@ def written_once(m: AxisMap, shape: tuple[int, ...], reduced_axes: tuple) -> boo
     return kept <= placed and not placed & reduced
 
 
-class SpaceView:
-    """What the checks read of a candidate space (a :class:`fusec.ir.space_state` trial)."""
+class SpaceView(Protocol):
+    """What the checks read of a candidate space (a :mod:`fusec.ir.space_state` trial)."""
 
     legal: bool
     shape: tuple[int, ...]
     reduced: tuple
     reductions: list[Node]
-    final_map: Callable[[Node], AxisMap]
-    max_reduction_phase: Callable[[], int]
+
+    def final_map(self, n: Node) -> AxisMap: ...
+
+    def max_reduction_phase(self) -> int: ...
 
 
 def kernel_reason(space: SpaceView, members: Callable[[], Members], slots: AxisSlots,

@@ -37,7 +37,10 @@ def reads_of(nodes: Iterable[Node], inside: set[Node], order: dict[Node, int]) -
 
 
 class Recomputation:
-    """The recomputation step of the partition (see the module docstring)."""
+    """The recomputation step of the partition (see the module docstring). The partition mixing it in
+    provides ``graph``, ``users``, ``slots``, ``order``, ``returned``, ``groups``, ``owner``, ``holders``,
+    ``readers``, ``positions``, ``epoch``, ``order_stale`` and the methods ``_union_reads``, ``_written``,
+    ``_set_reads``, ``_update_exported`` and ``_successors``."""
 
     def recompute(self, views_only: bool = False) -> bool:
         """Recompute cheap pointwise producers in the groups that read them (``views_only``: layout
