@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
-from fusec.ir.region import Refusal
+from fusec.ir.region import Refusal, region_space
 from fusec.ir.space_state import SpaceState
 from fusec.passes import legality, policy
 
@@ -128,7 +128,8 @@ class Recomputation:
         else:
             ordered = sorted(keep, key=self.order.__getitem__)
             state = SpaceState.build(self.slots, ordered)
-            if not state.legal:
+            if not state.legal:  # region_space raises here, as it always did (never seen)
+                region_space(ordered)
                 raise Refusal("a group left without a recomputed producer has no iteration space")
             group.state = state
             group.members_at = legality.Members(tuple(ordered))
