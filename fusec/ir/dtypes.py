@@ -60,15 +60,6 @@ def is_bool(dt: np.dtype) -> bool:
     return dt.kind == "b"
 
 
-def is_int(dt: np.dtype) -> bool:
-    """Signed or unsigned integer (not bool)."""
-    return dt.kind in "iu"
-
-
-def is_unsigned(dt: np.dtype) -> bool:
-    return dt.kind == "u"
-
-
 def is_float(dt: np.dtype) -> bool:
     return dt.kind == "f"
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from fusec.ir import dtypes
@@ -33,7 +32,7 @@ _INTERN: weakref.WeakValueDictionary[tuple, Node] = weakref.WeakValueDictionary(
 _INTERN_LOCK = threading.Lock()
 
 
-def _attr_key(value: Any) -> Any:
+def attr_key(value: Any) -> Any:
     """A hashable key that tells -0.0 from 0.0 and a NaN with its sign bit set from one without (copysign
     and signbit tell them apart: 0/0 is -nan on x86), and makes NaNs of the same sign equal."""
     if isinstance(value, float):
@@ -43,7 +42,7 @@ def _attr_key(value: Any) -> Any:
     if isinstance(value, bool):
         return ("b", value)
     if isinstance(value, (list, tuple)):
-        return tuple(_attr_key(v) for v in value)
+        return tuple(attr_key(v) for v in value)
     return value
 
 
@@ -107,13 +106,19 @@ def make_node(op: str, operands: Iterable[Node] = (), attrs: Mapping[str, Any] |
     if op == "const":
         attrs["value"] = dtypes.scalar_constant(attrs["value"], out_dtype)
     frozen_attrs = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()))
-    key = (op, out_dtype, out_shape, operands, tuple((k, _attr_key(v)) for k, v in frozen_attrs))
+    return _intern(op, out_dtype, out_shape, operands, frozen_attrs, loc)
+
+
+def _intern(op: str, dtype: np.dtype, shape: Shape, operands: tuple[Node, ...],
+            attrs: tuple[tuple[str, Any], ...], loc: str | None) -> Node:
+    """The node with these fields, found or made (the fields already checked and normalized)."""
+    key = (op, dtype, shape, operands, tuple((k, attr_key(v)) for k, v in attrs))
     with _INTERN_LOCK:
         node = _INTERN.get(key)
         if node is None:
             node = object.__new__(Node)
-            for name, value in (("op", op), ("dtype", out_dtype), ("shape", out_shape),
-                                ("operands", operands), ("attrs", frozen_attrs), ("loc", loc)):
+            for name, value in (("op", op), ("dtype", dtype), ("shape", shape),
+                                ("operands", operands), ("attrs", attrs), ("loc", loc)):
                 object.__setattr__(node, name, value)
             _INTERN[key] = node
     return node
@@ -123,6 +128,9 @@ def with_operands(node: Node, operands: tuple[Node, ...]) -> Node:
     """``node`` rebuilt over new operands (itself when they are the same objects)."""
     if all(a is b for a, b in zip(operands, node.operands)):
         return node
+    if all(a.dtype == b.dtype and a.shape == b.shape for a, b in zip(operands, node.operands)):
+        # operands of the same types: the node's own type, already inferred and checked
+        return _intern(node.op, node.dtype, node.shape, operands, node.attrs, node.loc)
     dtype = node.dtype if node.op in ("cast", "size", "const", "input") else None
     shape = node.shape if node.op == "input" else None
     return make_node(node.op, operands, dict(node.attrs), dtype=dtype, shape=shape, loc=node.loc)
@@ -183,19 +191,6 @@ class Graph:
         return tuple(unused + order)
 
     @cached_property
-    def digraph(self) -> nx.DiGraph:
-        """The graph as a networkx DiGraph: an edge operand -> user, with the operand positions."""
-        g = nx.DiGraph()
-        for node in self.nodes:
-            g.add_node(node)
-            for i, operand in enumerate(node.operands):
-                if g.has_edge(operand, node):
-                    g.edges[operand, node]["positions"].append(i)
-                else:
-                    g.add_edge(operand, node, positions=[i])
-        return g
-
-    @cached_property
     def users(self) -> dict[Node, list[Node]]:
         """node -> the nodes that read it (each once, in topological order)."""
         users: dict[Node, list[Node]] = {n: [] for n in self.nodes}
@@ -203,12 +198,6 @@ class Graph:
             for operand in dict.fromkeys(node.operands):
                 users[operand].append(node)
         return users
-
-    def with_outputs(self, outputs: Iterable[Node]) -> Graph:
-        outputs = tuple(outputs)
-        if outputs == self.outputs and self.regions is None:
-            return self
-        return Graph(self.name, self.inputs, outputs)
 
     def __str__(self) -> str:
         from fusec.ir.text import print_graph

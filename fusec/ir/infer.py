@@ -21,15 +21,25 @@ Shape = tuple[int, ...]
 
 
 def broadcast_shapes(*shapes: Shape, what: str = "operands") -> Shape:
-    """NumPy's broadcasting of ``shapes``, with an error naming them all."""
-    try:
-        return tuple(int(d) for d in np.broadcast_shapes(*shapes))
-    except ValueError:
-        listed = " and ".join(str(tuple(s)) for s in shapes)
-        raise FusecValueError(
-            f"{what} could not be broadcast together with shapes {listed}",
-            hint="make the trailing dimensions equal or 1 (x[:, None], np.expand_dims, x.T)",
-        ) from None
+    """NumPy's broadcasting of ``shapes`` (right-aligned; each extent equal to the others or 1), with an
+    error naming them all."""
+    first = tuple(int(d) for d in shapes[0]) if shapes else ()
+    if all(s == first for s in shapes[1:]):
+        return first
+    out = [1] * max(len(s) for s in shapes)
+    for s in shapes:
+        off = len(out) - len(s)
+        for i, d in enumerate(s):
+            d, cur = int(d), out[off + i]
+            if d != cur and d != 1:
+                if cur != 1:
+                    listed = " and ".join(str(tuple(s)) for s in shapes)
+                    raise FusecValueError(
+                        f"{what} could not be broadcast together with shapes {listed}",
+                        hint="make the trailing dimensions equal or 1 (x[:, None], np.expand_dims, x.T)",
+                    )
+                out[off + i] = d
+    return tuple(out)
 
 
 def normalize_axes(axes: Any, ndim: int, *, allow_tuple: bool = True) -> tuple[int, ...]:

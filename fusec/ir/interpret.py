@@ -18,10 +18,6 @@ from fusec.ir.graph import Graph, Node
 from fusec.ir.ops import Kind
 
 
-def _cast(xp: Any, x: Any, dt: np.dtype) -> Any:
-    return x.astype(dt, copy=False) if x.dtype != dt else x
-
-
 def to_xp(xp: Any, host: np.ndarray) -> Any:
     """A C-contiguous ``xp`` copy of the NumPy array ``host``, bit for bit. ``cupy.asarray`` of a 0-d
     array goes through ``fill``, which writes +0.0 for -0.0; ``set`` copies the bytes instead."""

@@ -80,7 +80,7 @@ class RegionSpace:
         return big <= {a for a in self.maps[node] if a is not None}
 
 
-def _correspond(op_node: Node, operand: Node) -> list[tuple[int, int]]:
+def corresponding_axes(op_node: Node, operand: Node) -> list[tuple[int, int]]:
     """Pairs (user axis, operand axis) that run together, by the user's op rule."""
     op = op_node.op
     if op_node.kind is Kind.ELEMENTWISE or op == "broadcast_to":
@@ -105,14 +105,6 @@ def _correspond(op_node: Node, operand: Node) -> list[tuple[int, int]]:
 
 def _is_member(node: Node) -> bool:
     return node.kind is not Kind.SOURCE
-
-
-def _keepdims_map(r: Node, result_map: list) -> list:
-    """A reduction's operand-space map from its result map (same positions when keepdims)."""
-    if r.attr("keepdims"):
-        return list(result_map)
-    it = iter(result_map)
-    return [None if j in r.attr("axes") else next(it) for j in range(r.operands[0].ndim)]
 
 
 def region_space(nodes: Iterable[Node]) -> RegionSpace:
@@ -151,26 +143,41 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
                           f"{dst[d_axis]} and {value}")
         return False
 
+    # the links between slots, in the order propagation visits them (computed once, not once per sweep)
+    red_links = []
+    for r in reductions:  # a reduction's result map and its operand-space map go together
+        x = r.operands[0]
+        positions = range(x.ndim) if r.attr("keepdims") else [j for j in range(x.ndim) if j not in r.attr("axes")]
+        red_links.append((r, [(k, j, x.shape[j], r.shape[k]) for k, j in enumerate(positions)]))
+    links = []
+    for u in members:
+        for o in dict.fromkeys(u.operands):
+            if o not in inside:
+                continue
+            of_reduction = u in op_maps
+            pairs = [(j, j) for j in range(o.ndim)] if of_reduction else corresponding_axes(u, o)
+            user_shape = (u.operands[0] if of_reduction else u).shape
+            links.append((u, o, of_reduction, [(ku, jo, o.shape[jo], user_shape[ku]) for ku, jo in pairs]))
+
     def propagate() -> None:
         changed = True
         while changed:
             changed = False
-            for r in reductions:  # a reduction's result map and its operand-space map go together
-                res, opm, x = maps[r], op_maps[r], r.operands[0]
-                positions = range(x.ndim) if r.attr("keepdims") else \
-                    [j for j in range(x.ndim) if j not in r.attr("axes")]
-                for k, j in enumerate(positions):
-                    changed |= merge_into(opm, j, res[k], x.shape[j], r)
-                    changed |= merge_into(res, k, opm[j], r.shape[k], r)
-            for u in members:
-                for o in dict.fromkeys(u.operands):
-                    if o not in inside:
-                        continue
-                    um = op_maps[u] if u in op_maps else maps[u]
-                    pairs = [(j, j) for j in range(o.ndim)] if u in op_maps else _correspond(u, o)
-                    for ku, jo in pairs:
-                        changed |= merge_into(maps[o], jo, um[ku], o.shape[jo], o)
-                        changed |= merge_into(um, ku, maps[o][jo], (u.operands[0] if u in op_maps else u).shape[ku], u)
+            for r, pairs in red_links:
+                res, opm = maps[r], op_maps[r]
+                for k, j, x_extent, r_extent in pairs:
+                    if res[k] is not None and opm[j] != res[k]:
+                        changed |= merge_into(opm, j, res[k], x_extent, r)
+                    if opm[j] is not None and res[k] != opm[j]:
+                        changed |= merge_into(res, k, opm[j], r_extent, r)
+            for u, o, of_reduction, pairs in links:
+                um = op_maps[u] if of_reduction else maps[u]
+                om = maps[o]
+                for ku, jo, o_extent, u_extent in pairs:
+                    if um[ku] is not None and om[jo] != um[ku]:
+                        changed |= merge_into(om, jo, um[ku], o_extent, o)
+                    if om[jo] is not None and um[ku] != om[jo]:
+                        changed |= merge_into(um, ku, om[jo], u_extent, u)
 
     propagate()
     # parts of the region not connected to the seed (siblings that only share inputs, such as
@@ -203,7 +210,7 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
         for k, a in enumerate(out):
             if ext[k] != 1 and (a is None or shape[a] != ext[k]):
                 raise Refusal(f"different iteration space: {n.op} of shape {list(ext)} does not run along "
-                              f"the region's {_describe(shape, reduced)}")
+                              f"the region's {describe_space(shape, reduced)}")
         return out
 
     final = {n: validate(n, maps[n], n.shape) for n in members}
@@ -214,16 +221,16 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
         got = {m[a] for a in r.attr("axes") if m[a] is not None}
         kept = {m[a] for a in range(len(m)) if a not in r.attr("axes") and m[a] is not None}
         if got != want_set or kept & want_set:
-            raise Refusal(f"different iteration space: {r.op} reduces {_describe_axes(shape, got)} but the "
-                          f"region reduces {_describe_axes(shape, want_set)}")
+            raise Refusal(f"different iteration space: {r.op} reduces {describe_axes(shape, got)} but the "
+                          f"region reduces {describe_axes(shape, want_set)}")
     return RegionSpace(tuple(shape), tuple(sorted(reduced)), final, reduce_maps, _phases(members, inside))
 
 
-def _describe_axes(shape: tuple[int, ...], axes: set) -> str:
+def describe_axes(shape: tuple[int, ...], axes: set) -> str:
     return "axes " + ", ".join(f"{a} (of {shape[a]})" for a in sorted(axes)) if axes else "no axis"
 
 
-def _describe(shape: tuple[int, ...], reduced: tuple[int, ...]) -> str:
+def describe_space(shape: tuple[int, ...], reduced: tuple[int, ...]) -> str:
     dims = "x".join(map(str, shape)) or "scalar"
     return f"{dims} reducing {list(reduced)}" if reduced else dims
 
@@ -233,7 +240,7 @@ def operand_map(user: Node, operand: Node, space: RegionSpace) -> AxisMap:
     if user in space.reduce_maps:
         return space.reduce_maps[user]
     m: list = [None] * operand.ndim
-    for ku, jo in _correspond(user, operand):
+    for ku, jo in corresponding_axes(user, operand):
         if operand.shape[jo] != 1:
             m[jo] = space.maps[user][ku]
     return tuple(m)

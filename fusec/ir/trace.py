@@ -13,6 +13,9 @@ error naming the user's file and line.
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -25,7 +28,7 @@ from fusec.errors import (
     FusecValueError,
     TraceError,
     UnsupportedError,
-    user_location,
+    _skipped,
 )
 from fusec.ir import dtypes
 from fusec.ir.graph import Node, make_node
@@ -48,6 +51,26 @@ def reset_shape_read() -> None:
 
 def _mark_shape_read() -> None:
     _state.shape_read = True
+
+
+@functools.lru_cache(maxsize=4096)
+def _library_file(filename: str, cwd: str) -> bool:
+    """Whether ``filename`` is fusec's, NumPy's or CuPy's (``errors._skipped``), remembered per name and
+    working directory (a relative name depends on it)."""
+    return _skipped(filename)
+
+
+def user_location() -> str | None:
+    """``errors.user_location()``, for every traced node: the ``file:line`` of the innermost frame that is
+    the user's, with each file's test remembered instead of made again per frame and node."""
+    cwd = os.getcwd()
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not _library_file(filename, cwd):
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
 
 
 def _node(op: str, operands: list[Node] | tuple[Node, ...] = (), attrs: dict | None = None, **kw: Any) -> Node:

@@ -9,25 +9,32 @@ Checks:
   for its operands and attributes; a ``const`` holds a Python scalar of its dtype; an ``input`` has
   a ``name`` (an identifier) and an ``index``;
 - the graph: ``inputs`` are ``input`` nodes with distinct names and ``index`` equal to their
-  position; every ``input`` reachable from the outputs is among them; no cycle;
+  position; every ``input`` reachable from the outputs is among them (nodes cannot form a cycle: a
+  node is immutable and its operands exist before it);
 - regions (when present): known kinds, distinct names; members are nodes of the graph (never an
   ``input``) listed in ``graph.nodes`` order (so that the text form round-trips); every non-source
   node is in a region, and only elementwise, layout and source nodes are in several (recomputed);
   inputs and outputs are what ``make_regions`` gives; the graph of regions is acyclic and the
   regions are listed in an order where each reads only what earlier ones (or the top level) made.
+
+A node's own checks depend only on its signature (op, dtype, shape, attributes, its operands' dtypes
+and shapes), so their result is remembered per signature: a pass that rebuilds nodes over new operands
+of the same types costs the verifier a lookup each. Text names are computed only when there is a
+problem to report, or regions to check.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import networkx as nx
 
 from fusec.errors import FusecError, VerifyError
 from fusec.ir import dtypes
-from fusec.ir.graph import Graph, Node, topological
+from fusec.ir.graph import Graph, Node, attr_key
 from fusec.ir.infer import infer
 from fusec.ir.ops import OPS, Kind
 from fusec.ir.region import Region, make_regions
@@ -35,21 +42,51 @@ from fusec.ir.text import REGION_KINDS, _global, _layout
 
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 _GIVEN_DTYPE = ("input", "const", "size", "cast")
+_PROBLEMS: dict[tuple, tuple[str, ...]] = {}  # a node signature -> the problems of such a node
+_PROBLEMS_KEPT = 1 << 16
+
+
+class _Names(Mapping[Node, str]):
+    """The printer's names of a graph's nodes, computed on first use (with the region order problem)."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self._names: dict[Node, str] | None = None
+        self._order_problem: str | None = None
+
+    def _get(self) -> dict[Node, str]:
+        if self._names is None:
+            _, self._names, self._order_problem = _layout(self.graph)
+        return self._names
+
+    def order_problem(self) -> str | None:
+        self._get()
+        return self._order_problem
+
+    def __getitem__(self, node: Node) -> str:
+        return self._get()[node]
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
 
 
 def verify(graph: Graph) -> None:
     """Return if ``graph`` is well formed; otherwise raise one :class:`VerifyError` listing every problem."""
-    _, names, order_problem = _layout(graph)
+    names = _Names(graph)
     problems: list[str] = []
     for node in graph.nodes:
+        found = _node_problems(node)
+        if not found:
+            continue
         label = f"{names[node]} ({node.op}{', at ' + node.loc if node.loc else ''})"
-        problems += [f"{label}: {p}" for p in _node_problems(node)]
+        problems += [f"{label}: {p}" for p in found]
     problems += _input_problems(graph, names)
-    if not nx.is_directed_acyclic_graph(graph.digraph):
-        cycle = nx.find_cycle(graph.digraph)
-        problems.append("the nodes form a cycle: " + " -> ".join(names.get(a, a.op) for a, _ in cycle))
     if graph.regions is not None:
         problems += _region_problems(graph, names)
+        order_problem = names.order_problem()
         if order_problem and not any("regions form a cycle" in p for p in problems):
             problems.append(order_problem)
     if problems:
@@ -71,7 +108,22 @@ def _same_scalar(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _node_problems(node: Node) -> list[str]:
+def _node_problems(node: Node) -> tuple[str, ...]:
+    """The problems of ``node`` on its own (remembered per signature: they depend on nothing else)."""
+    try:
+        key = (node.op, node.dtype, tuple(node.shape), tuple((k, attr_key(v)) for k, v in node.attrs),
+               tuple((o.dtype, tuple(o.shape)) for o in node.operands))
+        found = _PROBLEMS.get(key)
+    except TypeError:  # an unhashable attribute (only a forged node has one)
+        return tuple(_check_node(node))
+    if found is None:
+        if len(_PROBLEMS) >= _PROBLEMS_KEPT:
+            _PROBLEMS.clear()
+        found = _PROBLEMS[key] = tuple(_check_node(node))
+    return found
+
+
+def _check_node(node: Node) -> list[str]:
     op = OPS.get(node.op)
     if op is None:
         return ["unknown op"]
@@ -109,7 +161,7 @@ def _node_problems(node: Node) -> list[str]:
     return problems
 
 
-def _input_problems(graph: Graph, names: dict[Node, str]) -> list[str]:
+def _input_problems(graph: Graph, names: Mapping[Node, str]) -> list[str]:
     problems = []
     seen: dict[object, int] = {}
     for i, node in enumerate(graph.inputs):
@@ -124,13 +176,13 @@ def _input_problems(graph: Graph, names: dict[Node, str]) -> list[str]:
             problems.append(f"{label}: name {name!r} is also argument {seen[name]}'s")
         seen.setdefault(name, i)
     arguments = set(graph.inputs)
-    for node in topological(graph.outputs):
+    for node in graph.nodes:
         if node.op == "input" and node not in arguments:
             problems.append(f"{names[node]} (input): is used but is not among the graph's inputs")
     return problems
 
 
-def _region_problems(graph: Graph, names: dict[Node, str]) -> list[str]:
+def _region_problems(graph: Graph, names: Mapping[Node, str]) -> list[str]:
     assert graph.regions is not None
     problems: list[str] = []
     index = {n: i for i, n in enumerate(graph.nodes)}
@@ -166,17 +218,16 @@ def _region_problems(graph: Graph, names: dict[Node, str]) -> list[str]:
         if node.op == "input":
             continue
         regions = member_of.get(node, [])
-        label = f"{names[node]} ({node.op})"
         if not regions and node.kind is not Kind.SOURCE:
-            problems.append(f"{label}: is in no region")
+            problems.append(f"{names[node]} ({node.op}): is in no region")
         if len(regions) > 1 and node.kind not in (Kind.ELEMENTWISE, Kind.LAYOUT, Kind.SOURCE):
             held = ", ".join(_global(r.name) for r in regions)
-            problems.append(f"{label}: is in regions {held}; only elementwise, layout and source nodes "
-                            "may be recomputed")
+            problems.append(f"{names[node]} ({node.op}): is in regions {held}; only elementwise, layout and "
+                            "source nodes may be recomputed")
     return problems + _quotient_problems(graph, names, member_of)
 
 
-def _quotient_problems(graph: Graph, names: dict[Node, str],
+def _quotient_problems(graph: Graph, names: Mapping[Node, str],
                        member_of: dict[Node, list[Region]]) -> list[str]:
     """A cycle in the graph of groups (regions, and top-level nodes on their own). A region reads a
     recomputed node that it does not hold from the first region that holds it."""

@@ -10,12 +10,15 @@ becomes ``keepdims=true`` followed by ``squeeze``), the form fusion works on.
 
 from __future__ import annotations
 
+import contextvars
+import functools
+
 import numpy as np
 
 from fusec.ir.graph import Graph, Node, make_node, rewrite
 from fusec.ir.ops import Kind
 from fusec.passes.manager import register
-from fusec.passes.patterns import P, Rule, apply_rules, const, var
+from fusec.passes.patterns import P, Rule, RuleSet, apply_rules, const, var
 
 x, y, c = var("x"), var("y"), var("c")
 
@@ -33,20 +36,83 @@ def _keep_if_int(node: Node, x: Node) -> Node | None:
     return _keep(node, x) if _is_int(node) else None
 
 
-def _structural_key(node: Node, memo: dict[Node, tuple]) -> tuple:
-    """Sort key of an operand; its first item says "constant expression" (a constant, or an op over
-    constants only that fold will turn into one), so constants stay last after folding too."""
-    key = memo.get(node)
-    if key is None:
-        operand_keys = tuple(_structural_key(o, memo) for o in node.operands)
-        constant = node.op == "const" or (node.kind is not Kind.SOURCE and bool(operand_keys)
-                                          and all(k[0] for k in operand_keys))
-        key = (constant, node.op, str(node.dtype), node.shape, repr(node.attrs), operand_keys)
-        memo[node] = key
-    return key
+@functools.lru_cache(maxsize=64)
+def _dtype_name(dt: np.dtype) -> str:
+    return str(dt)
 
 
-_KEYS: dict[Node, tuple] = {}
+class _OperandOrder:
+    """The canonical order of a commutative op's operands, with memos that live for one canonicalize call.
+
+    Operands are ordered by their *structural key* ``(constant expression, op, dtype, shape, attrs,
+    keys of its operands)``, compared as Python compares such nested tuples: the first item says
+    "constant expression" (a constant, or an op over constants only that fold will turn into one), so
+    constants stay last after folding too. The keys are never built (they would nest a whole operand cone,
+    and comparing two deep ones recurses as deep): :meth:`compare` walks both cones side by side with an
+    explicit stack, remembering each pair of nodes it has compared."""
+
+    def __init__(self) -> None:
+        self.heads: dict[Node, tuple] = {}
+        self.compared: dict[tuple[Node, Node], int] = {}
+
+    def head(self, node: Node) -> tuple:
+        """The structural key without the operands' keys (its "constant expression" flag needs them)."""
+        heads = self.heads
+        if node not in heads:
+            stack = [(node, False)]
+            while stack:
+                n, ready = stack.pop()
+                if n in heads:
+                    continue
+                if not ready:
+                    stack.append((n, True))
+                    stack.extend((o, False) for o in n.operands if o not in heads)
+                    continue
+                operand_heads = [heads[o] for o in n.operands]
+                constant = n.op == "const" or (n.kind is not Kind.SOURCE and bool(operand_heads)
+                                               and all(h[0] for h in operand_heads))
+                heads[n] = (constant, n.op, _dtype_name(n.dtype), n.shape, repr(n.attrs))
+        return heads[node]
+
+    def compare(self, a: Node, b: Node) -> int:
+        """-1, 0 or 1 as the structural key of ``a`` is smaller than, equal to or greater than ``b``'s."""
+        compared = self.compared
+        stack = [[a, b, 0, False]]  # (x, y, next operand to compare, entered)
+        last = 0
+        while stack:
+            frame = stack[-1]
+            x, y = frame[0], frame[1]
+            if not frame[3]:
+                frame[3] = True
+                if x is y:
+                    stack.pop()
+                    last = 0
+                    continue
+                known = compared.get((x, y))
+                if known is not None:
+                    stack.pop()
+                    last = known
+                    continue
+                hx, hy = self.head(x), self.head(y)
+                if hx != hy:
+                    last = compared[(x, y)] = -1 if hx < hy else 1
+                    stack.pop()
+                    continue
+            elif last != 0:  # an operand pair differed: so do x and y
+                compared[(x, y)] = last
+                stack.pop()
+                continue
+            i = frame[2]
+            if i < min(len(x.operands), len(y.operands)):
+                frame[2] = i + 1
+                stack.append([x.operands[i], y.operands[i], 0, False])
+                continue
+            last = compared[(x, y)] = (len(x.operands) > len(y.operands)) - (len(x.operands) < len(y.operands))
+            stack.pop()
+        return last
+
+
+_ORDER: contextvars.ContextVar[_OperandOrder | None] = contextvars.ContextVar("fusec_operand_order", default=None)
 
 
 # NumPy's float maximum/minimum/fmax/fmin pick an operand by position when both are zeros
@@ -59,11 +125,12 @@ def _sorted_operands(node: Node) -> Node | None:
         return None
     if node.op in _ORDER_SENSITIVE_FLOAT and node.dtype.kind == "f":
         return None
-    keys = [_structural_key(o, _KEYS) for o in node.operands]
-    if keys == sorted(keys):
+    by_key = _ORDER.get() or _OperandOrder()
+    ops = node.operands
+    if all(by_key.compare(ops[i], ops[i + 1]) <= 0 for i in range(len(ops) - 1)):
         return None
-    order = sorted(range(len(keys)), key=keys.__getitem__)
-    return make_node(node.op, [node.operands[i] for i in order], dict(node.attrs), loc=node.loc)
+    order = sorted(range(len(ops)), key=functools.cmp_to_key(lambda i, j: by_key.compare(ops[i], ops[j])))
+    return make_node(node.op, [ops[i] for i in order], dict(node.attrs), loc=node.loc)
 
 
 def keepdims_form(node: Node) -> Node | None:
@@ -210,15 +277,22 @@ RULES: list[Rule] = [
 ]
 
 
+_RULES = RuleSet(RULES)
+
+
 def _simplify(node: Node) -> Node:
-    return apply_rules(RULES, node)
+    return apply_rules(_RULES, node)
 
 
 @register("canonicalize", "exact local simplifications, canonical operand order, reductions in keepdims form")
 def canonicalize(graph: Graph) -> Graph:
-    for _ in range(8):
-        new = rewrite(graph, _simplify)
-        if new is graph:
-            return graph
-        graph = new
-    return graph
+    token = _ORDER.set(_OperandOrder())
+    try:
+        for _ in range(8):
+            new = rewrite(graph, _simplify)
+            if new is graph:
+                return graph
+            graph = new
+        return graph
+    finally:
+        _ORDER.reset(token)

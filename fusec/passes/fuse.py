@@ -1,36 +1,48 @@
 """fuse: partition a graph into regions, each one kernel with one iteration space.
 
-Legality is decided here and in ``fusec/ir/region.py`` (the iteration space); whether a legal merge is
-worth it, in ``policy.py``.
-The partitioner starts from one group per non-source node and merges greedily:
+Whether groups may share a kernel is ``legality.py``'s question (with ``fusec/ir/region.py`` for the
+iteration space); whether a legal merge is worth it, ``policy.py``'s. This module is the greedy driver
+that starts from one group per non-source node and merges:
 
 1. vertical: a producer's group into its consumer's group (prologues into reductions, epilogues
    that broadcast reduced values back over the row, pointwise chains);
-2. recompute: an intermediate that one region writes and others read is instead recomputed in
-   each reader when its producer cone is pointwise and cheap (``policy.should_recompute``);
+2. recompute (``recompute.py``): an intermediate that one region writes and others read is instead
+   recomputed in each reader when its producer cone is pointwise and cheap (``policy.should_recompute``);
 3. horizontal: groups with the same iteration space that read a common input (``x.sum(0)`` and
    ``x.max(0)`` read ``x`` once).
 
-A merge is refused, with a reason kept for ``explain``, when the nodes have no common iteration
-space, when it would create a cycle between kernels (checked with networkx on the graph of
-groups), when an output could not be written once per element, or when the policy's budget says
-no. The result is the same graph with ``regions`` (in an order that respects dependencies) and
-``refusals``.
+The three steps repeat (at most 8 rounds) until nothing changes. The result is the same graph with
+``regions`` (in an order that respects dependencies) and ``refusals``: each refused merge is recorded as
+data (the two groups' last nodes and a ``legality`` reason), and one refusal per pair of kernels that stayed
+apart is printed at the end, naming the nodes as the result prints them.
+
+Every step costs time in proportion to what it changes, not to the graph: each group carries its
+iteration space (:class:`fusec.ir.space_state.SpaceState`, updated as groups merge), the arrays it reads
+from outside (at most the budget's 32) and the nodes it owns that others read; each node knows its owner,
+the groups holding it and the groups reading it; the graph of groups is kept in a topological order
+(:mod:`group_order`) so a cycle check searches only between the two groups; horizontal candidates come
+from an index by (iteration space, array read). The space of a pair of groups is reused while neither
+changes, and a refusal is repeated without checks while nothing changed at all (the sweeps try every edge
+again each round). :class:`PartitionCounts` counts the work, for tests that bound it.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+import heapq
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
-import networkx as nx
-
+from fusec.ir.axis_slots import AxisSlots, SpaceCounts
 from fusec.ir.graph import Graph, Node, rewrite
 from fusec.ir.ops import Kind
-from fusec.ir.region import Refusal, Region, RegionSpace, make_regions, region_space
-from fusec.passes import policy
+from fusec.ir.region import Region, make_regions
+from fusec.ir.space_state import SpaceState
+from fusec.passes import legality
 from fusec.passes.canonicalize import keepdims_form, reduce_over_nothing, size_of_input
+from fusec.passes.group_order import GroupOrder
 from fusec.passes.manager import register
+from fusec.passes.recompute import Recomputation
 
 
 def _fusion_form(node: Node) -> Node:
@@ -45,230 +57,309 @@ def _fusion_form(node: Node) -> Node:
 
 
 @dataclass
-class _Group:
-    nodes: list[Node]  # topological order
-    space: RegionSpace
+class PartitionCounts:
+    """Work done by one partition (doubling a graph should about double each count)."""
+
+    merges_tried: int = 0
+    merges: int = 0
+    groups_examined: int = 0  # horizontal candidates and readers looked at
+    steps: Counter = field(default_factory=Counter)  # cycle_steps (group edges searched), reorders, ...
+    space: SpaceCounts = field(default_factory=SpaceCounts)
 
 
-class _Partition:
-    """Groups of nodes (a node may sit in several groups when it is recomputed)."""
+class Group:
+    """One group: its space, members, the arrays it reads from outside, the nodes it owns that others read."""
 
-    def __init__(self, graph: Graph):
+    __slots__ = ("gid", "state", "members_at", "reads", "exported", "first", "last")
+
+    def __init__(self, gid: int, state: SpaceState, members_at: legality.Members, reads: dict[Node, tuple],
+                 first: int, last: int):
+        self.gid = gid
+        self.state = state
+        self.members_at = members_at  # the members, for a refusal's text
+        self.reads = reads  # array read from outside -> (position of its first reader, operand index)
+        self.exported: set[Node] = set()  # owned nodes that are returned or read by other groups
+        self.first, self.last = first, last  # smallest and largest member position
+
+    @property
+    def members(self) -> set[Node]:
+        return self.state.members
+
+    def key(self) -> tuple:
+        """Groups with equal keys have the same iteration space (shape and reduced axes)."""
+        return self.state.shape, tuple(sorted(self.state.reduced))
+
+
+class _Partition(Recomputation):
+    """Groups of nodes (a node may sit in several groups when it is recomputed) and their bookkeeping."""
+
+    def __init__(self, graph: Graph, counts: PartitionCounts):
         self.graph = graph
-        self.order = {n: i for i, n in enumerate(graph.nodes)}
-        self.names = _node_names(graph)
+        self.counts = counts
+        self.users = graph.users
+        self.slots = AxisSlots(graph.nodes, self.users, counts.space)
+        self.order = self.slots.order
         self.returned = set(graph.outputs)
-        self.groups: dict[int, _Group] = {}
-        self.owner: dict[Node, int] = {}  # the group that computes and (if needed) writes a node
-        self.refusals: dict[tuple, str] = {}
+        self.groups: dict[int, Group] = {}
+        self.owner: dict[Node, Group] = {}  # the group that computes and (if needed) writes a node
+        self.holders: dict[Node, set[Group]] = {}
+        self.readers: dict[Node, set[Group]] = {}  # array -> groups reading it from outside
+        self.refusals: dict[tuple[Node, Node], legality.Reason] = {}
+        self.trials: dict[tuple[int, int], tuple[tuple[int, int], object]] = {}  # last space tried per pair
+        self.epoch = 0  # counts changes to any group: a refusal repeats while neither group nor the epoch changed
+        self.last_refusal: dict[tuple[int, int], tuple[tuple, legality.Reason]] = {}
         for node in graph.nodes:
             if node.kind is Kind.SOURCE:
                 continue
             gid = len(self.groups)
-            self.groups[gid] = _Group([node], region_space([node]))
-            self.owner[node] = gid
+            pos = self.order[node]
+            reads: dict[Node, tuple] = {}
+            for i, o in enumerate(node.operands):
+                if o not in reads and o.op != "const" and o.op != "size":
+                    reads[o] = (pos, i)
+            group = Group(gid, SpaceState.single(self.slots, node), legality.Members((node,)), reads, pos, pos)
+            self.groups[gid] = self.owner[node] = group
+            self.holders[node] = {group}
+            for o in group.reads:
+                self.readers.setdefault(o, set()).add(group)
+        for node in self.owner:
+            self._update_exported(node)
+        self.positions = GroupOrder(self.groups, counts.steps)
+        self.order_stale = False  # an edge of the graph of groups points backwards (after recomputation)
 
-    # -- queries --------------------------------------------------------------------------------
-    def holders(self, node: Node) -> list[int]:
-        return [g for g, grp in self.groups.items() if node in grp.nodes]
+    # -- bookkeeping ------------------------------------------------------------------------------
+    def _update_exported(self, node: Node) -> None:
+        owner = self.owner.get(node)
+        if owner is None:
+            return
+        if node in self.returned or self.readers.get(node):
+            owner.exported.add(node)
+        else:
+            owner.exported.discard(node)
 
-    def reads_outside(self, gid: int) -> list[Node]:
-        """Arrays the group reads that it does not compute (materialized nodes and inputs)."""
-        inside = set(self.groups[gid].nodes)
-        return list(dict.fromkeys(o for n in self.groups[gid].nodes for o in n.operands
-                                  if o not in inside and o.op not in ("const", "size")))
+    def _successors(self, gid: int) -> list[int]:
+        readers = self.readers
+        out = {r.gid for o in self.groups[gid].exported for r in readers.get(o, ())}
+        out.discard(gid)
+        return list(out)
 
-    def writes(self, gid: int) -> list[Node]:
-        """Nodes the group must write: returned ones it owns, and those read by groups lacking them."""
-        out = []
-        for n in self.groups[gid].nodes:
-            if self.owner.get(n) != gid:
-                continue
-            if n in self.returned or any(
-                gid2 != gid and any(n in u.operands for u in grp.nodes) and n not in grp.nodes
-                for gid2, grp in self.groups.items()
-            ):
-                out.append(n)
+    def _predecessors(self, gid: int) -> list[int]:
+        group = self.groups[gid]
+        out = {owner.gid for o in group.reads if (owner := self.owner.get(o)) is not None and owner is not group}
+        return list(out)
+
+    def _via(self, src: int, succ: int) -> Node:
+        """The node an edge src -> succ of the graph of groups stands for (the last one ``succ`` reads)."""
+        owner = self.groups[src]
+        reads = self.groups[succ].reads
+        return max((o for o in reads if self.owner.get(o) is owner), key=reads.__getitem__)
+
+    def _set_reads(self, group: Group, reads: dict[Node, tuple]) -> None:
+        """Replace ``group``'s reads, keeping readers and the owners' exported nodes up to date."""
+        old = group.reads
+        group.reads = reads
+        for o in old.keys() - reads.keys():
+            self.readers[o].discard(group)
+            self._update_exported(o)
+        for o in reads.keys() - old.keys():
+            self.readers.setdefault(o, set()).add(group)
+            self._update_exported(o)
+
+    def _written(self, exclude: tuple[Group, ...]) -> list[Node]:
+        """Nodes owned by ``exclude`` that a kernel replacing them must write: returned, or read by
+        another group (topological order)."""
+        returned, readers, gone = self.returned, self.readers, set(exclude)
+        out = [n for g in exclude for n in g.exported if n in returned or not readers[n] <= gone]
+        out.sort(key=self.order.__getitem__)
         return out
 
-    def quotient(self) -> nx.DiGraph:
-        q = nx.DiGraph()
-        q.add_nodes_from(self.groups)
-        for gid in self.groups:
-            for o in self.reads_outside(gid):
-                src = self.owner.get(o)
-                if src is not None and src != gid:
-                    q.add_edge(src, gid, via=o)
-        return q
-
-    # -- legality of a candidate set ------------------------------------------------------------
-    def check(self, nodes: list[Node], exclude: set[int]) -> RegionSpace:
-        """The space of a candidate group, or Refusal. ``exclude`` are the groups it replaces."""
-        space = region_space(nodes)
-        # every node the candidate writes must be written once per element
-        inside = set(nodes)
-        others = [grp for g, grp in self.groups.items() if g not in exclude]
-        n_written = 0
-        for n in nodes:
-            if self.owner.get(n) not in exclude:
-                continue  # computed here only as a recomputed copy; its owner writes it
-            read_elsewhere = any(n in u.operands and n not in grp.nodes for grp in others for u in grp.nodes)
-            if not (n in self.returned or read_elsewhere):
-                continue
-            n_written += 1
-            if space.reduced:
-                ok = space.covers_all_axes(n) or (space.covers_kept_axes(n) and not space.varies_along_reduction(n))
-            else:
-                ok = space.covers_all_axes(n)
-            if not ok:
-                raise Refusal(f"{self.names[n]} ({n.op}, shape {list(n.shape)}) would be written more than once "
-                              f"per element in a kernel over {list(space.shape)}")
-        n_arrays = len({o for m in nodes for o in m.operands if o not in inside and o.op not in ("const", "size")})
-        reason = policy.over_budget(nodes, space, n_arrays + n_written)  # intermediates stay in registers
-        if reason:
-            raise Refusal(reason)
-        return space
-
-    def cycle_through(self, a: int, b: int) -> str | None:
-        """A node on a path a -> ... -> b (or b -> ... -> a) through another group, if any."""
-        q = self.quotient()
-        for src, dst in ((a, b), (b, a)):
-            for succ in q.successors(src):
-                if succ in (a, b):
-                    continue
-                if nx.has_path(q, succ, dst):
-                    via = q.edges[src, succ]["via"]
-                    return self.names[via]
-        return None
-
-    def _refuse(self, a: int, b: int, reason: str) -> None:
-        key = (self.groups[a].nodes[-1], self.groups[b].nodes[-1])
-        na, nb = self.names[key[0]], self.names[key[1]]
-        self.refusals[key] = f"{na} ({key[0].op}) and {nb} ({key[1].op}) stay in separate kernels: {reason}"
-
     # -- merges ---------------------------------------------------------------------------------
+    def _refuse(self, a: Group, b: Group, reason: legality.Reason) -> None:
+        key = (self.slots.nodes[a.last], self.slots.nodes[b.last])  # each group's last node
+        self.refusals[key] = reason
+
+    def _union_reads(self, groups: tuple[Group, ...], inside: SpaceState | object) -> dict[Node, tuple]:
+        reads: dict[Node, tuple] = {}
+        contains = inside.contains  # type: ignore[attr-defined]
+        for g in groups:
+            for o, key in g.reads.items():
+                if not contains(o) and (o not in reads or key < reads[o]):
+                    reads[o] = key
+        return reads
+
+    def _space_of_union(self, sa: SpaceState, sb: SpaceState):  # -> space_state._Trial
+        """The space of two groups together, reused while neither group changed (the sweeps try the same
+        pair again for every edge between them, and again in later rounds)."""
+        pair, versions = (sa.serial, sb.serial), (sa.version, sb.version)
+        cached = self.trials.get(pair)
+        if cached is not None and cached[0] == versions:
+            self.counts.steps["spaces_reused"] += 1
+            return cached[1]
+        trial = sa.union(sb)
+        self.trials[pair] = (versions, trial)
+        return trial
+
     def merge(self, a: int, b: int) -> bool:
+        """Merge group ``b`` into group ``a`` if legal (else record why not)."""
         if a == b:
             return False
-        nodes = sorted(set(self.groups[a].nodes) | set(self.groups[b].nodes), key=self.order.__getitem__)
-        try:
-            space = self.check(nodes, {a, b})
-        except Refusal as r:
-            self._refuse(a, b, str(r))
+        ga, gb = self.groups[a], self.groups[b]
+        self.counts.merges_tried += 1
+        when = (ga.state.serial, ga.state.version, gb.state.serial, gb.state.version, self.epoch)
+        last = self.last_refusal.get((a, b))
+        if last is not None and last[0] == when:  # nothing changed since the same refusal
+            self.counts.steps["refusals_repeated"] += 1
+            self._refuse(ga, gb, last[1])
             return False
-        via = self.cycle_through(a, b)
-        if via is not None:
-            self._refuse(a, b, f"would create a cycle through {via}")
+        trial = self._space_of_union(ga.state, gb.state)
+        reads = self._union_reads((ga, gb), trial)
+        reason = legality.kernel_reason(trial, lambda: legality.Members(ga.members_at, gb.members_at),
+                                        self.slots, self._written((ga, gb)), len(reads))
+        search = None
+        if reason is None:
+            search = self.positions.search(a, b, self._successors, self._predecessors)
+            if search.found:
+                succ = self.positions.first_successor_on_a_path(search, (a, b), self._successors,
+                                                                self._predecessors)
+                reason = legality.Cycle(self._via(search.src, succ))
+        if reason is not None:
+            self._refuse(ga, gb, reason)
+            self.last_refusal[(a, b)] = (when, reason)
             return False
-        self.groups[a] = _Group(nodes, space)
+        self.epoch += 1
+        state = trial.commit()
+        self.trials.pop((ga.state.serial, gb.state.serial), None)
+        if ga.state is state:
+            keep, gone = ga, gb
+        elif gb.state is state:
+            keep, gone = gb, ga
+        else:  # rebuilt from scratch: the larger group stays
+            keep, gone = (ga, gb) if len(ga.members) >= len(gb.members) else (gb, ga)
+        gone_members = gone.members  # the other state is untouched
+        keep.gid, keep.state = a, state
+        for n in gone_members:
+            holders = self.holders[n]
+            holders.discard(gone)
+            holders.add(keep)
+            if self.owner[n] is gone:
+                self.owner[n] = keep
+        for o in gone.reads:
+            self.readers[o].discard(gone)
+        touched = list(gone.reads)
+        gone.reads = {}
+        self._set_reads(keep, reads)
+        exported = keep.exported | gone.exported
+        keep.exported = exported
+        for n in [*touched, *exported]:
+            self._update_exported(n)
+        keep.members_at = legality.Members(keep.members_at, gone.members_at)
+        keep.first, keep.last = min(keep.first, gone.first), max(keep.last, gone.last)
+        self.groups[a] = keep
         del self.groups[b]
-        for n, g in list(self.owner.items()):
-            if g == b:
-                self.owner[n] = a
+        self.positions.contract(a, b, search)  # type: ignore[arg-type]
+        self.counts.merges += 1
         return True
 
     def vertical(self) -> bool:
         changed = False
+        owner = self.owner
         for u in self.graph.nodes:
-            if u not in self.owner:
+            if u not in owner:
                 continue
             for o in u.operands:
-                if o in self.owner and self.owner[o] != self.owner[u]:
-                    changed |= self.merge(self.owner[u], self.owner[o])
+                if o in owner and owner[o] is not owner[u]:
+                    changed |= self.merge(owner[u].gid, owner[o].gid)
         return changed
 
-    def recompute(self, views_only: bool = False) -> bool:
-        """Recompute cheap pointwise producers in the groups that read them (``views_only``: layout
-        views alone, whatever the policy says, as the unfused partition does)."""
-        changed = False
-        for n in list(self.graph.nodes):
-            gid = self.owner.get(n)
-            if gid is None or n in self.returned or (views_only and n.kind is not Kind.LAYOUT):
-                continue
-            readers = [g for g, grp in self.groups.items()
-                       if g != gid and n not in grp.nodes and any(n in u.operands for u in grp.nodes)]
-            if not readers:
-                continue
-            cone = self._cone(n, gid, views_only)
-            if not views_only and not policy.should_recompute(cone):
-                continue
-            trial: dict[int, tuple[list[Node], RegionSpace]] = {}
-            try:
-                for g in readers:
-                    nodes = sorted(set(self.groups[g].nodes) | set(cone), key=self.order.__getitem__)
-                    trial[g] = (nodes, self.check(nodes, {g}))
-            except Refusal:
-                continue
-            for g, (nodes, space) in trial.items():
-                self.groups[g] = _Group(nodes, space)
-            # the owner keeps computing n only if something of its own still reads it
-            if not any(n in u.operands for u in self.groups[gid].nodes):
-                self._drop_unused(gid, cone)
-            changed = True
-        return changed
-
-    def _cone(self, n: Node, gid: int, views_only: bool = False) -> list[Node]:
-        """``n`` and what it reads inside group ``gid`` (``views_only``: through layout views only)."""
-        inside = set(self.groups[gid].nodes)
-        cone, stack = set(), [n]
-        while stack:
-            m = stack.pop()
-            if m in cone or m not in inside or (views_only and m.kind is not Kind.LAYOUT):
-                continue
-            cone.add(m)
-            stack.extend(m.operands)
-        return sorted(cone, key=self.order.__getitem__)
-
-    def _drop_unused(self, gid: int, cone: list[Node]) -> None:
-        grp = self.groups[gid]
-        keep = list(grp.nodes)
-        for m in reversed(cone):
-            used = m in self.returned or any(m in u.operands for u in keep if u is not m)
-            if not used:
-                keep.remove(m)
-        if not keep:
-            del self.groups[gid]
-        else:
-            self.groups[gid] = _Group(keep, region_space(keep))
-        for m in cone:
-            if self.owner.get(m) == gid and m not in keep:
-                self.owner[m] = next(g for g, gr in self.groups.items() if m in gr.nodes)
-
+    # -- horizontal -----------------------------------------------------------------------------
     def horizontal(self) -> bool:
-        changed = True
+        """Merge groups of one iteration space that read a common array: each group with every later one,
+        in ascending order, again while anything merged (the pairwise sweep, over candidates only)."""
         any_change = False
+        changed = True
         while changed:
             changed = False
-            ids = sorted(self.groups)
-            for i, a in enumerate(ids):
-                for b in ids[i + 1:]:
-                    if a not in self.groups or b not in self.groups:
-                        continue
-                    sa, sb = self.groups[a].space, self.groups[b].space
-                    if (sa.shape, sa.reduced) != (sb.shape, sb.reduced):
-                        continue
-                    shared = set(self.reads_outside(a)) & set(self.reads_outside(b))
-                    if shared and self.merge(a, b):
-                        changed = any_change = True
+            siblings: dict[tuple, set[int]] = {}  # (space key, array read) -> groups
+            for g in self.groups.values():
+                key = g.key()
+                for o in g.reads:
+                    siblings.setdefault((key, o), set()).add(g.gid)
+            for a in sorted(self.groups):
+                if a in self.groups:
+                    changed |= self._merge_siblings(a, siblings)
+            any_change |= changed
         return any_change
 
+    def _merge_siblings(self, a: int, siblings: dict[tuple, set[int]]) -> bool:
+        """Try group ``a`` with each later group of the same space that reads an array ``a`` reads, in
+        ascending order; ``siblings`` is kept up to date as ``a`` takes groups in."""
+        merged = False
+        key = self.groups[a].key()
+        heap: list[int] = []
+        self._push_siblings(heap, siblings, key, self.groups[a].reads, a)
+        current = a
+        while heap:
+            b = heapq.heappop(heap)
+            if b <= current:
+                continue
+            current = b
+            self.counts.groups_examined += 1
+            ga, gb = self.groups[a], self.groups.get(b)
+            if gb is None or gb.key() != key or not (ga.reads.keys() & gb.reads.keys()):
+                continue
+            before, taken = set(ga.reads), list(gb.reads)
+            if self.merge(a, b):
+                merged = True
+                for o in taken:
+                    siblings[(key, o)].discard(b)
+                added = [o for o in self.groups[a].reads if o not in before]
+                for o in added:
+                    siblings.setdefault((key, o), set()).add(a)
+                self._push_siblings(heap, siblings, key, added, current)
+        return merged
+
+    def _push_siblings(self, heap: list[int], siblings: dict[tuple, set[int]], key: tuple, reads: Iterable[Node],
+                       after: int) -> None:
+        for o in reads:
+            for gid in siblings.get((key, o), ()):
+                self.counts.groups_examined += 1
+                if gid > after:
+                    heapq.heappush(heap, gid)
+
+    # -- result ---------------------------------------------------------------------------------
     def regions(self) -> tuple[Region, ...]:
-        q = self.quotient()
-        order = list(nx.lexicographical_topological_sort(
-            q, key=lambda g: self.order[self.groups[g].nodes[0]]))
-        specs = [(f"k{i}", self.groups[gid].space.kind, self.groups[gid].nodes) for i, gid in enumerate(order)]
-        return make_regions(specs, self.graph.users, self.graph.outputs, [self.groups[g].space for g in order])
+        """The groups as regions, in the order of a topological sort of the graph of groups that takes
+        the group with the earliest first node (then the smallest id) whenever it may."""
+        indegree = dict.fromkeys(self.groups, 0)
+        successors = {g: sorted(self._successors(g)) for g in self.groups}
+        for succ in successors.values():
+            for h in succ:
+                indegree[h] += 1
+        ready = [(self.groups[g].first, g) for g, d in indegree.items() if d == 0]
+        heapq.heapify(ready)
+        order = []
+        while ready:
+            _, g = heapq.heappop(ready)
+            order.append(g)
+            for h in successors[g]:
+                indegree[h] -= 1
+                if indegree[h] == 0:
+                    heapq.heappush(ready, (self.groups[h].first, h))
+        specs, spaces = [], []
+        for i, g in enumerate(order):
+            group = self.groups[g]
+            nodes = sorted(group.members, key=self.order.__getitem__)
+            space = group.state.region_space(nodes)
+            specs.append((f"k{i}", space.kind, nodes))
+            spaces.append(space)
+        return make_regions(specs, self.users, self.graph.outputs, spaces)
 
 
-def _node_names(graph: Graph) -> dict[Node, str]:
+def partition(graph: Graph, counts: PartitionCounts | None = None) -> Graph:
+    """``graph`` with regions and refusals (graph must be in keepdims form); ``counts`` receives the work."""
     from fusec.ir.text import node_names
 
-    return node_names(graph)
-
-
-def partition(graph: Graph) -> Graph:
-    """``graph`` with regions and refusals (graph must be in keepdims form)."""
-    part = _Partition(graph)
+    part = _Partition(graph, counts if counts is not None else PartitionCounts())
     for _ in range(8):
         changed = part.vertical()
         changed |= part.recompute()
@@ -281,16 +372,15 @@ def partition(graph: Graph) -> Graph:
     for r in regions:
         for n in r.nodes:
             where.setdefault(n, r.name)
-    by_pair: dict[frozenset, str] = {}
-    for (na, nb), msg in part.refusals.items():
+    by_pair: dict[frozenset, tuple[Node, Node, legality.Reason]] = {}
+    for (na, nb), reason in part.refusals.items():
         pair = frozenset((where[na], where[nb]))
         if len(pair) == 2:
-            by_pair.setdefault(pair, msg)
+            by_pair.setdefault(pair, (na, nb, reason))
     fused = Graph(graph.name, graph.inputs, graph.outputs, regions)
-    # the messages name nodes as the unfused graph prints them; say them as the result prints them
-    printed = _node_names(fused)
-    rename = {part.names[n]: printed[n] for n in part.names if n in printed}
-    refusals = [re.sub(r"%\d+\b", lambda m: rename.get(m.group(), m.group()), msg) for msg in by_pair.values()]
+    names = node_names(fused)
+    refusals = [f"{names[na]} ({na.op}) and {names[nb]} ({nb.op}) stay in separate kernels: {reason.text(names)}"
+                for na, nb, reason in by_pair.values()]
     return Graph(graph.name, graph.inputs, graph.outputs, regions, tuple(dict.fromkeys(refusals)))
 
 
@@ -305,10 +395,10 @@ def partition_unfused(graph: Graph) -> Graph:
     plan, for comparison with the fused one. Layout views move no data, so a view joins the region that
     computes the array it views, or, when it views an input or a constant, each region that reads it; a
     view that is returned as it is, or that cannot join, is a region of its own (a copy)."""
-    part = _Partition(graph)
+    part = _Partition(graph, PartitionCounts())
     for n in graph.nodes:
         if n.kind is Kind.LAYOUT and n in part.owner and n.operands[0] in part.owner:
-            part.merge(part.owner[n], part.owner[n.operands[0]])
+            part.merge(part.owner[n].gid, part.owner[n.operands[0]].gid)
     part.recompute(views_only=True)
     return Graph(graph.name, graph.inputs, graph.outputs, part.regions())
 

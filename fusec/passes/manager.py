@@ -67,8 +67,8 @@ def run_pipeline(graph: Graph, names: Iterable[str] = DEFAULT_PIPELINE, *, check
     if check:
         verify(graph)
     for p in passes:
-        graph = p(graph)
-        if check:
+        before, graph = graph, p(graph)
+        if check and graph is not before:  # a pass that changed nothing returns its input, verified already
             verify(graph)
         if dump is not None:
             dump(p.name, graph)

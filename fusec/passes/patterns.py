@@ -83,10 +83,26 @@ class Rule:
         return self.rewrite(node, **captures)
 
 
-def apply_rules(rules: list[Rule], node: Node, limit: int = 32) -> Node:
+class RuleSet:
+    """Rules in their order, with the ones that can match a given op looked up once per op (a rule
+    whose pattern names an op only ever matches that op)."""
+
+    def __init__(self, rules: list[Rule]):
+        self.rules = list(rules)
+        self._by_op: dict[str, list[Rule]] = {}
+
+    def for_op(self, op: str) -> list[Rule]:
+        found = self._by_op.get(op)
+        if found is None:
+            found = self._by_op[op] = [r for r in self.rules if r.pattern.op in (None, op)]
+        return found
+
+
+def apply_rules(rules: list[Rule] | RuleSet, node: Node, limit: int = 32) -> Node:
     """Apply the first matching rule, repeatedly, until none matches (at most ``limit`` times)."""
+    ruleset = rules if isinstance(rules, RuleSet) else RuleSet(rules)
     for _ in range(limit):
-        for rule in rules:
+        for rule in ruleset.for_op(node.op):
             out = rule.apply(node)
             if out is not None and out is not node:
                 node = out

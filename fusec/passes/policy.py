@@ -1,6 +1,7 @@
 """Profitability: whether a legal fusion is worth doing, and what to recompute.
 
-Legality lives in ``fuse.py`` (and ``fusec/ir/region.py``); this module only answers "should it".
+Legality lives in ``legality.py`` (and ``fusec/ir/region.py``); this module only answers "should it",
+and holds the budgets legality enforces.
 The numbers are the op table's relative costs (``OpDef.cost``) and a few budgets, each named
 and explained here rather than scattered through the pass.
 """
@@ -11,7 +12,6 @@ from collections.abc import Iterable
 
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
-from fusec.ir.region import RegionSpace
 
 # A producer cone at most this expensive (sum of op costs) is recomputed in each region that
 # reads it instead of being written to memory and read back: one transcendental (cost 4-8) plus
@@ -40,12 +40,17 @@ def should_recompute(cone: list[Node]) -> bool:
     return cone_cost(cone) <= RECOMPUTE_BUDGET
 
 
-def over_budget(nodes: list[Node], space: RegionSpace, n_arrays: int) -> str | None:
-    """Why a region of ``nodes`` is too big for one kernel, or None."""
-    reductions = [n for n in nodes if n.kind is Kind.REDUCTION]
-    if len(reductions) > MAX_REDUCTIONS:
-        return f"register budget: {len(reductions)} reductions in one kernel (at most {MAX_REDUCTIONS})"
-    phases = 1 + max((space.phase[r] for r in reductions), default=-1)
+def rules_out_recompute(part: Iterable[Node]) -> bool:
+    """Whether :func:`should_recompute` refuses every cone that contains ``part`` (costs are never
+    negative), so that a caller can stop collecting a cone early."""
+    return not should_recompute(list(part))
+
+
+def over_budget(n_reductions: int, phases: int, n_arrays: int) -> str | None:
+    """Why a kernel with ``n_reductions`` reductions, ``phases`` passes over its rows and ``n_arrays``
+    arrays read or written is too big, or None."""
+    if n_reductions > MAX_REDUCTIONS:
+        return f"register budget: {n_reductions} reductions in one kernel (at most {MAX_REDUCTIONS})"
     if phases > MAX_PHASES:
         return f"register budget: {phases} dependent reductions in sequence (at most {MAX_PHASES})"
     if n_arrays > MAX_ARRAYS:

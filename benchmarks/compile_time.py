@@ -1,0 +1,228 @@
+"""Compile-time scaling: how long fusec takes to trace, clean up, plan and render programs of growing size.
+
+    PYTHONPATH=. python benchmarks/compile_time.py                       # the default sizes, a markdown table
+    PYTHONPATH=. python benchmarks/compile_time.py --family chain --sizes 100,1000
+    PYTHONPATH=. python benchmarks/compile_time.py --nvrtc-up-to 300 --out build/compile_time.json
+
+Two program families, both plain NumPy-style functions traced with :class:`fusec.ArraySpec` arguments:
+
+- ``chain``: ``n`` elementwise ops in a row (``sin``, then ``x * 1.0001``, then ``+ 0.5``, again and
+  again): one kernel, a graph as deep as it is long;
+- ``dag``: a seeded random DAG of about ``n`` nodes (:func:`random_dag`): unary and binary elementwise ops
+  with fan-out and reuse, broadcasting against smaller inputs, reductions over rows, columns or everything
+  (with and without ``keepdims``) followed by epilogues that broadcast them back, a few transposes,
+  ``expand_dims`` and ``where``, five inputs and several outputs.
+
+For each size the table gives the nodes of the traced graph, the kernels of the plan and the seconds of
+each stage: ``trace`` (``Fused.trace``), ``passes`` (the cleanup pipeline: canonicalize, fold, cse, dce,
+each verified), ``plan`` (fusion and the :class:`fusec.plan.Plan`), ``source`` (the CUDA source of every
+kernel, :func:`kernel_sources`) and ``nvrtc`` (every distinct source compiled to a cubin for sm_90, only up
+to ``--nvrtc-up-to`` nodes since it costs about 0.3 s a kernel; ``-`` above that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+import fusec
+from fusec.ir.graph import Graph
+from fusec.passes.manager import CLEANUP_PIPELINE, run_pipeline
+from fusec.plan import Plan, make_plan
+
+DEFAULT_SIZES = {"chain": (10, 30, 100, 300, 1000, 3000), "dag": (100, 300, 1000, 3000, 10000)}
+ROWS, COLS = 256, 512
+NODES_PER_DAG_STEP = 1.65  # about how many graph nodes one step of random_dag adds (tests/test_compile_time.py)
+
+
+# --- the program families ------------------------------------------------------------------------------
+
+
+def chain(n_ops: int) -> tuple[Callable[..., Any], list[fusec.ArraySpec]]:
+    """``n_ops`` elementwise ops in a row over one (1024, 1024) float32 input."""
+
+    def fn(x):
+        for i in range(n_ops):
+            step = i % 3
+            x = np.sin(x) if step == 0 else x * 1.0001 if step == 1 else x + 0.5
+        return x
+
+    fn.__name__ = f"chain{n_ops}"
+    return fn, [fusec.ArraySpec((1024, 1024), "float32")]
+
+
+def random_dag(n_nodes: int, seed: int = 0) -> tuple[Callable[..., Any], list[fusec.ArraySpec]]:
+    """A random DAG of about ``n_nodes`` nodes over five float32 inputs: ``x`` and ``y`` (rows x cols), a
+    bias ``b`` (cols,), a column ``c`` (rows, 1) and ``t`` (cols x rows, for values that were transposed).
+    The same ``(n_nodes, seed)`` gives the same graph."""
+    steps = max(1, round(n_nodes / NODES_PER_DAG_STEP))
+
+    def fn(x, y, b, c, t):
+        rng = random.Random(seed)
+        pool: list[Any] = [x, y, b, c, t]
+        unused: dict[int, Any] = {}  # id -> value not read yet (becomes part of an output)
+
+        def push(v: Any) -> Any:
+            pool.append(v)
+            unused[id(v)] = v
+            return v
+
+        def pick(ndim: int | None = None) -> Any:
+            for _ in range(16):
+                i = len(pool) - 1 - min(len(pool) - 1, int(rng.expovariate(1 / 6)))
+                v = pool[i]
+                if ndim is None or v.ndim == ndim:
+                    unused.pop(id(v), None)
+                    return v
+            return x
+
+        def partner(a: Any) -> Any:
+            for _ in range(12):
+                v = pick()
+                try:
+                    shape = np.broadcast_shapes(a.shape, v.shape)
+                except ValueError:
+                    continue
+                if shape in ((ROWS, COLS), (COLS, ROWS), a.shape):
+                    return v
+            return rng.choice((0.5, 2.0, -1.25))
+
+        unary = (np.sin, np.exp, np.tanh, np.abs, np.negative, np.square,
+                 lambda v: np.sqrt(np.abs(v)), lambda v: v * 0.75 + 0.25, lambda v: np.log1p(np.abs(v)))
+        binary = (np.add, np.subtract, np.multiply, np.maximum, np.minimum,
+                  lambda p, q: p / (np.abs(q) + 1.0))
+        for _ in range(steps):
+            r = rng.random()
+            if r < 0.34:
+                push(rng.choice(unary)(pick()))
+            elif r < 0.74:
+                a = pick()
+                push(rng.choice(binary)(a, partner(a)))
+            elif r < 0.86:
+                a = pick(2)
+                axis = rng.choice((1, 1, 0, None))
+                keep = rng.random() < 0.7
+                red = getattr(a, rng.choice(("sum", "max", "mean", "min")))(axis=axis, keepdims=keep)
+                push(red)
+                if rng.random() < 0.6 and axis is not None:  # an epilogue that broadcasts it back
+                    back = red if keep else np.expand_dims(red, axis)
+                    push(a - back if rng.random() < 0.5 else a / (np.abs(back) + 1.0))
+            elif r < 0.92:
+                a = pick(2)
+                push(np.where(a > partner(a), a, a * 0.5))
+            elif r < 0.97:
+                a = pick(2)
+                push(a.T)
+            else:
+                a = pick()
+                if a.ndim == 2 and 1 in a.shape:
+                    push(np.squeeze(a, a.shape.index(1)))
+                else:
+                    push(a[None])
+        outputs: dict[tuple, Any] = {}
+        for v in unused.values():  # what nothing read, summed per shape: a few outputs
+            acc = outputs.get(v.shape)
+            outputs[v.shape] = v if acc is None else acc + v
+        return tuple(outputs.values()) or (pool[-1],)
+
+    fn.__name__ = f"dag{n_nodes}"
+    specs = [fusec.ArraySpec((ROWS, COLS), "float32"), fusec.ArraySpec((ROWS, COLS), "float32"),
+             fusec.ArraySpec((COLS,), "float32"), fusec.ArraySpec((ROWS, 1), "float32"),
+             fusec.ArraySpec((COLS, ROWS), "float32")]
+    return fn, specs
+
+
+FAMILIES: dict[str, Callable[[int], tuple[Callable[..., Any], list[fusec.ArraySpec]]]] = {
+    "chain": chain,
+    "dag": random_dag,
+}
+
+
+# --- the stages ----------------------------------------------------------------------------------------
+
+
+def kernel_sources(plan: Plan) -> list[str]:
+    """The CUDA source of every kernel of ``plan`` (C-contiguous inputs, as ArraySpec arguments give).
+
+    The one place that knows how codegen is called: adapt it when that entry point changes."""
+    from fusec.codegen.cuda import render_kernel
+    from fusec.codegen.plan import kernel_spec
+
+    return [render_kernel(kernel_spec(k.region, k.space, {})) for k in plan.kernels]
+
+
+def measure(family: str, size: int, *, nvrtc: bool, seed: int = 0) -> dict[str, Any]:
+    """One row of the table: node and kernel counts and the seconds of each stage."""
+    fn, specs = FAMILIES[family](size, seed) if family == "dag" else FAMILIES[family](size)
+    fused = fusec.fuse(fn)
+    t0 = time.perf_counter()
+    traced: Graph = fused.trace(*specs)
+    t1 = time.perf_counter()
+    cleaned = run_pipeline(traced, CLEANUP_PIPELINE)
+    t2 = time.perf_counter()
+    plan = make_plan(cleaned, ("fuse",))
+    t3 = time.perf_counter()
+    sources = kernel_sources(plan)
+    t4 = time.perf_counter()
+    row: dict[str, Any] = {"family": family, "size": size, "nodes": len(traced.nodes), "kernels": len(plan.kernels),
+                           "trace_s": t1 - t0, "passes_s": t2 - t1, "plan_s": t3 - t2, "source_s": t4 - t3,
+                           "nvrtc_s": None}
+    if nvrtc:
+        from fusec.codegen.nvrtc import compile_cubin
+
+        distinct = list(dict.fromkeys(sources))
+        t5 = time.perf_counter()
+        for source in distinct:
+            compile_cubin(source, "sm_90")
+        row["nvrtc_s"] = time.perf_counter() - t5
+        row["nvrtc_kernels"] = len(distinct)
+    return row
+
+
+def markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """The rows as a markdown table."""
+    lines = ["| family | size | nodes | kernels | trace s | passes s | plan s | source s | nvrtc s |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        nvrtc = "-" if r["nvrtc_s"] is None else f"{r['nvrtc_s']:.2f}"
+        lines.append(f"| {r['family']} | {r['size']} | {r['nodes']} | {r['kernels']} | {r['trace_s']:.3f} | "
+                     f"{r['passes_s']:.3f} | {r['plan_s']:.3f} | {r['source_s']:.3f} | {nvrtc} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--family", choices=[*FAMILIES, "all"], default="all")
+    parser.add_argument("--sizes", help="comma-separated sizes (default: each family's own list)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random DAG")
+    parser.add_argument("--nvrtc-up-to", type=int, default=0, metavar="NODES",
+                        help="compile the kernels with NVRTC for programs of at most this many nodes (default: none)")
+    parser.add_argument("--out", help="write the rows as JSON to this file")
+    args = parser.parse_args(argv)
+    families = list(FAMILIES) if args.family == "all" else [args.family]
+    measure("chain", 3, nvrtc=False)  # warm up: imports, template loading, first-call caches
+    rows = []
+    for family in families:
+        sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else DEFAULT_SIZES[family]
+        for size in sizes:
+            row = measure(family, size, nvrtc=False, seed=args.seed)
+            if args.nvrtc_up_to and row["nodes"] <= args.nvrtc_up_to:
+                row = measure(family, size, nvrtc=True, seed=args.seed)
+            rows.append(row)
+            print(markdown([row]).splitlines()[-1], file=sys.stderr, flush=True)
+    print(markdown(rows))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"python": sys.version.split()[0], "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""Legality: whether a set of nodes may be one kernel, and the reason when it may not.
+
+A merge of groups is legal when, in this order (the first failure is the reason given):
+
+1. the nodes have one iteration space (:func:`fusec.ir.region.region_space`, computed incrementally by
+   :mod:`fusec.ir.space_state`);
+2. every node the kernel must write (returned, or read by another kernel) is written once per element:
+   it covers every axis of the space, or, in a reduction, every kept axis without varying along a
+   reduced one;
+3. the kernel fits its budgets (reductions, passes over a row, arrays: the numbers are in ``policy.py``);
+4. it closes no cycle between kernels (the partitioner searches its graph of groups).
+
+Reasons are data (:data:`Reason`); their text is made once, when the refusals are printed with the names
+of the fused graph. Whether a legal merge is worth doing is ``policy.py``'s question.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from fusec.ir.axis_slots import AxisSlots
+from fusec.ir.graph import Node
+from fusec.ir.region import AxisMap
+from fusec.ir.space_state import refusal_text
+from fusec.passes import policy
+
+Names = Mapping[Node, str]
+
+
+class Members:
+    """A group's members at one moment, kept without copying (two groups' members joined in O(1)), listed
+    only when a refusal's text is needed."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, *parts: Members | tuple[Node, ...]):
+        self.parts = parts
+
+    def nodes(self) -> set[Node]:
+        out: set[Node] = set()
+        stack: list = list(self.parts)
+        while stack:
+            part = stack.pop()
+            if isinstance(part, Members):
+                stack.extend(part.parts)
+            else:
+                out.update(part)
+        return out
+
+
+@dataclass(frozen=True)
+class NoCommonSpace:
+    """The nodes have no one iteration space (region_space's message says why)."""
+
+    members: Members
+    slots: AxisSlots = field(repr=False)
+
+    def text(self, names: Names) -> str:
+        return refusal_text(self.slots, sorted(self.members.nodes(), key=self.slots.order.__getitem__))
+
+
+@dataclass(frozen=True)
+class WrittenTwice:
+    node: Node
+    shape: tuple[int, ...]
+
+    def text(self, names: Names) -> str:
+        n = self.node
+        return (f"{names[n]} ({n.op}, shape {list(n.shape)}) would be written more than once per element in a "
+                f"kernel over {list(self.shape)}")
+
+
+@dataclass(frozen=True)
+class OverBudget:
+    message: str
+
+    def text(self, names: Names) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class Cycle:
+    via: Node
+
+    def text(self, names: Names) -> str:
+        return f"would create a cycle through {names[self.via]}"
+
+
+Reason = NoCommonSpace | WrittenTwice | OverBudget | Cycle
+
+
+@functools.lru_cache(maxsize=4096)
+def written_once(m: AxisMap, shape: tuple[int, ...], reduced_axes: tuple) -> bool:
+    """Whether a node placed by axis map ``m`` in a space over ``shape`` reducing ``reduced_axes`` is written
+    once per element: it covers every axis, or (in a reduction) every kept axis and no reduced one."""
+    reduced = set(reduced_axes)
+    placed = {a for a in m if a is not None}
+    big = {i for i, d in enumerate(shape) if d != 1}
+    if big <= placed:
+        return True
+    if not reduced:
+        return False
+    kept = {i for i in big if i not in reduced}
+    return kept <= placed and not placed & reduced
+
+
+class SpaceView(Protocol):
+    """What the checks read of a candidate space (a :mod:`fusec.ir.space_state` trial)."""
+
+    legal: bool
+    shape: tuple[int, ...]
+    reduced: tuple
+    reductions: list[Node]
+
+    def final_map(self, n: Node) -> AxisMap: ...
+
+    def max_reduction_phase(self) -> int: ...
+
+
+def kernel_reason(space: SpaceView, members: Callable[[], Members], slots: AxisSlots,
+                  written: list[Node], n_reads: int) -> Reason | None:
+    """Checks 1-3 for a candidate kernel: ``space`` is its iteration space, ``members`` gives its nodes
+    (only called for a refusal), ``written`` the nodes it must write (topological order), ``n_reads``
+    the arrays it reads. None when legal so far (the cycle check is the caller's)."""
+    if not space.legal:
+        return NoCommonSpace(members(), slots)
+    for n in written:
+        if not written_once(space.final_map(n), space.shape, space.reduced):
+            return WrittenTwice(n, space.shape)
+    message = policy.over_budget(len(space.reductions), 1 + space.max_reduction_phase(), n_reads + len(written))
+    return OverBudget(message) if message else None
