@@ -151,11 +151,11 @@ FAMILIES: dict[str, Callable[[int], tuple[Callable[..., Any], list[fusec.ArraySp
 def kernel_sources(plan: Plan) -> list[str]:
     """The CUDA source of every kernel of ``plan`` (C-contiguous inputs, as ArraySpec arguments give).
 
-    The one place that knows how codegen is called: adapt it when that entry point changes."""
-    from fusec.codegen.cuda import render_kernel
-    from fusec.codegen.plan import kernel_spec
+    Through :func:`fusec.codegen.kernel.generate_plan`, the entry point the runtime and ``cuda_source`` use
+    (schedule, lowering, rendering)."""
+    from fusec.codegen.kernel import generate_plan
 
-    return [render_kernel(kernel_spec(k.region, k.space, {})) for k in plan.kernels]
+    return [k.source for k in generate_plan(plan, {})]
 
 
 def measure(family: str, size: int, *, nvrtc: bool, seed: int = 0) -> dict[str, Any]:

@@ -8,6 +8,7 @@ say what went wrong, and say what to do instead.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import sys
@@ -37,12 +38,21 @@ def _skipped(filename: str) -> bool:
     return path.startswith(_SKIP_DIRS) or (path.startswith(_STDLIB_DIR + os.sep) and "-packages" not in path)
 
 
+@functools.lru_cache(maxsize=4096)
+def _library_file(filename: str, cwd: str) -> bool:
+    """:func:`_skipped`, remembered per file name and working directory (a relative name depends on it): the
+    tracer asks for every node it records."""
+    return _skipped(filename)
+
+
 def user_location() -> str | None:
-    """The ``file:line`` of the innermost stack frame that is the user's (not fusec, NumPy, CuPy)."""
+    """The ``file:line`` of the innermost stack frame that is the user's (not fusec, NumPy, CuPy, nor
+    Python's own library)."""
+    cwd = os.getcwd()
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not _skipped(filename):
+        if not _library_file(filename, cwd):
             return f"{filename}:{frame.f_lineno}"
         frame = frame.f_back
     return None

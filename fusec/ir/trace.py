@@ -13,8 +13,6 @@ error naming the user's file and line.
 
 from __future__ import annotations
 
-import functools
-import os
 import sys
 import threading
 from collections.abc import Callable
@@ -28,7 +26,7 @@ from fusec.errors import (
     FusecValueError,
     TraceError,
     UnsupportedError,
-    _skipped,
+    user_location,
 )
 from fusec.ir import dtypes
 from fusec.ir.graph import Node, make_node
@@ -51,26 +49,6 @@ def reset_shape_read() -> None:
 
 def _mark_shape_read() -> None:
     _state.shape_read = True
-
-
-@functools.lru_cache(maxsize=4096)
-def _library_file(filename: str, cwd: str) -> bool:
-    """Whether ``filename`` is fusec's, NumPy's or CuPy's (``errors._skipped``), remembered per name and
-    working directory (a relative name depends on it)."""
-    return _skipped(filename)
-
-
-def user_location() -> str | None:
-    """``errors.user_location()``, for every traced node: the ``file:line`` of the innermost frame that is
-    the user's, with each file's test remembered instead of made again per frame and node."""
-    cwd = os.getcwd()
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not _library_file(filename, cwd):
-            return f"{filename}:{frame.f_lineno}"
-        frame = frame.f_back
-    return None
 
 
 def _node(op: str, operands: list[Node] | tuple[Node, ...] = (), attrs: dict | None = None, **kw: Any) -> Node:
@@ -666,7 +644,6 @@ _trace_lock = threading.RLock()
 def _patch_cupy() -> list[tuple[Any, str, Any]]:
     """CuPy's ``expand_dims``/``broadcast_to``/``squeeze`` type-check their argument in Cython, so
     they never reach a Tracer; while tracing, they are wrapped to let Tracers through."""
-    import sys
 
     cp = sys.modules.get("cupy")
     if cp is None:
