@@ -15,10 +15,9 @@ kernel of a plan resolved and its launch pre-packed (:mod:`fusec.dispatch`).
 Nothing here knows about ops or kernel kinds: the kernel spec carries everything op-specific.
 
 Compilers: ``"nvrtc"`` (default) compiles with :func:`fusec.codegen.nvrtc.compile_cubin` (no ``-ftz``, so
-float32 subnormals behave as in NumPy), loads the cubin with CuPy, and caches cubins on disk in
-``$FUSEC_CUBIN_CACHE`` (default ``$XDG_CACHE_HOME/fusec/cubin``), keyed by arch and source, so a new process
-(or another machine given the directory) compiles nothing. Each entry carries its length and SHA-256: a
-truncated or corrupt entry, or a cubin that fails to load, is compiled again and overwritten. ``"cupy"``
+float32 subnormals behave as in NumPy), loads the cubin with CuPy, and caches cubins on disk
+(:mod:`fusec.cubin_cache`: ``$FUSEC_CUBIN_CACHE``, keyed by arch and source), so a new process (or another
+machine given the directory) compiles nothing; a cubin that fails to load is compiled again. ``"cupy"``
 compiles with ``cupy.RawModule`` and its disk cache, but CuPy always adds ``-ftz=true``, so float32
 subnormals flush to zero there. ``FUSEC_COMPILER`` picks the default.
 
@@ -30,20 +29,18 @@ unavailable, an estimate from the kernel's registers and shared memory with the 
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
-import struct
 import threading
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from fusec.codegen.kernel import ForcedSchedules, check_forced, generate
 from fusec.codegen.spec import KernelSpec
+from fusec.cubin_cache import cached_cubin, compile_and_store, precompile
 from fusec.dispatch import PackedLaunch, PlanRunner, PlanStep, recycler_for
 from fusec.gpu import cupy_module
 from fusec.ir.graph import Node
@@ -156,7 +153,7 @@ class KernelLauncher:
         module = self._modules.get((source, device))
         if module is None:
             arch = "sm_" + cp.cuda.Device(device).compute_capability
-            cubin, compiled = _cached_cubin(source, arch)
+            cubin, compiled = cached_cubin(source, arch)
             module = cp.cuda.function.Module()
             try:
                 module.load(cubin)
@@ -164,7 +161,7 @@ class KernelLauncher:
                 if compiled:
                     raise
                 # a stale or corrupt cache entry (another toolkit, a truncated file): compile it again
-                cubin, compiled = _compile_and_store(source, arch), 1
+                cubin, compiled = compile_and_store(source, arch), 1
                 module = cp.cuda.function.Module()
                 module.load(cubin)
             self.compiles += compiled
@@ -337,124 +334,6 @@ def _plan_step(launcher: KernelLauncher, recipe: LaunchRecipe, in_slots: tuple[i
         n_pointers = roles.count("input") + roles.count("output") + (workspace is not None)
         launch = PackedLaunch(recipe.function, (recipe.grid, 1, 1), recipe.block, n_pointers, scalars)
     return PlanStep(launch, in_slots, outputs, workspace)
-
-
-def _cubin_dir() -> Path:
-    """``$FUSEC_CUBIN_CACHE``, else ``$XDG_CACHE_HOME/fusec/cubin`` (default ``~/.cache/fusec/cubin``)."""
-    override = os.environ.get("FUSEC_CUBIN_CACHE")
-    if override:
-        return Path(override)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fusec" / "cubin"
-
-
-def _cubin_path(source: str, arch: str) -> Path:
-    # keyed by arch and source only (not by this machine's include dirs), so a cache filled on one
-    # machine (say a CPU-only one, with :func:`precompile`) serves another
-    digest = hashlib.sha256(f"{arch}\0{source}".encode()).hexdigest()
-    return _cubin_dir() / f"{digest}.cubin"
-
-
-# A cache entry is a header, then the cubin: the magic line, the cubin's length (8 bytes, little-endian)
-# and its SHA-256, so that a truncated or corrupt file is caught before the driver sees it.
-_CUBIN_MAGIC = b"fusec-cubin 1\n"
-_CUBIN_HEADER = struct.Struct("<Q32s")
-
-
-def _pack_cubin(cubin: bytes) -> bytes:
-    return _CUBIN_MAGIC + _CUBIN_HEADER.pack(len(cubin), hashlib.sha256(cubin).digest()) + cubin
-
-
-def _unpack_cubin(data: bytes) -> bytes | None:
-    """The cubin of a cache entry, or None when the entry is truncated or corrupt. A bare cubin (written
-    before entries had a header) is accepted when its ELF tables end inside the file."""
-    if data.startswith(_CUBIN_MAGIC):
-        start = len(_CUBIN_MAGIC) + _CUBIN_HEADER.size
-        if len(data) < start:
-            return None
-        length, digest = _CUBIN_HEADER.unpack_from(data, len(_CUBIN_MAGIC))
-        cubin = data[start:]
-        return cubin if len(cubin) == length and hashlib.sha256(cubin).digest() == digest else None
-    return data if _elf_complete(data) else None
-
-
-def _elf_complete(data: bytes) -> bool:
-    """Whether ``data`` is a 64-bit little-endian ELF file whose header, program and section tables and
-    sections all lie inside it (a truncated file fails: a cubin's tables end at its last byte)."""
-    if len(data) < 64 or data[:6] != b"\x7fELF\x02\x01":
-        return False
-    phoff, shoff = struct.unpack_from("<QQ", data, 0x20)
-    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 0x36)
-    end = max(64, phoff + phnum * phentsize, shoff + shnum * shentsize)
-    if end > len(data) or (shnum and shentsize < 64):  # 64: the size of an ELF64 section header
-        return False
-    for i in range(shnum):
-        kind, _, _, offset, size = struct.unpack_from("<4xIQQQQ", data, shoff + i * shentsize)
-        if kind != 8 and offset + size > len(data):  # 8: SHT_NOBITS, no bytes in the file
-            return False
-    return True
-
-
-def _read_cubin(path: Path) -> bytes | None:
-    """The cubin stored at ``path``, or None when there is none or it is truncated or corrupt."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    return _unpack_cubin(data)
-
-
-def _cubin_cached(source: str, arch: str) -> bool:
-    """Whether the cache holds a sound cubin of ``source`` for ``arch``."""
-    return _read_cubin(_cubin_path(source, arch)) is not None
-
-
-def _compile_and_store(source: str, arch: str) -> bytes:
-    """Compile ``source`` with NVRTC and write (or overwrite) its cache entry, atomically (a temporary file
-    per process and thread, renamed over the entry)."""
-    from fusec.codegen.nvrtc import compile_cubin
-
-    path = _cubin_path(source, arch)
-    cubin = compile_cubin(source, arch).cubin
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
-        tmp.write_bytes(_pack_cubin(cubin))
-        tmp.replace(path)
-    except OSError:
-        pass
-    return cubin
-
-
-def _cached_cubin(source: str, arch: str) -> tuple[bytes, int]:
-    """The cubin of ``source`` for ``arch`` from the disk cache, or compiled (with NVRTC) and cached;
-    and 1 when it was compiled, else 0. A truncated or corrupt entry is compiled again and overwritten."""
-    cubin = _read_cubin(_cubin_path(source, arch))
-    if cubin is not None:
-        return cubin, 0
-    return _compile_and_store(source, arch), 1
-
-
-def _compile_one(job: tuple[str, str]) -> int:
-    return _cached_cubin(*job)[1]
-
-
-def precompile(sources: Iterable[str], arch: str, workers: int | None = None) -> int:
-    """Compile ``sources`` for ``arch`` (``"sm_90"``) into the cubin cache of the ``"nvrtc"`` compiler, in
-    parallel processes (NVRTC only: no GPU is touched); returns how many were compiled (not cached).
-
-    A launcher with ``compiler="nvrtc"`` then loads them without compiling (tests and warm-ups)."""
-    import concurrent.futures
-    import multiprocessing
-
-    jobs = [(s, arch) for s in dict.fromkeys(sources) if not _cubin_cached(s, arch)]
-    if not jobs:
-        return 0
-    workers = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
-    if workers == 1:
-        return sum(_compile_one(j) for j in jobs)
-    context = multiprocessing.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-        return sum(pool.map(_compile_one, jobs, chunksize=1))
 
 
 def _blocks_per_sm(function: Any, threads: int) -> int:

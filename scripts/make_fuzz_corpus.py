@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
 
     cubins = Path(args.cubins).resolve()
     os.environ["FUSEC_CUBIN_CACHE"] = str(cubins)  # before fusec.runtime is used, here and in the workers
-    from fusec.runtime import _cubin_cached, _cubin_path
+    from fusec.cubin_cache import cubin_path as _cubin_path
+    from fusec.cubin_cache import is_cached as _cubin_cached
     from tests.fuzz.corpus import generate, load, save
 
     start = time.perf_counter()

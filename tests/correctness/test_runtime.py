@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec import runtime
+from fusec import cubin_cache, runtime
 from fusec.codegen.nvrtc import CompileError
 from fusec.ir.ops import Kind
 from tests.helpers import assert_matches_numpy, random_array
@@ -103,21 +103,21 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_cubin_cache_entry_carries_length_and_digest(cache_dir: Path) -> None:
-    cubin, compiled = runtime._cached_cubin(SMALL_SOURCE, "sm_90")
+    cubin, compiled = cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90")
     assert compiled == 1 and cubin[:4] == b"\x7fELF"
-    path = runtime._cubin_path(SMALL_SOURCE, "sm_90")
+    path = cubin_cache.cubin_path(SMALL_SOURCE, "sm_90")
     assert path.parent == cache_dir
     data = path.read_bytes()
-    assert data.startswith(runtime._CUBIN_MAGIC) and data.endswith(cubin)
-    assert runtime._cached_cubin(SMALL_SOURCE, "sm_90") == (cubin, 0)  # from the cache
+    assert data.startswith(cubin_cache.CUBIN_MAGIC) and data.endswith(cubin)
+    assert cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90") == (cubin, 0)  # from the cache
     assert not list(cache_dir.glob("*.tmp")), "a temporary file was left behind"
 
 
 @pytest.mark.parametrize("damage", ["truncated", "truncated_header", "empty", "flipped_byte", "appended",
                                     "bare_truncated_cubin", "garbage"])
 def test_cubin_cache_corrupt_or_truncated_entry_is_detected_and_rebuilt(cache_dir: Path, damage: str) -> None:
-    cubin, _ = runtime._cached_cubin(SMALL_SOURCE, "sm_90")
-    path = runtime._cubin_path(SMALL_SOURCE, "sm_90")
+    cubin, _ = cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90")
+    path = cubin_cache.cubin_path(SMALL_SOURCE, "sm_90")
     data = path.read_bytes()
     header = len(data) - len(cubin)
     damaged = {
@@ -130,39 +130,39 @@ def test_cubin_cache_corrupt_or_truncated_entry_is_detected_and_rebuilt(cache_di
         "garbage": b"not a cubin at all" * 10,
     }[damage]
     path.write_bytes(damaged)
-    assert not runtime._cubin_cached(SMALL_SOURCE, "sm_90")
-    again, compiled = runtime._cached_cubin(SMALL_SOURCE, "sm_90")
+    assert not cubin_cache.is_cached(SMALL_SOURCE, "sm_90")
+    again, compiled = cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90")
     assert compiled == 1, "the damaged entry was used"
     assert again == cubin
     assert path.read_bytes() == data, "the entry was not rewritten"
-    assert runtime._cubin_cached(SMALL_SOURCE, "sm_90")
+    assert cubin_cache.is_cached(SMALL_SOURCE, "sm_90")
 
 
 def test_cubin_cache_accepts_a_complete_bare_cubin_from_before_the_header(cache_dir: Path) -> None:
-    cubin, _ = runtime._cached_cubin(SMALL_SOURCE, "sm_90")
-    path = runtime._cubin_path(SMALL_SOURCE, "sm_90")
+    cubin, _ = cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90")
+    path = cubin_cache.cubin_path(SMALL_SOURCE, "sm_90")
     path.write_bytes(cubin)  # the format of earlier caches (and of archived fuzz corpora)
-    assert runtime._cached_cubin(SMALL_SOURCE, "sm_90") == (cubin, 0)
+    assert cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90") == (cubin, 0)
     for cut in (1, 64, len(cubin) // 3, len(cubin) - 8):  # wherever a bare cubin is cut, it is caught
-        assert runtime._unpack_cubin(cubin[:cut]) is None, cut
+        assert cubin_cache.unpack_cubin(cubin[:cut]) is None, cut
 
 
 def test_precompile_skips_sound_entries_and_rebuilds_damaged_ones(cache_dir: Path) -> None:
     other = SMALL_SOURCE.replace("2.0f", "3.0f")
     assert runtime.precompile([SMALL_SOURCE, other], "sm_90", workers=1) == 2
     assert runtime.precompile([SMALL_SOURCE, other], "sm_90", workers=1) == 0
-    path = runtime._cubin_path(other, "sm_90")
+    path = cubin_cache.cubin_path(other, "sm_90")
     path.write_bytes(path.read_bytes()[:-10])
     assert runtime.precompile([SMALL_SOURCE, other], "sm_90", workers=1) == 1
-    assert runtime._cubin_cached(other, "sm_90")
+    assert cubin_cache.is_cached(other, "sm_90")
 
 
 def test_cubin_cache_concurrent_compiles_leave_one_sound_entry(cache_dir: Path) -> None:
     sources = [SMALL_SOURCE.replace("2.0f", f"{k}.0f") for k in range(3)]
     with ThreadPoolExecutor(6) as pool:
-        results = list(pool.map(lambda s: runtime._cached_cubin(s, "sm_90")[0], sources * 2))
+        results = list(pool.map(lambda s: cubin_cache.cached_cubin(s, "sm_90")[0], sources * 2))
     for source, cubin in zip(sources * 2, results):
-        assert runtime._read_cubin(runtime._cubin_path(source, "sm_90")) == cubin
+        assert cubin_cache.read_cubin(cubin_cache.cubin_path(source, "sm_90")) == cubin
     assert not list(cache_dir.glob("*.tmp"))
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec import runtime
+from fusec import cubin_cache, runtime
 from fusec.codegen.nvrtc import CompileError
 from fusec.codegen.render import render_kernel
 from tests.correctness import test_runtime as cpu_runtime
@@ -187,7 +187,7 @@ def test_gpu_truncated_cache_entry_is_rebuilt(tmp_path: Path, fresh: runtime.Ker
     monkeypatch.setattr(runtime, "_DEFAULT", again)
     assert_matches_numpy(cupy.asnumpy(fusec.fuse(cpu_runtime.softmax)(x)), want)
     assert again.compiles == 1, "the truncated entry was loaded"
-    assert runtime._read_cubin(entries[0]) is not None
+    assert cubin_cache.read_cubin(entries[0]) is not None
 
 
 def test_gpu_compile_error_names_the_function_and_shows_the_log(fresh: runtime.KernelLauncher,

@@ -87,7 +87,8 @@ def _known_failed(cubins: Path | None) -> dict[str, str]:
 def test_fuzz_corpus_matches_numpy_on_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     import cupy
 
-    from fusec.runtime import KernelLauncher, _cubin_path, run_plan
+    from fusec.cubin_cache import cubin_path as _cubin_path
+    from fusec.runtime import KernelLauncher, run_plan
 
     start = time.perf_counter()
     cubins = _cubin_dir(monkeypatch)
