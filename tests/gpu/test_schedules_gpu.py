@@ -14,28 +14,11 @@ from fusec.ir import graph as ir_graph
 from fusec.ir.interpret import interpret, to_xp
 from fusec.runtime import KernelLauncher, default_launcher, run_plan
 from tests.helpers import GPU_ONLY, assert_matches_numpy, random_array, seed_of
+from tests.schedule.test_schedules import col_softmax, gelu, mean_var, softmax, sum_abs
 
 cupy = pytest.importorskip("cupy")
 
 pytestmark = GPU_ONLY
-
-
-def gelu(x):
-    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
-
-
-def mean_var(x):
-    m = x.mean()
-    return m, ((x - m) ** 2).mean()
-
-
-def sum_abs(x):
-    return np.abs(x).sum()
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 def router(x):
@@ -46,11 +29,6 @@ def router(x):
 def layernorm(x):
     c = x - x.mean(axis=-1, keepdims=True)
     return c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + 1e-5)
-
-
-def col_softmax(x):
-    e = np.exp(x - x.max(axis=0, keepdims=True))
-    return e / e.sum(axis=0, keepdims=True)
 
 
 # (function, shape, dtype, the schedules forced on its one kernel)
