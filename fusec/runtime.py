@@ -192,9 +192,9 @@ class KernelLauncher:
         return entry
 
     def recipe(self, region: Region, arrays: list[Any], out: Mapping[Node, Any] | None = None,
-               schedule: Any = None) -> LaunchRecipe:  # (uncached: see cached_recipe)
+               schedule: Any = None) -> LaunchRecipe:
         """Generate, compile and size the launch of ``region`` over these input arrays (``schedule``: a
-        forced one, else the heuristics')."""
+        forced one, else the heuristics'), every time: :meth:`cached_recipe` is the cached way."""
         inputs = self._entry(region).inputs
         for node, a in zip(inputs, arrays):
             if a.dtype != node.dtype or tuple(a.shape) != node.shape:

@@ -50,7 +50,7 @@ from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region
 from fusec.schedule.kinds import PointwiseSchedule, ReduceAllSchedule, RowSchedule, Schedule
-from fusec.schedule.nest import AccessInfo, LoopNest
+from fusec.schedule.nest import AccessInfo, LoopNest, declaration_order
 
 _WIDE_CTYPES = ("double", "long long", "unsigned long long")
 
@@ -122,10 +122,6 @@ class _Lowering:
             return nest.size_param[node]
         assert user is not None
         return nest.load_var(node, user)
-
-    def reads(self, node: Node, user: Node | None, refs: set[str]) -> None:
-        """Add to ``refs`` the accesses ``user`` reads ``node`` through."""
-        self.nest.value_refs(node, user, refs)
 
     def line(self, node: Node, fast_flag: str | None = None) -> str:
         """``node``'s C++ line; with ``fast_flag``, a division by a loop-invariant divisor takes
@@ -220,7 +216,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
             fname = field_of[r] = f"r{len(fields)}"
             acc = f"acc{p}.{fname}"
             value = lo.value(r.operands[0], r)
-            lo.reads(r.operands[0], r, refs)
+            nest.value_refs(r.operands[0], r, refs)
             index = ""
             if cu.pair_helper is not None:
                 index = nest.position_access(r).var
@@ -243,7 +239,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
     epilogue_refs: set[str] = set()
     lo.statement_refs(epilogue, epilogue_refs)
     for n in nest.full_outputs:
-        lo.reads(n, None, epilogue_refs)
+        nest.value_refs(n, None, epilogue_refs)
     epilogue_body, epilogue_exact = lo.loop_bodies(epilogue, lo.has_invariant_division(epilogue), "fast_epilogue")
 
     # -- accesses with offset expressions, parameters -----------------------------------------------------
@@ -304,8 +300,8 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         contiguous=lo.contiguous, vec=lo.vec, params=tuple(params), args=tuple(v for _, v in scalar_params),
         inputs=tuple(nest.array_inputs), outputs=tuple(region.outputs),
         kept_axes=tuple(axes[k] for k in kept_idx), loop_axes=tuple(axes[k] for k in loop_idx),
-        uniform_loads=tuple(sorted(uniform_loads.values(), key=_declaration_order)),
-        row_loads=tuple(sorted(row_loads.values(), key=_declaration_order)),
+        uniform_loads=tuple(sorted(uniform_loads.values(), key=lambda a: declaration_order(a.var))),
+        row_loads=tuple(sorted(row_loads.values(), key=lambda a: declaration_order(a.var))),
         prologue=prologue, phases=tuple(phases),
         epilogue_loads=epilogue_loads, epilogue_body=epilogue_body, epilogue_exact=epilogue_exact,
         epilogue_stores=tuple(Store(built[nest.store_access(n).var], lo.value(n, None)) for n in nest.full_outputs),
@@ -338,11 +334,6 @@ def _access(lo: _Lowering, nest: LoopNest, i: int, info: AccessInfo, axes: list[
     kept = dot(nest.kept_idx)
     return Access(info.var, info.pointer, ctype, kept, dot(nest.loop_idx),
                   info.dtype.itemsize if info.dtype is not None else 0)
-
-
-def _declaration_order(access: Access) -> tuple[str, int]:
-    prefix = access.var.rstrip("0123456789")
-    return prefix, int(access.var[len(prefix):])
 
 
 def _launch_policy(nest: LoopNest, schedule: Schedule, vec: int, phases: Sequence[Phase]) -> LaunchPolicy:

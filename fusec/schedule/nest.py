@@ -36,12 +36,18 @@ import numpy as np
 
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
-from fusec.ir.region import Region, RegionSpace, operand_map
+from fusec.ir.region import Region, operand_map
 from fusec.schedule.layout import ArrayLayout
 
 # int32 index math while every extent and offset is below this: the 2**24 margin keeps grid-stride
 # increments (at most MAX_GRID * BLOCK * 16 elements past a bound below the limit) from overflowing.
 INT32_LIMIT = 2**31 - 2**24
+
+
+def declaration_order(var: str) -> tuple[str, int]:
+    """``ld12`` -> ``("ld", 12)``: the order access variables are declared in."""
+    prefix = var.rstrip("0123456789")
+    return prefix, int(var[len(prefix):])
 
 
 def is_array(node: Node) -> bool:
@@ -64,8 +70,7 @@ class AccessInfo:
     @property
     def key(self) -> tuple[str, int]:
         """(prefix, number): the order variables are declared in."""
-        prefix = self.var.rstrip("0123456789")
-        return prefix, int(self.var[len(prefix):])
+        return declaration_order(self.var)
 
 
 @dataclass(frozen=True)
@@ -340,5 +345,5 @@ def analyze(region: Region, layouts: Mapping[Node, ArrayLayout] | None = None) -
     return LoopNest(region, layouts or {})
 
 
-__all__ = ["INT32_LIMIT", "AccessInfo", "CollapsedAxis", "LoopNest", "PhaseScope", "RegionSpace", "analyze",
+__all__ = ["INT32_LIMIT", "AccessInfo", "CollapsedAxis", "LoopNest", "PhaseScope", "analyze", "declaration_order",
            "is_array"]
