@@ -296,7 +296,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         loads.update((a.var, a) for a in nest.split(nest.epilogue_refs)[2] if a.pointer is not None)
         held = accesses(sorted(loads.values(), key=lambda a: a.key))
     return KernelSpec(
-        name=kernel_label(region, kind, name), kind=kind, schedule=schedule, index_ctype=index_ctype,
+        name=kernel_label(region, kind, name), kind=schedule.kind, schedule=schedule, index_ctype=index_ctype,
         contiguous=lo.contiguous, vec=lo.vec, params=tuple(params), args=tuple(v for _, v in scalar_params),
         inputs=tuple(nest.array_inputs), outputs=tuple(region.outputs),
         kept_axes=tuple(axes[k] for k in kept_idx), loop_axes=tuple(axes[k] for k in loop_idx),
@@ -339,13 +339,16 @@ def _access(lo: _Lowering, nest: LoopNest, i: int, info: AccessInfo, axes: list[
 def _launch_policy(nest: LoopNest, schedule: Schedule, vec: int, phases: Sequence[Phase]) -> LaunchPolicy:
     """How the runtime sizes the launch: units of work (vector steps of a flat loop, rows, or kept
     indices), how many a block takes per step, and the schedule's grid policy."""
+    partial = tuple(max(8, ACC_FIELD_BOUND * len(p.fields)) for p in phases) if schedule.workspace else ()
+    split: dict[str, int] = {}
     if isinstance(schedule, (PointwiseSchedule, ReduceAllSchedule)):
         work, per_block = -(-nest.n_loop // vec), schedule.block[0]
     elif isinstance(schedule, RowSchedule):
         work, per_block = nest.n_kept, schedule.rows_per_block
     else:
         work, per_block = nest.n_kept, schedule.block[0]
-    partial = tuple(max(8, ACC_FIELD_BOUND * len(p.fields)) for p in phases) if schedule.workspace else ()
-    return LaunchPolicy(schedule.block, work, per_block, min_blocks=1 if schedule.workspace else 0,
+        partial = tuple(b * schedule.tile for b in partial)  # a partial per kept index of the tile
+        split = dict(split_limit=schedule.blocks_per_tile_limit(nest.n_loop), split_fixed=schedule.blocks)
+    return LaunchPolicy(schedule.block, work, per_block, min_blocks=1 if schedule.workspace and not split else 0,
                         persistent=schedule.persistent, cooperative=schedule.cooperative, partial_bytes=partial,
-                        min_resident=schedule.min_resident)
+                        min_resident=schedule.min_resident, **split)

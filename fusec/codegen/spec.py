@@ -15,7 +15,7 @@ from fusec.ir.graph import Node
 from fusec.schedule.kinds import Schedule
 
 MAX_GRID = 65535  # upper bound on any grid (grid-stride loops cover the rest)
-WORKSPACE_HEADER = 128  # reduce-all workspace: arrival counter + barrier generation, then partials
+WORKSPACE_HEADER = 128  # arrival counter + barrier generation (+ a split cols kernel's tile counters), then partials
 ACC_FIELD_BOUND = 16  # bytes any accumulator field takes at most (argmax pairs: value + long long)
 
 
@@ -124,7 +124,12 @@ class LaunchPolicy:
     layernorm and the router 7-10% faster than with the grid capped at the resident capacity).
     ``cooperative`` kernels wait on a grid barrier, so their grid must never exceed that capacity.
     ``min_blocks`` is 1 where an empty iteration space still has outputs to write (reduce-all of nothing);
-    0 launches nothing."""
+    0 launches nothing.
+
+    ``split_limit`` > 1 (cols split across blocks): each block's unit (a tile of kept indices) may take up
+    to that many blocks, each folding a part of the reduced extent: the grid is then exactly ``blocks x
+    per_tile`` (the kernel reads ``per_tile`` back as ``gridDim.x / tiles``), with ``per_tile`` as many as
+    fill the device (``split_fixed``: as many as forced), or at most ``blocks`` when it would be 1."""
 
     block: tuple[int, int]
     work: int
@@ -132,19 +137,34 @@ class LaunchPolicy:
     min_blocks: int = 0
     persistent: bool = False
     cooperative: bool = False
-    partial_bytes: tuple[int, ...] = ()  # reduce-all: per phase, an upper bound on one block's partial
+    partial_bytes: tuple[int, ...] = ()  # per phase, an upper bound on one block's partial
     min_resident: int = 2  # the kernel's second launch bound: blocks per SM ptxas plans for
+    split_limit: int = 1
+    split_fixed: int = 0
 
     @property
     def blocks(self) -> int:
         """Blocks the work asks for: one per ``per_block`` units (at least ``min_blocks``)."""
         return max(-(-self.work // self.per_block) if self.work > 0 else 0, self.min_blocks)
 
+    def per_tile(self, capacity: int) -> int:
+        """Blocks per unit of a split launch on a device that keeps ``capacity`` blocks resident (1: no split)."""
+        units = self.blocks
+        if self.split_limit <= 1 or units == 0:
+            return 1
+        per_tile = min(self.split_fixed or max(1, capacity // units), self.split_limit, MAX_GRID // units)
+        if self.cooperative:
+            per_tile = min(per_tile, capacity // units)
+        return max(1, per_tile)
+
     def grid(self, capacity: int) -> int:
         """Blocks to launch on a device that keeps ``capacity`` of these blocks resident (0: skip)."""
         blocks = self.blocks
         if blocks == 0:
             return 0
+        per_tile = self.per_tile(capacity)
+        if per_tile > 1:
+            return blocks * per_tile
         return max(1, min(blocks, capacity if self.persistent else blocks, MAX_GRID))
 
     def describe(self) -> str:
@@ -152,14 +172,19 @@ class LaunchPolicy:
         blocks = self.blocks
         if blocks == 0:
             return "nothing to launch (empty)"
+        if self.split_limit > 1:
+            most = f"{self.split_fixed} blocks" if self.split_fixed else "as many blocks as fill the device"
+            return (f"grid {blocks} tile(s) x up to {min(self.split_limit, self.split_fixed or self.split_limit)} "
+                    f"(the reduced extent of a tile split across {most})")
         if self.persistent:
             return f"grid min({blocks}, SMs x resident blocks)"
         return f"grid {blocks}" if blocks <= MAX_GRID else f"grid {MAX_GRID} (grid-stride over {blocks})"
 
     def workspace_bytes(self, grid: int) -> int:
         """Bytes of the (zero-initialized, reusable) workspace a launch of ``grid`` blocks uses: none for one
-        block, whose own combination is the result (the runtime passes a null pointer)."""
-        if not self.partial_bytes or grid <= 1:
+        block, whose own combination is the result, nor for a split launch that did not split (the runtime
+        passes a null pointer)."""
+        if not self.partial_bytes or grid <= 1 or (self.split_limit > 1 and grid <= self.blocks):
             return 0
         return WORKSPACE_HEADER + sum(_round_up(grid * b, 128) for b in self.partial_bytes)
 
@@ -169,7 +194,7 @@ class KernelSpec:
     """Everything the template of ``kind`` needs; ``args`` and ``launch.work`` hold the sizes."""
 
     name: str
-    kind: str  # pointwise | reduce-all | rows | cols
+    kind: str  # the template: the schedule's kind (pointwise | reduce-all | rows | cols)
     schedule: Schedule
     index_ctype: str  # int | long long
     contiguous: bool  # one flat loop index i addresses every array that varies along the loop

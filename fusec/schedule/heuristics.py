@@ -18,6 +18,7 @@ from fusec.ir.graph import Node
 from fusec.schedule.device import H200, DeviceProperties
 from fusec.schedule.kinds import (
     BLOCK,
+    LAST_BLOCK_TILES,
     WARP,
     ColSchedule,
     PointwiseSchedule,
@@ -53,8 +54,9 @@ ROW_REGS_TABLE: dict[int, tuple[tuple[int, int, int], ...]] = {
 HOLD_MIN_COST = 2  # rows in registers: an element value of at least this op cost (exp, div, ...) that a later
 # phase or the epilogue needs again is kept in registers (<var>_h) rather than recomputed there
 HOLD_MAX_VALUES = 64  # ... while the row's loads and the kept values take at most this many 4-byte registers
-COLS_TILE = 32  # cols: kept indices per block (threadIdx.x, coalesced)
-COLS_SPLIT = 8  # cols: threads splitting the reduced extent of one kept index (threadIdx.y)
+COLS_TILE_MAX = 32  # cols: at most this many kept indices per block (threadIdx.x, a warp's width)
+LONG_ROW = 1 << 15  # rows this long or longer, too few to give every SM ...
+FEW_ROWS_PER_SM = 2  # ... this many rows each, run as cols schedules split across blocks
 
 
 # ---- the heuristic -----------------------------------------------------------------------------------------
@@ -65,9 +67,11 @@ def choose(nest: LoopNest, device: DeviceProperties = H200) -> Schedule:
     return _defaults(nest, device, None)
 
 
-def _defaults(nest: LoopNest, device: DeviceProperties, variant: str | None) -> Schedule:
-    """The heuristic's schedule, or (``variant``) its best schedule of that variant."""
-    kind = nest.kind
+def _defaults(nest: LoopNest, device: DeviceProperties, variant: str | None, kind: str | None = None) -> Schedule:
+    """The heuristic's schedule, or (``variant`` of schedule ``kind``) its best schedule of that variant."""
+    if kind is None and nest.kind == "rows" and rows_as_cols(nest, device):
+        kind = "cols"
+    kind = kind or nest.kind
     if kind == "pointwise":
         return PointwiseSchedule(*_flat_loop(nest, variant))
     if kind == "reduce-all":
@@ -88,7 +92,51 @@ def _defaults(nest: LoopNest, device: DeviceProperties, variant: str | None) -> 
         threads, elems, vec = bucket
         fast_division = any(nest.invariant_division(n) for n in nest.members)
         return RowSchedule(mapping, threads, elems, vec, values_to_hold(nest, elems), fast_division)
-    return ColSchedule(COLS_TILE, COLS_SPLIT)
+    tile = cols_tile(nest)
+    one_pass = nest.n_phases == 1 and not nest.full_outputs and -(-nest.n_kept // tile) <= LAST_BLOCK_TILES
+    return ColSchedule(variant or ("last_block" if one_pass else "grid_barrier"), tile, BLOCK // tile)
+
+
+def fastest_axis(nest: LoopNest) -> str | None:
+    """Along which axes the region's arrays are contiguous in memory: ``"kept"`` when the innermost kept
+    axis is the one most of the bytes step along by one element, ``"reduced"`` when it is the innermost
+    reduced (loop) axis, None when neither (every array strided there). Arrays vote by itemsize."""
+    if not nest.kept_idx or not nest.loop_idx:
+        return None
+    inner_kept, inner_loop = nest.kept_idx[-1], nest.loop_idx[-1]
+    votes = {"kept": 0, "reduced": 0}
+    for i, info in enumerate(nest.infos):
+        if info.pointer is None or not nest.varying(i):
+            continue
+        if abs(nest.axes[inner_kept].strides[i]) == 1:
+            votes["kept"] += info.dtype.itemsize
+        elif abs(nest.axes[inner_loop].strides[i]) == 1:
+            votes["reduced"] += info.dtype.itemsize
+    if not any(votes.values()):
+        return None
+    return "kept" if votes["kept"] >= votes["reduced"] else "reduced"
+
+
+def cols_tile(nest: LoopNest) -> int:
+    """Kept indices per block of a cols schedule: 1 when the arrays are contiguous along the reduced extent
+    (a warp walks the reduction), else the innermost kept axis's extent rounded up to a power of two, at
+    most a warp (a warp covers whole rows of a narrow array and several consecutive reduced indices)."""
+    if fastest_axis(nest) == "reduced":
+        return 1
+    if not nest.kept_idx:
+        return COLS_TILE_MAX
+    extent = nest.extents[nest.kept_idx[-1]]
+    return min(COLS_TILE_MAX, 1 << max(0, extent - 1).bit_length())
+
+
+def rows_as_cols(nest: LoopNest, device: DeviceProperties) -> bool:
+    """A rows region the cols kernel runs better: rows that are strided in memory while the kept axis is
+    contiguous (a transposed input: coalesced across rows), or rows too long for registers and too few to
+    give every SM :data:`FEW_ROWS_PER_SM` of them (each row split across blocks)."""
+    if fastest_axis(nest) == "kept":
+        return True
+    return (nest.n_loop >= LONG_ROW and row_bucket(nest) is None
+            and nest.n_kept < FEW_ROWS_PER_SM * device.sm_count)
 
 
 def _flat_loop(nest: LoopNest, loop: str | None) -> tuple[str, int]:
@@ -197,11 +245,11 @@ def resolve(nest: LoopNest, forced: Schedule | ScheduleRequest | str | None = No
     if forced is None:
         return choose(nest, device)
     forced = as_forced(forced)
-    if forced.kind != nest.kind:
+    if not fits_kind(forced.kind, nest.kind):
         raise ScheduleError(f"schedule {forced} is for a {forced.kind} kernel, but {nest.region.name} is a "
                             f"{nest.kind} kernel")
     if isinstance(forced, ScheduleRequest):
-        defaults: dict[str, Any] = dict(vars(_defaults(nest, device, forced.variant)))
+        defaults: dict[str, Any] = dict(vars(_defaults(nest, device, forced.variant, forced.kind)))
         given = dict(forced.given)
         if "loop" in given and "vec" not in given:  # reduce-all: the loop's own best width
             defaults["vec"] = _flat_loop(nest, given["loop"])[1]
@@ -215,7 +263,7 @@ def check(nest: LoopNest, schedule: Schedule, device: DeviceProperties = H200) -
     def refuse(why: str) -> None:
         raise ScheduleError(f"schedule {schedule} does not fit kernel {nest.region.name}: {why}")
 
-    if schedule.kind != nest.kind:
+    if not fits_kind(schedule.kind, nest.kind):
         refuse(f"it is a {nest.kind} kernel")
     if schedule.threads > device.max_threads_per_block or schedule.threads < 1:
         refuse(f"{schedule.threads} threads per block (1..{device.max_threads_per_block})")
@@ -231,6 +279,21 @@ def check(nest: LoopNest, schedule: Schedule, device: DeviceProperties = H200) -
     elif isinstance(schedule, ColSchedule):
         if schedule.tile < 1 or schedule.split < 1:
             refuse("tile and split must be at least 1")
+        if schedule.blocks < 0 or (schedule.blocks and not schedule.splits):
+            refuse("blocks (per tile) belongs to the split variants last_block and grid_barrier, and is >= 0")
+        if schedule.finish == "last_block" and (nest.n_phases > 1 or nest.full_outputs):
+            refuse("last_block combines one phase into outputs per kept index; this kernel has "
+                   f"{nest.n_phases} phase(s) and {len(nest.full_outputs)} output(s) over the elements: "
+                   "use grid_barrier")
+        if schedule.finish == "last_block" and -(-nest.n_kept // schedule.tile) > LAST_BLOCK_TILES:
+            refuse(f"last_block counts arrivals per tile, for at most {LAST_BLOCK_TILES} tiles; this kernel has "
+                   f"{-(-nest.n_kept // schedule.tile)}: use grid_barrier")
+
+
+def fits_kind(schedule_kind: str, region_kind: str) -> bool:
+    """Whether a schedule of ``schedule_kind`` can run a region of ``region_kind``: its own, and the cols
+    schedules run rows regions too (a row is then a kept index whose reduced extent is one axis)."""
+    return schedule_kind == region_kind or (schedule_kind, region_kind) == ("cols", "rows")
 
 
 def _power_of_two(n: int) -> bool:

@@ -13,6 +13,7 @@ Every schedule prints as one line that parses back (``explain`` shows it, ``--sc
     rows:block_regs,threads=256,elems=32,vec=4,hold=3+5,fast_division=1
     rows:warp
     cols:tiles,tile=32,split=8
+    cols:grid_barrier,tile=1,split=256,blocks=0
 
 A line may leave fields out (``rows:warp_regs``): :func:`fusec.schedule.heuristics.complete` fills them
 in for the region at hand.
@@ -29,6 +30,8 @@ from fusec.errors import FusecValueError
 BLOCK = 256  # threads per block of the one-dimensional schedules
 WARP = 32
 MIN_RESIDENT = 2  # __launch_bounds__(threads, 2): up to 128 registers per thread
+LAST_BLOCK_TILES = 30  # a split cols last_block kernel has an arrival counter per tile in the workspace's head
+SPLIT_MIN_ELEMS = 16  # cols split across blocks: each thread folds at least this many elements of its block's part
 
 
 class ScheduleError(FusecValueError):
@@ -195,19 +198,31 @@ class RowSchedule(Schedule):
 
 @dataclass(frozen=True)
 class ColSchedule(Schedule):
-    """Reductions over outer axes: a block of ``tile`` x ``split`` threads, ``tile`` consecutive kept
-    indices along x (coalesced) and the reduced extent split ``split`` ways along y, combined in shared
-    memory in a fixed order. Grid-stride over tiles, at most the resident capacity."""
+    """Reductions over outer axes (and rows that are few and long, or strided in memory): a block of
+    ``tile`` x ``split`` threads, ``tile`` consecutive kept indices along x and the reduced extent split
+    ``split`` ways along y, combined in a fixed order (shuffles inside a warp, then shared memory).
+    ``tile`` 8..32 puts the warp along the kept indices (coalesced when the kept axis is the fastest in
+    memory); ``tile`` 1 puts it along the reduced extent (when a reduced axis is the fastest).
+
+    ``finish``: ``tiles`` (a block per tile of kept indices, grid-stride over tiles, at most the resident
+    capacity) or, when the tiles alone would leave the GPU idle, the reduced extent of each tile split
+    across ``blocks`` blocks too (0: as many as fill the device, chosen at launch): each block writes its
+    partial to the workspace, and the partials of a tile are combined in block order, by the last block of
+    the tile to arrive (``last_block``: one phase, outputs per kept index only) or by every block of the
+    tile after a grid barrier (``grid_barrier``: several phases, or outputs over the elements). When the
+    tiles fill the device the split variants run as ``tiles`` does."""
 
     kind: ClassVar[str] = "cols"
-    variants: ClassVar[tuple[str, ...]] = ("tiles",)
-    keys: ClassVar[dict[str, str]] = {"tile": "tile", "split": "split"}
+    variants: ClassVar[tuple[str, ...]] = ("tiles", "last_block", "grid_barrier")
+    keys: ClassVar[dict[str, str]] = {"tile": "tile", "split": "split", "blocks": "blocks"}
+    finish: str = "tiles"
     tile: int = 32
     split: int = 8
+    blocks: int = 0
 
     @property
     def variant(self) -> str:
-        return "tiles"
+        return self.finish
 
     @property
     def block(self) -> tuple[int, int]:
@@ -217,11 +232,38 @@ class ColSchedule(Schedule):
     def persistent(self) -> bool:
         return True
 
+    @property
+    def splits(self) -> bool:
+        """The reduced extent may be split across blocks."""
+        return self.finish != "tiles"
+
+    @property
+    def cooperative(self) -> bool:
+        return self.finish == "grid_barrier"
+
+    @property
+    def workspace(self) -> bool:
+        return self.splits
+
+    def blocks_per_tile_limit(self, n_reduced: int) -> int:
+        """The most blocks one tile's reduced extent is split across: ``blocks`` when given, else enough
+        that each thread still folds at least :data:`SPLIT_MIN_ELEMS` elements."""
+        if not self.splits:
+            return 1
+        if self.blocks:
+            return max(1, min(self.blocks, n_reduced))
+        return max(1, n_reduced // (self.split * SPLIT_MIN_ELEMS))
+
+    def text(self) -> str:
+        if self.finish == "tiles":  # no split: blocks does not apply
+            return f"{self.kind}:{self.finish},tile={self.tile},split={self.split}"
+        return super().text()
+
 
 SCHEDULE_KINDS: dict[str, type[Schedule]] = {
     cls.kind: cls for cls in (PointwiseSchedule, ReduceAllSchedule, RowSchedule, ColSchedule)
 }
-_VARIANT_FIELD = {"pointwise": "loop", "reduce-all": "finish", "rows": "mapping", "cols": None}
+_VARIANT_FIELD = {"pointwise": "loop", "reduce-all": "finish", "rows": "mapping", "cols": "finish"}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,16 @@ from fusec.ir import graph as ir_graph
 from fusec.ir.interpret import interpret, to_xp
 from fusec.runtime import KernelLauncher, default_launcher, run_plan
 from tests.helpers import GPU_ONLY, assert_matches_numpy, random_array, seed_of
-from tests.schedule.test_schedules import col_softmax, gelu, mean_var, softmax, sum_abs
+from tests.schedule.test_schedules import (
+    channel_sum,
+    col_softmax,
+    col_sum,
+    gelu,
+    mean_var,
+    row_sum_of_transposed,
+    softmax,
+    sum_abs,
+)
 
 cupy = pytest.importorskip("cupy")
 
@@ -24,6 +33,15 @@ pytestmark = GPU_ONLY
 def router(x):
     p = softmax(x)
     return p.max(axis=-1), p.argmax(axis=-1)
+
+
+def col_stats(x):
+    return x.sum(axis=0), x.argmax(axis=0), x.max(axis=0)
+
+
+def col_mean_var(x):
+    m = x.mean(axis=0, keepdims=True)
+    return m, ((x - m) ** 2).mean(axis=0)
 
 
 def layernorm(x):
@@ -47,7 +65,19 @@ CASES = [
     (layernorm, (64, 8192), "float16", ["rows:block_regs,threads=512,elems=16", "rows:block_regs,threads=1024,elems=8",
                                         "rows:block"]),
     (col_softmax, (1029, 917), "float32", ["cols:tiles", "cols:tiles,tile=64,split=4", "cols:tiles,tile=8,split=32",
-                                           "cols:tiles,tile=1,split=1"]),
+                                           "cols:tiles,tile=1,split=1", "cols:grid_barrier",
+                                           "cols:grid_barrier,blocks=3",
+                                           "cols:grid_barrier,tile=1,split=256,blocks=5",
+                                           "cols:grid_barrier,tile=4,split=64,blocks=7"]),
+    # split across blocks: sums, an argmax pair (8-byte partials) and a max, combined by the last block or
+    # after a grid barrier; integers exactly
+    (col_stats, (5003, 30), "int32", ["cols:last_block,blocks=9", "cols:last_block,tile=1,split=256,blocks=4",
+                                      "cols:grid_barrier,tile=8,split=32,blocks=13", "cols:tiles,tile=2,split=128"]),
+    (col_stats, (5003, 30), "float32", ["cols:last_block,blocks=9", "cols:grid_barrier,tile=1,split=256,blocks=4"]),
+    (col_mean_var, (2049, 7), "float64", ["cols:grid_barrier,blocks=6", "cols:grid_barrier,tile=8,split=32,blocks=2"]),
+    (col_sum, (0, 5), "float32", ["cols:last_block,blocks=3"]),
+    (col_sum, (5, 0), "float32", ["cols:last_block,blocks=3"]),
+    (softmax, (37, 1000), "float32", ["cols:grid_barrier,tile=1,split=256,blocks=4", "cols:grid_barrier,blocks=2"]),
 ]
 
 
@@ -61,7 +91,7 @@ def launcher() -> KernelLauncher:
                          ids=lambda v: getattr(v, "__name__", str(v)))
 def test_gpu_forced_schedule_gives_numpy_result(launcher, fn, shape, dtype, schedule) -> None:
     rng = np.random.default_rng(seed_of("schedule", fn.__name__, shape, dtype, schedule))
-    x = random_array(rng, shape, dtype)
+    x = _nonnegative_for_sums(fn, random_array(rng, shape, dtype))
     fused = fusec.fuse(fn, schedules={"k0": schedule})
     plan = fused.plan(fusec.ArraySpec(shape, dtype))
     assert len(plan.kernels) == 1
@@ -77,6 +107,44 @@ def test_gpu_forced_schedule_gives_numpy_result(launcher, fn, shape, dtype, sche
         for g, w in zip(got, want):
             assert_matches_numpy(cupy.asnumpy(g).astype(np.float64), np.asarray(w), rtol=0, atol=bound)
         return
+    for g, w in zip(got, want):
+        assert_matches_numpy(cupy.asnumpy(g), np.asarray(w))
+
+
+SUMS_PER_KEPT_INDEX = (col_stats, col_mean_var, col_sum, channel_sum, row_sum_of_transposed)
+
+
+def _nonnegative_for_sums(fn, x: np.ndarray) -> np.ndarray:
+    """Float sums per kept index are compared with NumPy's within the elementwise tolerance: on data of one
+    sign (NaN and infinities kept), where any summation order is that close."""
+    return np.abs(x) if fn in SUMS_PER_KEPT_INDEX and x.dtype.kind == "f" else x
+
+
+# the heuristics' own schedules where they split or follow the layout: (function, shape, dtype, transposed input)
+CHOSEN = [
+    (col_sum, (1 << 20, 8), "float32", False),  # one tile split across the device
+    (col_sum, (1 << 18, 3), "int32", False),
+    (col_stats, (1 << 17, 64), "float32", False),
+    (col_softmax, (4096, 300), "float32", False),
+    (col_mean_var, (1 << 16, 40), "float64", False),
+    (channel_sum, (64, 32, 28, 28), "float32", False),  # the warps along the reduced axis
+    (row_sum_of_transposed, (3000, 2000), "float32", False),  # rows strided in memory: the kept axis is fastest
+    (softmax, (300, 2000), "float32", True),  # a transposed input: the same
+    (softmax, (16, 1 << 17), "float32", False),  # few long rows
+]
+
+
+@pytest.mark.parametrize("fn, shape, dtype, transposed", CHOSEN, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_gpu_chosen_cols_schedules_give_numpy_results(launcher, fn, shape, dtype, transposed) -> None:
+    rng = np.random.default_rng(seed_of("chosen", fn.__name__, shape, dtype, transposed))
+    x = _nonnegative_for_sums(fn, random_array(rng, shape[::-1] if transposed else shape, dtype))
+    x = x.T if transposed else x
+    plan = fusec.fuse(fn).plan(x)
+    got = run_plan(plan, [cupy.asarray(x)], launcher=launcher)
+    schedule = launcher.recipes(plan.kernels[0].region)[0].schedule
+    assert schedule.kind == "cols", schedule
+    with np.errstate(all="ignore"):
+        want = interpret(plan.traced, [x])
     for g, w in zip(got, want):
         assert_matches_numpy(cupy.asnumpy(g), np.asarray(w))
 

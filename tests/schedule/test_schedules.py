@@ -53,6 +53,18 @@ def col_softmax(x):
     return e / e.sum(axis=0, keepdims=True)
 
 
+def col_sum(x):
+    return x.sum(axis=0)
+
+
+def channel_sum(x):
+    return x.sum(axis=(0, 2, 3))
+
+
+def row_sum_of_transposed(x):
+    return x.T.sum(axis=1)
+
+
 def region_of(fn, *specs):
     """``fn`` traced over ``specs`` as one region over all its non-source nodes."""
     graph = fusec.fuse(fn).trace(*specs)
@@ -69,6 +81,10 @@ TWO_SCHEDULES = {
     "rows-regs": (softmax, (37, 1000), "rows:block_regs,threads=256,elems=4,hold=none,fast_division=0",
                   "rows:block_regs,threads=64,elems=16"),
     "cols": (col_softmax, (1029, 917), "cols:tiles", "cols:tiles,tile=16,split=16"),
+    "cols-split": (col_softmax, (1029, 917), "cols:grid_barrier,blocks=3",
+                   "cols:grid_barrier,tile=4,split=64,blocks=2"),
+    "cols-last-block": (col_sum, (4099, 30), "cols:last_block,blocks=5", "cols:last_block,tile=1,split=256"),
+    "rows-as-cols": (softmax, (37, 1000), "cols:grid_barrier,tile=1,split=256,blocks=4", "rows:block"),
 }
 
 
@@ -95,14 +111,51 @@ def test_schedule_heuristics_choose_per_kind() -> None:
     assert chosen(gelu, (1029, 917), "float64") == PointwiseSchedule("vector", 2)
     assert chosen(sum_abs, (1029, 917)) == ReduceAllSchedule("last_block", "vector", 4)
     assert chosen(mean_var, (1029, 917)).finish == "grid_barrier"  # two phases
-    assert chosen(col_softmax, (1029, 917)) == ColSchedule(32, 8)
+    assert chosen(col_softmax, (1029, 917)) == ColSchedule("grid_barrier", 32, 8)  # two phases and an epilogue
     rows = chosen(softmax, (8192, 8192))
     assert (rows.mapping, rows.row_threads, rows.elems, rows.vec, rows.fast_division) == (
         "block_regs", 256, 32, 4, True)
     held = "+".join(map(str, rows.hold))
     assert rows.hold and rows.text() == f"rows:block_regs,threads=256,elems=32,vec=4,hold={held},fast_division=1"
-    assert chosen(softmax, (64, 100_000)) == RowSchedule("block", 256)
     assert chosen(softmax, (64, 100)).mapping == "warp_regs"
+
+
+def test_schedule_heuristics_follow_the_layout_for_outer_axes_and_few_long_rows() -> None:
+    """cols: the warp walks whichever axis the arrays are contiguous along (the kept one, as wide as it is up
+    to a warp; or the reduced one); few long rows and rows strided in memory run as cols, split across blocks."""
+    def chosen(fn, shape, dtype=F32):
+        _, region = region_of(fn, fusec.ArraySpec(shape, dtype))
+        return choose(analyze(region))
+
+    assert chosen(col_sum, (1 << 20, 8)) == ColSchedule("last_block", 8, 32)  # one tile: split across blocks
+    assert chosen(col_sum, (1 << 20, 3)) == ColSchedule("last_block", 4, 64)
+    assert chosen(col_sum, (4096, 4096)) == ColSchedule("grid_barrier", 32, 8)  # 128 tiles: no counter each
+    assert chosen(channel_sum, (8, 64, 14, 14)) == ColSchedule("grid_barrier", 1, 256)  # reduced axis fastest
+    assert chosen(row_sum_of_transposed, (4096, 4096)) == ColSchedule("grid_barrier", 32, 8)  # rows strided
+    assert chosen(softmax, (64, 100_000)) == ColSchedule("grid_barrier", 1, 256)  # few long rows
+    assert chosen(softmax, (1024, 100_000)) == RowSchedule("block", 256)  # enough rows for every SM
+    assert chosen(softmax, (64, 8192)).mapping == "block_regs"  # fits in registers
+
+
+def test_cols_split_launch_fills_the_device_and_sizes_its_workspace() -> None:
+    """The grid of a split cols launch is tiles x blocks per tile (what the kernel reads back from gridDim),
+    as many blocks per tile as fill the resident capacity, within the reduced extent's worth and (grid
+    barrier) the capacity itself; a launch that does not split takes no workspace."""
+    def policy(fn, shape, forced=None):
+        graph, region = region_of(fn, fusec.ArraySpec(shape, F32))
+        return generate(region, schedule=forced).spec.launch
+
+    tall = policy(col_sum, (1 << 20, 8))  # 1 tile of 8 columns; 2^20 rows / (32 threads x 16) = 2048 at most
+    assert tall.blocks == 1 and tall.grid(1056) == 1056 and tall.grid(4000) == 2048
+    assert tall.workspace_bytes(1056) == 128 + 1056 * 8 * 16
+    short = policy(col_sum, (1000, 8))  # 1000 rows: one block folds them
+    assert short.grid(1056) == 1 and short.workspace_bytes(1) == 0
+    wide = policy(col_sum, (4096, 4096))  # 128 tiles of 32 under a grid barrier
+    assert wide.cooperative and wide.grid(1056) == 128 * 8 and wide.grid(200) == 128 and wide.workspace_bytes(128) == 0
+    fixed = policy(col_sum, (4096, 4096), "cols:grid_barrier,blocks=3")
+    assert fixed.grid(1056) == 128 * 3 and fixed.grid(300) == 128 * 2  # at most the resident capacity
+    assert "split across 3 blocks" in fixed.describe()
+    assert policy(col_sum, (4096, 4096), "cols:tiles").grid(1056) == 128
 
 
 def test_schedule_parse_fills_what_is_left_out_from_the_heuristics() -> None:
@@ -143,6 +196,9 @@ def test_schedule_parse_errors_say_what_is_wrong(text: str, message: str) -> Non
     (gelu, (1029, 917), None, "pointwise:strided,vec=4", "vec=4 needs the vector loop"),
     (mean_var, (1029, 917), None, "reduce-all:last_block", "use grid_barrier"),
     (col_softmax, (1029, 917), None, "cols:tiles,tile=64,split=32", "2048 threads per block"),
+    (col_softmax, (1029, 917), None, "cols:last_block", "use grid_barrier"),
+    (col_sum, (1029, 4096), None, "cols:last_block", "at most 30 tiles; this kernel has 128"),
+    (col_sum, (1029, 917), None, "cols:tiles,blocks=2", "blocks .per tile. belongs to the split variants"),
 ])
 def test_schedule_that_does_not_fit_its_region_raises_with_the_reason(fn, shape, layouts, forced, message) -> None:
     graph, region = region_of(fn, fusec.ArraySpec(shape, F32))
