@@ -78,7 +78,9 @@ def test_explain_launch_shape_per_kernel():
     assert len(e.launches) == e.kernel_count == 2
     text = str(e)
     assert text.count("  launch: ") == 2
-    assert re.search(r"launch: \w+ schedule, 256 threads per block, grid min\(\d+, SMs x resident blocks\)", text)
+    assert re.search(r"launch: warp_regs schedule, 256 threads per block, grid 128\n", text)
+    assert re.search(r"launch: last_block schedule, 256 threads per block, grid 16 tile\(s\) x up to 8 blocks each, "
+                     r"splitting the reduced extent \(as many as fill the device; none when the tiles fill it\)", text)
     assert "int32 indices" in text
 
 
@@ -88,8 +90,9 @@ def test_explain_launch_shape_follows_the_input_layout():
     transposed_spec = f.explain(ArraySpec((64, 64), F32, strides=(1, 64))).launches[0]
     transposed_array = f.explain(np.ones((64, 64), np.float32).T).launches[0]
     assert not contiguous.startswith("strided")
-    assert transposed_spec.startswith("strided schedule")
-    assert transposed_array.startswith("strided schedule")
+    assert transposed_spec.startswith("tiled schedule, 256 threads per block")  # read across, written along
+    assert transposed_array.startswith("tiled schedule")
+    assert f.explain(ArraySpec((64, 64), F32, strides=(128, 2))).launches[0].startswith("strided schedule")
 
 
 def test_explain_row_then_column_names_the_materialized_intermediate():

@@ -49,6 +49,7 @@ from fusec.codegen.spec import (
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region
+from fusec.schedule.heuristics import tile_axes
 from fusec.schedule.kinds import PointwiseSchedule, ReduceAllSchedule, RowSchedule, Schedule
 from fusec.schedule.nest import AccessInfo, LoopNest, declaration_order
 
@@ -290,6 +291,14 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         params.append(Param("ws", "unsigned char", "workspace"))
     params += [p for p, _ in scalar_params]
 
+    tiled: dict[str, Any] = {}
+    if isinstance(schedule, PointwiseSchedule) and schedule.loop == "tiled":
+        out_axis, in_axis = tile_axes(nest)
+        staged = [built[info.var] for i, info in enumerate(nest.infos)
+                  if built[info.var] in epilogue_loads and info.pointer is not None
+                  and abs(nest.axes[in_axis].strides[i]) == 1 and abs(nest.axes[out_axis].strides[i]) != 1]
+        tiled = dict(tile_axes=(axes[out_axis], axes[in_axis]), staged=tuple(staged),
+                     batch_axes=tuple(a for k, a in enumerate(axes) if k not in (out_axis, in_axis)))
     held: tuple[Access, ...] = ()
     if lo.regs:  # every array the loops read along the row sits in registers
         loads = {a.var: a for ph in nest.phases for a in nest.split(ph.refs)[2] if a.pointer is not None}
@@ -308,7 +317,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         row_stores=tuple(Store(built[nest.store_access(n).var], lo.value(n, None)) for n in nest.row_outputs),
         launch=_launch_policy(nest, schedule, lo.vec, phases), held=held,
         held_values=tuple((cuda_ops.ctype(n.dtype), nest.var[n]) for n in lo.kept),
-        full_rows=lo.regs and nest.n_loop == schedule.row_threads * schedule.elems,
+        full_rows=lo.regs and nest.n_loop == schedule.row_threads * schedule.elems, **tiled,
     )
 
 
@@ -341,7 +350,12 @@ def _launch_policy(nest: LoopNest, schedule: Schedule, vec: int, phases: Sequenc
     indices), how many a block takes per step, and the schedule's grid policy."""
     partial = tuple(max(8, ACC_FIELD_BOUND * len(p.fields)) for p in phases) if schedule.workspace else ()
     split: dict[str, int] = {}
-    if isinstance(schedule, (PointwiseSchedule, ReduceAllSchedule)):
+    if isinstance(schedule, PointwiseSchedule) and schedule.loop == "tiled":
+        out_axis, in_axis = tile_axes(nest)
+        edge = schedule.block[0]
+        work = math.prod(-(-e // edge) if k in (out_axis, in_axis) else e for k, e in enumerate(nest.extents))
+        per_block = 1  # a tile per block, grid-stride over tiles
+    elif isinstance(schedule, (PointwiseSchedule, ReduceAllSchedule)):
         work, per_block = -(-nest.n_loop // vec), schedule.block[0]
     elif isinstance(schedule, RowSchedule):
         work, per_block = nest.n_kept, schedule.rows_per_block

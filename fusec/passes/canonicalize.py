@@ -142,15 +142,15 @@ def keepdims_form(node: Node) -> Node | None:
 
 
 def reduce_over_nothing(node: Node, x: Node) -> Node | None:
-    """A reduction over no axes (``axis=()``) is its operand, cast to the result dtype: one value
-    per position (``np.sum(x, axis=())`` is ``x.astype(sum's dtype) + 0``, the ``+ 0`` turning a float
-    -0.0 into +0.0 as NumPy's sum from its identity does; NaN stays NaN for nanmax).
-    ``argmax``/``argmin`` over no axes are index 0 at every position."""
-    if node.kind is not Kind.REDUCTION or node.attr("axes") or x.shape != node.shape:
+    """A reduction over no axes (``axis=()``), or only over axes of extent 1 (in keepdims form), is its
+    operand, cast to the result dtype: one value per position (``np.sum(x, axis=())`` is
+    ``x.astype(sum's dtype) + 0``, the ``+ 0`` turning a float -0.0 into +0.0 as NumPy's sum from its
+    identity does; NaN stays NaN for nanmax). ``argmax``/``argmin`` there are index 0 at every position."""
+    if node.kind is not Kind.REDUCTION or x.shape != node.shape or any(x.shape[a] != 1 for a in node.attr("axes")):
         return None
     if node.opdef.index_result:
         zero = make_node("const", [], {"value": 0}, dtype=node.dtype, loc=node.loc)
-        return zero if not node.shape else make_node("broadcast_to", [zero], {}, shape=node.shape,
+        return zero if not node.shape else make_node("broadcast_to", [zero], {"shape": list(node.shape)},
                                                      loc=node.loc)
     x = x if x.dtype == node.dtype else make_node("cast", [x], {}, dtype=node.dtype, loc=node.loc)
     if node.op == "sum" and node.dtype.kind == "f":  # the sum starts at +0.0: -0.0 comes out +0.0
@@ -244,7 +244,8 @@ RULES: list[Rule] = [
     Rule("size reads an input's shape", P("size", x), size_of_input),
     Rule("commutative operands in canonical order", P(where=lambda n: n.opdef.commutative),
          lambda node: _sorted_operands(node)),
-    Rule("reduction over no axes -> its operand (cast)", P(where=lambda n: n.kind is Kind.REDUCTION, name="_"),
+    Rule("reduction over no axes or size-1 axes -> its operand (cast)",
+         P(where=lambda n: n.kind is Kind.REDUCTION, name="_"),
          lambda node, _: reduce_over_nothing(node, node.operands[0])),
     Rule("reduction in keepdims form", P(where=lambda n: n.kind is Kind.REDUCTION),
          lambda node: keepdims_form(node)),

@@ -54,6 +54,7 @@ ROW_REGS_TABLE: dict[int, tuple[tuple[int, int, int], ...]] = {
 HOLD_MIN_COST = 2  # rows in registers: an element value of at least this op cost (exp, div, ...) that a later
 # phase or the epilogue needs again is kept in registers (<var>_h) rather than recomputed there
 HOLD_MAX_VALUES = 64  # ... while the row's loads and the kept values take at most this many 4-byte registers
+TILE_MIN_EXTENT = 32  # pointwise tiled: both tiled axes at least this long (shorter ones waste the tile)
 COLS_TILE_MAX = 32  # cols: at most this many kept indices per block (threadIdx.x, a warp's width)
 LONG_ROW = 1 << 15  # rows this long or longer, too few to give every SM ...
 FEW_ROWS_PER_SM = 2  # ... this many rows each, run as cols schedules split across blocks
@@ -73,6 +74,8 @@ def _defaults(nest: LoopNest, device: DeviceProperties, variant: str | None, kin
         kind = "cols"
     kind = kind or nest.kind
     if kind == "pointwise":
+        if variant == "tiled" or (variant is None and tile_axes(nest, TILE_MIN_EXTENT) is not None):
+            return PointwiseSchedule("tiled", 1)
         return PointwiseSchedule(*_flat_loop(nest, variant))
     if kind == "reduce-all":
         finish = "grid_barrier" if (nest.n_phases > 1 or nest.full_outputs) else "last_block"
@@ -92,9 +95,9 @@ def _defaults(nest: LoopNest, device: DeviceProperties, variant: str | None, kin
         threads, elems, vec = bucket
         fast_division = any(nest.invariant_division(n) for n in nest.members)
         return RowSchedule(mapping, threads, elems, vec, values_to_hold(nest, elems), fast_division)
-    tile = cols_tile(nest)
+    tile, split = cols_block(nest, device)
     one_pass = nest.n_phases == 1 and not nest.full_outputs and -(-nest.n_kept // tile) <= LAST_BLOCK_TILES
-    return ColSchedule(variant or ("last_block" if one_pass else "grid_barrier"), tile, BLOCK // tile)
+    return ColSchedule(variant or ("last_block" if one_pass else "grid_barrier"), tile, split)
 
 
 def fastest_axis(nest: LoopNest) -> str | None:
@@ -117,16 +120,50 @@ def fastest_axis(nest: LoopNest) -> str | None:
     return "kept" if votes["kept"] >= votes["reduced"] else "reduced"
 
 
-def cols_tile(nest: LoopNest) -> int:
-    """Kept indices per block of a cols schedule: 1 when the arrays are contiguous along the reduced extent
-    (a warp walks the reduction), else the innermost kept axis's extent rounded up to a power of two, at
-    most a warp (a warp covers whole rows of a narrow array and several consecutive reduced indices)."""
+def tile_axes(nest: LoopNest, min_extent: int = 2) -> tuple[int, int] | None:
+    """A pointwise region whose arrays disagree on their fastest axis: (the axis the outputs are contiguous
+    along, the axis the most input bytes are contiguous along instead), as collapsed-axis indices, both
+    at least ``min_extent`` long; None when every array agrees (or nothing is contiguous)."""
+    if nest.kind != "pointwise" or len(nest.axes) < 2:
+        return None
+
+    def unit_axis(i: int) -> int | None:
+        return next((k for k, g in enumerate(nest.axes) if abs(g.strides[i]) == 1), None)
+
+    stores = {nest.store_access(n).var for n in nest.full_outputs}
+    fast_out = {unit_axis(i) for i, info in enumerate(nest.infos) if info.var in stores}
+    if len(fast_out) != 1 or None in fast_out:
+        return None
+    out_axis = fast_out.pop()
+    votes: dict[int, int] = {}
+    for i, info in enumerate(nest.infos):
+        k = unit_axis(i)
+        if info.var not in stores and info.pointer is not None and k is not None and k != out_axis \
+                and nest.axes[out_axis].strides[i] != 0:
+            votes[k] = votes.get(k, 0) + info.dtype.itemsize
+    if not votes:
+        return None
+    in_axis = max(sorted(votes), key=votes.__getitem__)
+    if min(nest.extents[out_axis], nest.extents[in_axis]) < min_extent:
+        return None
+    return out_axis, in_axis
+
+
+def cols_block(nest: LoopNest, device: DeviceProperties) -> tuple[int, int]:
+    """(tile, split) of a cols block of :data:`BLOCK` threads. Arrays contiguous along the reduced extent:
+    tile 1 (a warp walks the reduction). Else the tile is the innermost kept axis's extent rounded up to a
+    power of two, at most a warp (a warp covers whole rows of a narrow array and several consecutive reduced
+    indices); and when the kept indices alone outnumber the threads the device holds, fewer threads split
+    the reduced extent (down to one: a thread folds a whole column, no combining) and the tile widens."""
     if fastest_axis(nest) == "reduced":
-        return 1
-    if not nest.kept_idx:
-        return COLS_TILE_MAX
-    extent = nest.extents[nest.kept_idx[-1]]
-    return min(COLS_TILE_MAX, 1 << max(0, extent - 1).bit_length())
+        return 1, BLOCK
+    extent = nest.extents[nest.kept_idx[-1]] if nest.kept_idx else COLS_TILE_MAX
+    tile = min(COLS_TILE_MAX, 1 << max(0, extent - 1).bit_length())
+    split = BLOCK // tile
+    resident_threads = device.sm_count * device.max_threads_per_sm
+    while split > 1 and nest.n_kept * split > 2 * resident_threads:
+        split //= 2
+    return BLOCK // split, split
 
 
 def rows_as_cols(nest: LoopNest, device: DeviceProperties) -> bool:
@@ -267,7 +304,12 @@ def check(nest: LoopNest, schedule: Schedule, device: DeviceProperties = H200) -
         refuse(f"it is a {nest.kind} kernel")
     if schedule.threads > device.max_threads_per_block or schedule.threads < 1:
         refuse(f"{schedule.threads} threads per block (1..{device.max_threads_per_block})")
-    if isinstance(schedule, (PointwiseSchedule, ReduceAllSchedule)):
+    if isinstance(schedule, PointwiseSchedule) and schedule.loop == "tiled":
+        if schedule.vec != 1:
+            refuse("a tiled loop reads and writes one element at a time: vec=1")
+        if tile_axes(nest) is None:
+            refuse("a tiled loop needs an input contiguous along another axis than the outputs; these agree")
+    elif isinstance(schedule, (PointwiseSchedule, ReduceAllSchedule)):
         _check_flat_loop(nest, schedule.loop, schedule.vec, refuse)
         if isinstance(schedule, ReduceAllSchedule) and schedule.finish == "last_block" and (
                 nest.n_phases > 1 or nest.full_outputs):

@@ -9,6 +9,7 @@ registers and what is recomputed, the grid policy and the workspace it needs. He
 Every schedule prints as one line that parses back (``explain`` shows it, ``--schedule`` takes it)::
 
     pointwise:vector,vec=4
+    pointwise:tiled
     reduce-all:last_block,loop=vector,vec=4
     rows:block_regs,threads=256,elems=32,vec=4,hold=3+5,fast_division=1
     rows:warp
@@ -30,6 +31,8 @@ from fusec.errors import FusecValueError
 BLOCK = 256  # threads per block of the one-dimensional schedules
 WARP = 32
 MIN_RESIDENT = 2  # __launch_bounds__(threads, 2): up to 128 registers per thread
+TILE_EDGE = 32  # pointwise tiled: tiles of 32 x 32 elements ...
+TILE_ROWS_PER_THREAD = 4  # ... each thread of a 32 x 8 block taking 4 of a tile's rows
 LAST_BLOCK_TILES = 30  # a split cols last_block kernel has an arrival counter per tile in the workspace's head
 SPLIT_MIN_ELEMS = 16  # cols split across blocks: each thread folds at least this many elements of its block's part
 
@@ -95,11 +98,14 @@ class Schedule:
 class PointwiseSchedule(Schedule):
     """One thread per output element, grid-stride. ``loop``: ``vector`` (every array contiguous along
     the flat index, ``vec`` elements per 16-byte access, then a scalar tail), ``contiguous`` (the same,
-    one element at a time) or ``strided`` (the flat index unravelled over the collapsed shape and dotted
-    with each array's strides)."""
+    one element at a time), ``strided`` (the flat index unravelled over the collapsed shape and dotted
+    with each array's strides) or ``tiled`` (the arrays disagree on their fastest axis, as in ``x.T + y``:
+    a block of 32 x 8 threads takes 32 x 32 tiles of the two axes, reads the inputs contiguous along
+    the other axis into shared memory with the warp along that axis, and computes and writes with the
+    warp along the outputs' fastest axis; grid-stride over tiles)."""
 
     kind: ClassVar[str] = "pointwise"
-    variants: ClassVar[tuple[str, ...]] = ("vector", "contiguous", "strided")
+    variants: ClassVar[tuple[str, ...]] = ("vector", "contiguous", "strided", "tiled")
     keys: ClassVar[dict[str, str]] = {"vec": "vec"}
     loop: str = "strided"
     vec: int = 1
@@ -107,6 +113,13 @@ class PointwiseSchedule(Schedule):
     @property
     def variant(self) -> str:
         return self.loop
+
+    @property
+    def block(self) -> tuple[int, int]:
+        return (TILE_EDGE, TILE_EDGE // TILE_ROWS_PER_THREAD) if self.loop == "tiled" else (BLOCK, 1)
+
+    def text(self) -> str:
+        return f"{self.kind}:tiled" if self.loop == "tiled" and self.vec == 1 else super().text()
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,11 @@ def _with_nans(shape: tuple[int, ...], dtype: Any, rows_with_nan: int) -> Callab
     return make
 
 
+def _size_one_axes(rng: np.random.Generator) -> np.ndarray:
+    """(6, 1, 1) float32 with -0.0, NaN and infinities among random values."""
+    return np.array([-0.0, 0.0, np.nan, 1.5, -np.inf, -2.0], np.float32).reshape(6, 1, 1) * (1 + rng.random((6, 1, 1)))
+
+
 def _as_if_copied(fn: Callable[..., Any]) -> Callable[[Call], Any]:
     """NumPy's ``out=`` semantics for a whole function: every result computed from copies of the
     inputs, then written into ``out`` (same-kind casting)."""
@@ -247,6 +252,10 @@ for _name, _axis in {"none": None, "negative": -1, "tuple": (0, 2), "empty_tuple
 case("empty/reduction_over_no_axes_is_elementwise_and_sum_starts_from_plus_zero",
      lambda x: (x.sum(axis=()), np.nansum(x, axis=()), x.prod(axis=()), x.max(axis=()), np.nanmax(x, axis=())),
      arrays(values([-0.0, 0.0, np.nan, 1.5, -np.inf, -2.0], "float32")), tol="exact")
+case("empty/reduction_over_size_one_axes_is_elementwise",
+     lambda x: (x.sum(axis=1), x.prod(axis=(1, 2), keepdims=True), x.max(axis=2), x.argmax(axis=1), x.argmin(axis=2),
+                x.mean(axis=1), x.var(axis=2), np.nanmax(x, axis=1)),
+     arrays(_size_one_axes), tol="exact")
 case("empty/out_of_range_axis_raises_axis_error", lambda x: x.sum(axis=3), arrays(rand((3, 4, 5), "float32")),
      raises=np.exceptions.AxisError, match=r"axis 3")
 case("empty/duplicate_axis_raises_value_error", lambda x: x.sum(axis=(1, -2)), arrays(rand((3, 4, 5), "float32")),

@@ -23,6 +23,7 @@ from tests.schedule.test_schedules import (
     row_sum_of_transposed,
     softmax,
     sum_abs,
+    transpose_affine,
 )
 
 cupy = pytest.importorskip("cupy")
@@ -33,6 +34,14 @@ pytestmark = GPU_ONLY
 def router(x):
     p = softmax(x)
     return p.max(axis=-1), p.argmax(axis=-1)
+
+
+def transpose_mix(x, y):
+    return np.sin(x.T) * y, x.T > y
+
+
+def transpose_3d(x):
+    return x.transpose(0, 2, 1) - 1
 
 
 def col_stats(x):
@@ -54,6 +63,11 @@ CASES = [
     (gelu, (1029, 917), "float32", ["pointwise:vector,vec=4", "pointwise:vector,vec=2", "pointwise:contiguous",
                                      "pointwise:strided"]),
     (gelu, (7, 3), "float16", ["pointwise:vector,vec=8", "pointwise:strided"]),
+    (transpose_affine, (1029, 917), "float32", ["pointwise:tiled", "pointwise:strided"]),
+    (transpose_affine, (33, 65), "float16", ["pointwise:tiled"]),
+    (transpose_affine, (31, 2), "float64", ["pointwise:tiled"]),
+    (transpose_affine, (100, 70), "int8", ["pointwise:tiled"]),
+    (transpose_3d, (3, 40, 77), "float64", ["pointwise:tiled"]),
     (sum_abs, (1029, 917), "float32", ["reduce-all:last_block", "reduce-all:last_block,loop=strided",
                                        "reduce-all:grid_barrier,loop=vector,vec=2"]),
     (mean_var, (1029, 917), "float64", ["reduce-all:grid_barrier", "reduce-all:grid_barrier,loop=contiguous"]),
@@ -120,8 +134,12 @@ def _nonnegative_for_sums(fn, x: np.ndarray) -> np.ndarray:
     return np.abs(x) if fn in SUMS_PER_KEPT_INDEX and x.dtype.kind == "f" else x
 
 
-# the heuristics' own schedules where they split or follow the layout: (function, shape, dtype, transposed input)
+# the heuristics' own schedules where they split, tile or follow the layout: (function, shape, dtype, transposed
+# input)
 CHOSEN = [
+    (transpose_affine, (3000, 2000), "float32", False),  # tiled
+    (transpose_affine, (300, 200), "bool", True),  # a transposed input, transposed back: contiguous
+    (transpose_3d, (5, 300, 77), "int16", False),
     (col_sum, (1 << 20, 8), "float32", False),  # one tile split across the device
     (col_sum, (1 << 18, 3), "int32", False),
     (col_stats, (1 << 17, 64), "float32", False),
@@ -142,11 +160,28 @@ def test_gpu_chosen_cols_schedules_give_numpy_results(launcher, fn, shape, dtype
     plan = fusec.fuse(fn).plan(x)
     got = run_plan(plan, [cupy.asarray(x)], launcher=launcher)
     schedule = launcher.recipes(plan.kernels[0].region)[0].schedule
-    assert schedule.kind == "cols", schedule
+    expected = "pointwise:vector" if transposed and fn is transpose_affine else (
+        "pointwise:tiled" if fn in (transpose_affine, transpose_3d) else "cols")
+    assert str(schedule).startswith(expected), schedule
     with np.errstate(all="ignore"):
         want = interpret(plan.traced, [x])
     for g, w in zip(got, want):
         assert_matches_numpy(cupy.asnumpy(g), np.asarray(w))
+
+
+def test_gpu_tiled_transpose_with_broadcast_and_two_outputs_matches_numpy(launcher) -> None:
+    rng = np.random.default_rng(seed_of("tiled", "mix"))
+    x, y = random_array(rng, (77, 1000), "float32"), random_array(rng, (1000, 77), "float32")
+    plan = fusec.fuse(transpose_mix).plan(x, y)
+    got = run_plan(plan, [cupy.asarray(x), cupy.asarray(y)], launcher=launcher)
+    assert str(launcher.recipes(plan.kernels[0].region)[0].schedule) == "pointwise:tiled"
+    with np.errstate(all="ignore"):
+        want = transpose_mix(x, y)
+    for g, w in zip(got, want):
+        assert_matches_numpy(cupy.asnumpy(g), w)
+    column = random_array(rng, (77, 1), "float32")
+    fused = fusec.fuse(lambda x, c: x.T + c.T)  # the column broadcast along the tiled axis
+    assert_matches_numpy(cupy.asnumpy(fused(cupy.asarray(x), cupy.asarray(column))), x.T + column.T)
 
 
 def test_gpu_fused_with_a_forced_schedule_takes_the_fast_path_with_it() -> None:

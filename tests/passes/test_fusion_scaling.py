@@ -108,16 +108,16 @@ def test_partition_work_doubles_with_chain_length():
     assert _total(large) <= 2.05 * _total(small)
 
 
-def test_partition_work_doubles_with_random_dag_size():
+def test_partition_work_quadruples_with_random_dag_size():
     small: dict[str, int] = {}
     large: dict[str, int] = {}
-    for seed in (0, 1, 2):  # summed over three graphs: one random graph's counts are noisy
-        for total, size in ((small, 2000), (large, 4000)):
+    for seed in (0, 1, 2):  # summed over three graphs, sizes 4x apart: one random graph's counts are noisy
+        for total, size in ((small, 2000), (large, 8000)):
             for key, value in _counts(*random_dag(size, seed)).items():
                 total[key] = total.get(key, 0) + value
     for key in ("slot_steps", "class_steps", "phase_steps", "cycle_steps", "groups_examined", "merges_tried"):
-        assert large[key] <= 2.2 * small[key], (key, small[key], large[key])
-    assert _total(large) <= 2.2 * _total(small), (_total(small), _total(large))
+        assert large[key] <= 4.4 * small[key], (key, small[key], large[key])
+    assert _total(large) <= 4.4 * _total(small), (_total(small), _total(large))
 
 
 def test_partition_counts_chain_merges_each_node_once_without_rebuilding():

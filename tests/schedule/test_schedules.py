@@ -53,6 +53,10 @@ def col_softmax(x):
     return e / e.sum(axis=0, keepdims=True)
 
 
+def transpose_affine(x):
+    return x.T * 2 + 1
+
+
 def col_sum(x):
     return x.sum(axis=0)
 
@@ -80,6 +84,7 @@ TWO_SCHEDULES = {
     "rows": (softmax, (37, 1000), "rows:warp_regs", "rows:block"),
     "rows-regs": (softmax, (37, 1000), "rows:block_regs,threads=256,elems=4,hold=none,fast_division=0",
                   "rows:block_regs,threads=64,elems=16"),
+    "pointwise-tiled": (transpose_affine, (70, 45), "pointwise:tiled", "pointwise:strided"),
     "cols": (col_softmax, (1029, 917), "cols:tiles", "cols:tiles,tile=16,split=16"),
     "cols-split": (col_softmax, (1029, 917), "cols:grid_barrier,blocks=3",
                    "cols:grid_barrier,tile=4,split=64,blocks=2"),
@@ -118,6 +123,8 @@ def test_schedule_heuristics_choose_per_kind() -> None:
     held = "+".join(map(str, rows.hold))
     assert rows.hold and rows.text() == f"rows:block_regs,threads=256,elems=32,vec=4,hold={held},fast_division=1"
     assert chosen(softmax, (64, 100)).mapping == "warp_regs"
+    assert chosen(transpose_affine, (64, 33)) == PointwiseSchedule("tiled", 1)  # read across, written along
+    assert chosen(transpose_affine, (64, 8)) == PointwiseSchedule("strided", 1)  # too narrow to tile
 
 
 def test_schedule_heuristics_follow_the_layout_for_outer_axes_and_few_long_rows() -> None:
@@ -130,6 +137,7 @@ def test_schedule_heuristics_follow_the_layout_for_outer_axes_and_few_long_rows(
     assert chosen(col_sum, (1 << 20, 8)) == ColSchedule("last_block", 8, 32)  # one tile: split across blocks
     assert chosen(col_sum, (1 << 20, 3)) == ColSchedule("last_block", 4, 64)
     assert chosen(col_sum, (4096, 4096)) == ColSchedule("grid_barrier", 32, 8)  # 128 tiles: no counter each
+    assert chosen(col_sum, (64, 1 << 20)) == ColSchedule("grid_barrier", 256, 1)  # a thread per column
     assert chosen(channel_sum, (8, 64, 14, 14)) == ColSchedule("grid_barrier", 1, 256)  # reduced axis fastest
     assert chosen(row_sum_of_transposed, (4096, 4096)) == ColSchedule("grid_barrier", 32, 8)  # rows strided
     assert chosen(softmax, (64, 100_000)) == ColSchedule("grid_barrier", 1, 256)  # few long rows
@@ -154,8 +162,9 @@ def test_cols_split_launch_fills_the_device_and_sizes_its_workspace() -> None:
     assert wide.cooperative and wide.grid(1056) == 128 * 8 and wide.grid(200) == 128 and wide.workspace_bytes(128) == 0
     fixed = policy(col_sum, (4096, 4096), "cols:grid_barrier,blocks=3")
     assert fixed.grid(1056) == 128 * 3 and fixed.grid(300) == 128 * 2  # at most the resident capacity
-    assert "split across 3 blocks" in fixed.describe()
+    assert "up to 3 blocks each, splitting the reduced extent (3 forced" in fixed.describe()
     assert policy(col_sum, (4096, 4096), "cols:tiles").grid(1056) == 128
+    assert policy(col_sum, (8192, 8192)).grid(1056) == 256  # 256 tiles fill the device enough: no split
 
 
 def test_schedule_parse_fills_what_is_left_out_from_the_heuristics() -> None:
@@ -195,6 +204,8 @@ def test_schedule_parse_errors_say_what_is_wrong(text: str, message: str) -> Non
     (gelu, (1029, 917), None, "pointwise:vector,vec=8", "moves 32 bytes of ld0 per step"),
     (gelu, (1029, 917), None, "pointwise:strided,vec=4", "vec=4 needs the vector loop"),
     (mean_var, (1029, 917), None, "reduce-all:last_block", "use grid_barrier"),
+    (gelu, (1029, 917), None, "pointwise:tiled", "an input contiguous along another axis than the outputs"),
+    (transpose_affine, (64, 64), None, "pointwise:tiled,vec=4", "one element at a time"),
     (col_softmax, (1029, 917), None, "cols:tiles,tile=64,split=32", "2048 threads per block"),
     (col_softmax, (1029, 917), None, "cols:last_block", "use grid_barrier"),
     (col_sum, (1029, 4096), None, "cols:last_block", "at most 30 tiles; this kernel has 128"),
