@@ -16,9 +16,6 @@ from fusec.schedule.kinds import Schedule
 
 MAX_GRID = 65535  # upper bound on any grid (grid-stride loops cover the rest)
 WORKSPACE_HEADER = 128  # arrival counter + barrier generation (+ a split cols kernel's tile counters), then partials
-SPLIT_WHEN_UNITS_FILL = 8  # a split launch splits its units only when they fill at most 1/8 of the resident
-# capacity (about a block per SM): more blocks and a grid barrier cost more there than they give (H200:
-# 8192 x 8192 column sums, 256 tiles, 0.068 ms unsplit, 0.082 ms split four ways)
 ACC_FIELD_BOUND = 16  # bytes any accumulator field takes at most (argmax pairs: value + long long)
 
 
@@ -132,8 +129,8 @@ class LaunchPolicy:
     ``split_limit`` > 1 (cols split across blocks): each block's unit (a tile of kept indices) may take up
     to that many blocks, each folding a part of the reduced extent: the grid is then exactly ``blocks x
     per_tile`` (the kernel reads ``per_tile`` back as ``gridDim.x / tiles``), with ``per_tile`` as many as
-    fill the device when the units alone fill at most 1/:data:`SPLIT_WHEN_UNITS_FILL` of it
-    (``split_fixed``: as many as forced), or at most ``blocks`` when it would be 1."""
+    fill the device when the units alone fill at most half of it (``split_fixed``: as many as forced), or
+    at most ``blocks`` when it would be 1."""
 
     block: tuple[int, int]
     work: int
@@ -156,8 +153,8 @@ class LaunchPolicy:
         units = self.blocks
         if self.split_limit <= 1 or units == 0:
             return 1
-        if not self.split_fixed and units * SPLIT_WHEN_UNITS_FILL > capacity:
-            return 1  # the tiles alone keep enough of the device busy
+        if not self.split_fixed and 2 * units > capacity:
+            return 1  # the tiles alone keep the device busy
         per_tile = min(self.split_fixed or max(1, capacity // units), self.split_limit, MAX_GRID // units)
         if self.cooperative:
             per_tile = min(per_tile, capacity // units)

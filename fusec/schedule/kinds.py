@@ -9,7 +9,7 @@ registers and what is recomputed, the grid policy and the workspace it needs. He
 Every schedule prints as one line that parses back (``explain`` shows it, ``--schedule`` takes it)::
 
     pointwise:vector,vec=4
-    pointwise:tiled
+    pointwise:tiled,tile=32
     reduce-all:last_block,loop=vector,vec=4
     rows:block_regs,threads=256,elems=32,vec=4,hold=3+5,fast_division=1
     rows:warp
@@ -31,8 +31,6 @@ from fusec.errors import FusecValueError
 BLOCK = 256  # threads per block of the one-dimensional schedules
 WARP = 32
 MIN_RESIDENT = 2  # __launch_bounds__(threads, 2): up to 128 registers per thread
-TILE_EDGE = 32  # pointwise tiled: tiles of 32 x 32 elements ...
-TILE_ROWS_PER_THREAD = 4  # ... each thread of a 32 x 8 block taking 4 of a tile's rows
 LAST_BLOCK_TILES = 30  # a split cols last_block kernel has an arrival counter per tile in the workspace's head
 SPLIT_MIN_ELEMS = 16  # cols split across blocks: each thread folds at least this many elements of its block's part
 
@@ -100,15 +98,16 @@ class PointwiseSchedule(Schedule):
     the flat index, ``vec`` elements per 16-byte access, then a scalar tail), ``contiguous`` (the same,
     one element at a time), ``strided`` (the flat index unravelled over the collapsed shape and dotted
     with each array's strides) or ``tiled`` (the arrays disagree on their fastest axis, as in ``x.T + y``:
-    a block of 32 x 8 threads takes 32 x 32 tiles of the two axes, reads the inputs contiguous along
+    a block of ``tile`` x 256 / ``tile`` threads takes ``tile`` x ``tile`` tiles of the two axes, reads the inputs contiguous along
     the other axis into shared memory with the warp along that axis, and computes and writes with the
     warp along the outputs' fastest axis; grid-stride over tiles)."""
 
     kind: ClassVar[str] = "pointwise"
     variants: ClassVar[tuple[str, ...]] = ("vector", "contiguous", "strided", "tiled")
-    keys: ClassVar[dict[str, str]] = {"vec": "vec"}
+    keys: ClassVar[dict[str, str]] = {"vec": "vec", "tile": "tile"}
     loop: str = "strided"
     vec: int = 1
+    tile: int = 32  # tiled: the tile's edge (the block is tile x 256 / tile threads)
 
     @property
     def variant(self) -> str:
@@ -116,10 +115,12 @@ class PointwiseSchedule(Schedule):
 
     @property
     def block(self) -> tuple[int, int]:
-        return (TILE_EDGE, TILE_EDGE // TILE_ROWS_PER_THREAD) if self.loop == "tiled" else (BLOCK, 1)
+        return (self.tile, max(1, BLOCK // self.tile)) if self.loop == "tiled" else (BLOCK, 1)
 
     def text(self) -> str:
-        return f"{self.kind}:tiled" if self.loop == "tiled" and self.vec == 1 else super().text()
+        if self.loop == "tiled":
+            return f"{self.kind}:tiled,tile={self.tile}" + (f",vec={self.vec}" if self.vec != 1 else "")
+        return f"{self.kind}:{self.loop},vec={self.vec}"
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,11 @@ class ColSchedule(Schedule):
     @property
     def persistent(self) -> bool:
         return True
+
+    @property
+    def min_resident(self) -> int:
+        """Blocks per SM that ptxas plans registers for: 64 registers per thread at half the SM's threads."""
+        return max(1, min(32, 1024 // self.threads))
 
     @property
     def splits(self) -> bool:

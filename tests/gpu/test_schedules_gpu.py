@@ -63,7 +63,8 @@ CASES = [
     (gelu, (1029, 917), "float32", ["pointwise:vector,vec=4", "pointwise:vector,vec=2", "pointwise:contiguous",
                                      "pointwise:strided"]),
     (gelu, (7, 3), "float16", ["pointwise:vector,vec=8", "pointwise:strided"]),
-    (transpose_affine, (1029, 917), "float32", ["pointwise:tiled", "pointwise:strided"]),
+    (transpose_affine, (1029, 917), "float32", ["pointwise:tiled", "pointwise:strided", "pointwise:tiled,tile=64",
+                                                "pointwise:tiled,tile=8"]),
     (transpose_affine, (33, 65), "float16", ["pointwise:tiled"]),
     (transpose_affine, (31, 2), "float64", ["pointwise:tiled"]),
     (transpose_affine, (100, 70), "int8", ["pointwise:tiled"]),
@@ -174,7 +175,7 @@ def test_gpu_tiled_transpose_with_broadcast_and_two_outputs_matches_numpy(launch
     x, y = random_array(rng, (77, 1000), "float32"), random_array(rng, (1000, 77), "float32")
     plan = fusec.fuse(transpose_mix).plan(x, y)
     got = run_plan(plan, [cupy.asarray(x), cupy.asarray(y)], launcher=launcher)
-    assert str(launcher.recipes(plan.kernels[0].region)[0].schedule) == "pointwise:tiled"
+    assert str(launcher.recipes(plan.kernels[0].region)[0].schedule) == "pointwise:tiled,tile=32"
     with np.errstate(all="ignore"):
         want = transpose_mix(x, y)
     for g, w in zip(got, want):
