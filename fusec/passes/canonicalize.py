@@ -5,7 +5,9 @@ change a result: ``x - x -> 0`` (NaN, inf), ``x * 0 -> 0`` (NaN, inf, -0.0), ``x
 (``-0.0 + 0.0`` is ``+0.0``), ``pow(x, 0.5) -> sqrt(x)`` (``-0.0``, ``-inf``).
 Also puts commutative operands in a canonical order (constants last), so that CSE sees
 ``a + b`` and ``b + a`` as one node, and writes reductions in keepdims form (``keepdims=false``
-becomes ``keepdims=true`` followed by ``squeeze``), the form fusion works on.
+becomes ``keepdims=true`` followed by ``squeeze``), the form fusion works on; squeezes then move past
+elementwise ops toward the outputs, and an op that broadcasts a squeezed value reads it unsqueezed, so
+``x - x.mean(0)`` and ``x.sum(1) / (x * x).sum(1)`` fuse as their ``keepdims=True`` spellings do.
 """
 
 from __future__ import annotations
@@ -159,6 +161,47 @@ def reduce_over_nothing(node: Node, x: Node) -> Node | None:
     return x
 
 
+def _padded(shape: tuple[int, ...], ndim: int) -> tuple[int, ...]:
+    """``shape`` as broadcasting sees it in ``ndim`` dimensions: size-1 axes prepended."""
+    return (1,) * (ndim - len(shape)) + tuple(shape)
+
+
+def _remake(node: Node, operands: list[Node]) -> Node:
+    """Elementwise ``node`` over other operands (a cast keeps its dtype)."""
+    return make_node(node.op, operands, dict(node.attrs), dtype=node.dtype if node.op == "cast" else None,
+                     loc=node.loc)
+
+
+def broadcast_unsqueezed(node: Node) -> Node | None:
+    """An elementwise op of higher rank that broadcasts a ``squeeze(m)`` reads ``m`` itself when broadcasting
+    lines both up alike (``x - squeeze(mean(x, 0, keepdims))`` is ``x - mean(x, 0, keepdims)``): the
+    reduction's kept size-1 axis then tells fusion which region axis the value runs along."""
+    if node.kind is not Kind.ELEMENTWISE:
+        return None
+    operands = [o.operands[0] if o.op == "squeeze" and o.operands[0].ndim <= node.ndim
+                and _padded(o.operands[0].shape, node.ndim) == _padded(o.shape, node.ndim) else o
+                for o in node.operands]
+    return _remake(node, operands) if operands != list(node.operands) else None
+
+
+def squeeze_after_elementwise(node: Node) -> Node | None:
+    """An elementwise op whose operands are all squeezes of the same axes (or scalars) runs before the
+    squeeze: ``squeeze(a) / squeeze(b)`` is ``squeeze(a / b)``. Squeezes move toward the outputs, so that
+    the reductions' results meet in keepdims form, the form fusion works on."""
+    if node.kind is not Kind.ELEMENTWISE or not any(o.op == "squeeze" for o in node.operands):
+        return None
+    axes = next(tuple(o.attr("axes")) for o in node.operands if o.op == "squeeze")
+    operands = []
+    for o in node.operands:
+        if o.op == "squeeze" and tuple(o.attr("axes")) == axes and o.ndim == node.ndim:
+            operands.append(o.operands[0])
+        elif o.ndim == 0:
+            operands.append(o)
+        else:
+            return None
+    return make_node("squeeze", [_remake(node, operands)], {"axes": list(axes)}, loc=node.loc)
+
+
 def _exact_widening(src: np.dtype, dst: np.dtype) -> bool:
     """Whether every value of ``src`` survives a cast to ``dst``. NumPy calls int64 -> float64
     "safe" although 2**53 + 1 does not survive it, so integer -> float also needs the mantissa."""
@@ -249,6 +292,10 @@ RULES: list[Rule] = [
          lambda node, _: reduce_over_nothing(node, node.operands[0])),
     Rule("reduction in keepdims form", P(where=lambda n: n.kind is Kind.REDUCTION),
          lambda node: keepdims_form(node)),
+    Rule("x - squeeze(m) -> x - m where broadcasting lines both up alike",
+         P(where=lambda n: n.kind is Kind.ELEMENTWISE), lambda node: broadcast_unsqueezed(node)),
+    Rule("f(squeeze(a), squeeze(b)) -> squeeze(f(a, b))", P(where=lambda n: n.kind is Kind.ELEMENTWISE),
+         lambda node: squeeze_after_elementwise(node)),
     Rule("x * 1 -> x", P("mul", x, const(1)), _keep),
     Rule("x / 1 -> x", P("div", x, const(1)), _keep),
     Rule("x + (-0.0) -> x", P("add", x, const(-0.0)), lambda node, x: _keep(node, x) if not _is_int(node) else None),

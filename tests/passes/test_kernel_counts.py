@@ -68,6 +68,22 @@ def row_then_column(x):
     return (x - x.sum(axis=1, keepdims=True)).sum(axis=0)
 
 
+def center_columns(x):
+    return x - x.mean(axis=0)  # no keepdims: the mean broadcast back along the trailing axis
+
+
+def row_ratio(x):
+    return x.sum(axis=1) / (x * x).sum(axis=1)  # two squeezed row sums combined
+
+
+def cosine_rows(a, b):
+    return (a * b).sum(-1) / np.sqrt((a * a).sum(-1) * (b * b).sum(-1))  # three sibling row sums
+
+
+def minus_row_max(x):
+    return x - x.max(axis=1)[:, None]
+
+
 KERNEL_COUNTS = [
     (sum_abs, [ArraySpec((1 << 20,), F32)], 1, "reduce-all"),
     (gelu, [ROWS], 1, "pointwise"),
@@ -78,6 +94,10 @@ KERNEL_COUNTS = [
     (l2_norm, [ArraySpec((1 << 20,), F32)], 1, "reduce-all"),
     (rmsnorm, [ROWS, ArraySpec((1024,), F32)], 1, "rows"),
     (column_sums, [ROWS], 1, "cols"),
+    (center_columns, [ROWS], 1, "cols"),
+    (row_ratio, [ROWS], 1, "rows"),
+    (cosine_rows, [ROWS, ROWS], 1, "rows"),
+    (minus_row_max, [ROWS], 1, "rows"),
 ]
 
 
