@@ -299,6 +299,9 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
                   and abs(nest.axes[in_axis].strides[i]) == 1 and abs(nest.axes[out_axis].strides[i]) != 1]
         tiled = dict(tile_axes=(axes[out_axis], axes[in_axis]), staged=tuple(staged),
                      batch_axes=tuple(a for k, a in enumerate(axes) if k not in (out_axis, in_axis)))
+    if isinstance(schedule, PointwiseSchedule) and schedule.loop == "inner_vector":
+        tiled = dict(inner_broadcast=tuple(info.var for info in nest.infos if info.pointer is not None
+                                           and nest.axes[-1].strides[nest.info_index[info.var]] == 0))
     held: tuple[Access, ...] = ()
     if lo.regs:  # every array the loops read along the row sits in registers
         loads = {a.var: a for ph in nest.phases for a in nest.split(ph.refs)[2] if a.pointer is not None}

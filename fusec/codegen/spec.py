@@ -231,6 +231,8 @@ class KernelSpec:
     tile_axes: tuple[Axis, ...] = ()
     batch_axes: tuple[Axis, ...] = ()
     staged: tuple[Access, ...] = ()
+    # pointwise inner_vector: the loads that do not move along the innermost axis (one scalar per vector)
+    inner_broadcast: tuple[str, ...] = ()
 
     @property
     def block(self) -> tuple[int, int]:

@@ -78,6 +78,8 @@ def _defaults(nest: LoopNest, device: DeviceProperties, variant: str | None, kin
     if kind == "pointwise":
         if variant == "tiled" or (variant is None and tile_axes(nest, TILE_MIN_EXTENT) is not None):
             return PointwiseSchedule("tiled", 1, TILE_EDGE)
+        if variant == "inner_vector" or (variant is None and inner_vector_width(nest) > 1):
+            return PointwiseSchedule("inner_vector", max(2, inner_vector_width(nest)))
         return PointwiseSchedule(*_flat_loop(nest, variant))
     if kind == "reduce-all":
         finish = "grid_barrier" if (nest.n_phases > 1 or nest.full_outputs) else "last_block"
@@ -216,6 +218,39 @@ def vector_width(nest: LoopNest) -> int:
     return width
 
 
+def inner_vector_width(nest: LoopNest) -> int:
+    """Elements per step of a pointwise loop over several axes with vectors along the innermost one: 16
+    bytes of the widest array that moves along it, when every array moving there steps by one element
+    (its other strides multiples of the width, its pointer aligned to it) and the others stay put (one
+    scalar read per step, as a bias row or a per-row scale is); the innermost extent a multiple of the
+    width. 1 when that does not hold (or the flat vector loop applies)."""
+    if nest.kind != "pointwise" or nest.contiguous or not nest.axes:
+        return 1
+    width = VECTOR_BYTES // max((i.dtype.itemsize for i in nest.infos if i.pointer is not None), default=16)
+    while width > 1 and _inner_vector_misfit(nest, width) is not None:
+        width //= 2
+    return width
+
+
+def _inner_vector_misfit(nest: LoopNest, vec: int) -> str | None:
+    """Why vectors of ``vec`` elements along the innermost axis do not fit ``nest`` (None: they do)."""
+    inner = nest.axes[-1]
+    if inner.extent % vec:
+        return f"the innermost axis ({inner.extent}) is not a multiple of vec={vec}"
+    moving = [(i, info) for i, info in enumerate(nest.infos) if info.pointer is not None and inner.strides[i] != 0]
+    if not moving:
+        return "no array moves along the innermost axis"
+    for i, info in moving:
+        if inner.strides[i] != 1:
+            return f"{info.var} steps by {inner.strides[i]} along the innermost axis, not 1"
+        if vec * info.dtype.itemsize > VECTOR_BYTES:
+            return f"vec={vec} moves {vec * info.dtype.itemsize} bytes of {info.var} per step (at most {VECTOR_BYTES})"
+        if nest.layout(info.node).align < vec * info.dtype.itemsize or any(
+                g.strides[i] % vec for g in nest.axes[:-1]):
+            return f"{info.var}'s start or strides are not aligned to vectors of {vec}"
+    return None
+
+
 def _row_arrays(nest: LoopNest) -> list[int]:
     """Positions (in ``nest.infos``) of the arrays that move along a row."""
     k = nest.loop_idx[0]
@@ -318,7 +353,17 @@ def check(nest: LoopNest, schedule: Schedule, device: DeviceProperties = H200) -
         refuse(f"it is a {nest.kind} kernel")
     if schedule.threads > device.max_threads_per_block or schedule.threads < 1:
         refuse(f"{schedule.threads} threads per block (1..{device.max_threads_per_block})")
-    if isinstance(schedule, PointwiseSchedule) and schedule.loop == "tiled":
+    if isinstance(schedule, PointwiseSchedule) and schedule.loop == "inner_vector":
+        if nest.contiguous or len(nest.axes) < 2 and nest.kind == "pointwise" and not nest.axes:
+            refuse("an inner_vector loop is for several axes; this loop is one flat index (use vector)")
+        if schedule.vec < 2 or not _power_of_two(schedule.vec):
+            refuse("an inner_vector loop takes vec = 2, 4, 8 or 16")
+        misfit = _inner_vector_misfit(nest, schedule.vec)
+        if misfit is not None:
+            refuse(misfit)
+        if schedule.tile != PointwiseSchedule.tile:
+            refuse("tile belongs to the tiled loop")
+    elif isinstance(schedule, PointwiseSchedule) and schedule.loop == "tiled":
         if schedule.vec != 1:
             refuse("a tiled loop reads and writes one element at a time: vec=1")
         if tile_axes(nest) is None:

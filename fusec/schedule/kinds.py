@@ -97,13 +97,15 @@ class PointwiseSchedule(Schedule):
     """One thread per output element, grid-stride. ``loop``: ``vector`` (every array contiguous along
     the flat index, ``vec`` elements per 16-byte access, then a scalar tail), ``contiguous`` (the same,
     one element at a time), ``strided`` (the flat index unravelled over the collapsed shape and dotted
-    with each array's strides) or ``tiled`` (the arrays disagree on their fastest axis, as in ``x.T + y``:
-    a block of ``tile`` x 256 / ``tile`` threads takes ``tile`` x ``tile`` tiles of the two axes, reads the inputs contiguous along
-    the other axis into shared memory with the warp along that axis, and computes and writes with the
-    warp along the outputs' fastest axis; grid-stride over tiles)."""
+    with each array's strides), ``inner_vector`` (strided, ``vec`` elements per step along the innermost
+    axis, where every array steps by one or by nothing: ``x * w + b`` with ``w``, ``b`` broadcast rows) or
+    ``tiled`` (the arrays disagree on their fastest axis, as in ``x.T + y``: a block of ``tile`` x
+    256 / ``tile`` threads takes ``tile`` x ``tile`` tiles of the two axes, reads the inputs contiguous
+    along the other axis into shared memory with the warp along that axis, and computes and writes with
+    the warp along the outputs' fastest axis; grid-stride over tiles)."""
 
     kind: ClassVar[str] = "pointwise"
-    variants: ClassVar[tuple[str, ...]] = ("vector", "contiguous", "strided", "tiled")
+    variants: ClassVar[tuple[str, ...]] = ("vector", "contiguous", "strided", "inner_vector", "tiled")
     keys: ClassVar[dict[str, str]] = {"vec": "vec", "tile": "tile"}
     loop: str = "strided"
     vec: int = 1

@@ -296,6 +296,9 @@ def test_kernels_pointwise_strided_collapses_what_it_can() -> None:
     spec = _spec(gelu, (4, 5, 6), layouts=("f",))
     assert spec.schedule.variant == "strided" and len(spec.loop_axes) == 3
     spec = _spec(bias_add, (4, 5, 6), (6,))  # the bias repeats along the first two axes: they merge
+    assert (spec.schedule.variant, spec.vec) == ("inner_vector", 2) and len(spec.loop_axes) == 2
+    assert spec.inner_broadcast == () and "fs::Vec<float, 2>" in render_body(spec)  # bias moves along the row
+    spec = _spec(bias_add, (4, 5, 7), (7,))  # 7 wide: no vector divides it
     assert spec.schedule.variant == "strided" and len(spec.loop_axes) == 2
     assert len(spec.uniform_loads) == 0
 

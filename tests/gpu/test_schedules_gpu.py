@@ -36,6 +36,10 @@ def router(x):
     return p.max(axis=-1), p.argmax(axis=-1)
 
 
+def affine(x, w, b):
+    return x * w + b
+
+
 def transpose_mix(x, y):
     return np.sin(x.T) * y, x.T > y
 
@@ -183,6 +187,29 @@ def test_gpu_tiled_transpose_with_broadcast_and_two_outputs_matches_numpy(launch
     column = random_array(rng, (77, 1), "float32")
     fused = fusec.fuse(lambda x, c: x.T + c.T)  # the column broadcast along the tiled axis
     assert_matches_numpy(cupy.asnumpy(fused(cupy.asarray(x), cupy.asarray(column))), x.T + column.T)
+
+
+# broadcasts along the inner axis with vectors: (x shape, w shape, b shape, dtype, schedules)
+INNER_VECTOR = [
+    ((37, 512), (512,), (37, 1), "float32", ["pointwise:inner_vector,vec=4", "pointwise:inner_vector,vec=2", None]),
+    ((5, 7, 64), (7, 1), (64,), "float16", ["pointwise:inner_vector,vec=8", None]),
+    ((33, 6), (1, 6), (33, 1), "float64", ["pointwise:inner_vector,vec=2", None]),
+    ((300, 1), (1, 4096), (4096,), "int16", [None]),  # the outer product of a column and a row
+]
+
+
+@pytest.mark.parametrize("xs, ws, bs, dtype, schedules", INNER_VECTOR, ids=lambda v: str(v))
+def test_gpu_inner_vector_broadcasts_give_numpy_results(launcher, xs, ws, bs, dtype, schedules) -> None:
+    rng = np.random.default_rng(seed_of("inner_vector", xs, ws, bs, dtype))
+    args = [random_array(rng, s, dtype) for s in (xs, ws, bs)]
+    with np.errstate(all="ignore"):
+        want = affine(*args)
+    for schedule in schedules:
+        fused = fusec.fuse(affine, schedules={"k0": schedule} if schedule else {})
+        plan = fused.plan(*args)
+        got = run_plan(plan, [cupy.asarray(a) for a in args], launcher=launcher, schedules=fused.schedules)
+        assert str(launcher.recipes(plan.kernels[0].region)[-1].schedule).startswith("pointwise:inner_vector")
+        assert_matches_numpy(cupy.asnumpy(got[0]), want)
 
 
 def test_gpu_fused_with_a_forced_schedule_takes_the_fast_path_with_it() -> None:

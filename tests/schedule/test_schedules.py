@@ -57,6 +57,10 @@ def transpose_affine(x):
     return x.T * 2 + 1
 
 
+def outer(a, b):
+    return a * b
+
+
 def col_sum(x):
     return x.sum(axis=0)
 
@@ -125,6 +129,19 @@ def test_schedule_heuristics_choose_per_kind() -> None:
     assert chosen(softmax, (64, 100)).mapping == "warp_regs"
     assert chosen(transpose_affine, (64, 33)) == PointwiseSchedule("tiled", 1)  # read across, written along
     assert chosen(transpose_affine, (64, 8)) == PointwiseSchedule("strided", 1)  # too narrow to tile
+
+
+def test_schedule_broadcast_rows_and_columns_get_vectors_along_the_inner_axis() -> None:
+    def chosen(fn, *specs):
+        _, region = region_of(fn, *specs)
+        return choose(analyze(region))
+
+    row, col = fusec.ArraySpec((1, 512), F32), fusec.ArraySpec((300, 1), F32)
+    assert chosen(outer, col, row) == PointwiseSchedule("inner_vector", 4)
+    assert chosen(outer, col, fusec.ArraySpec((1, 512), "float64")) == PointwiseSchedule("inner_vector", 2)
+    assert chosen(outer, col, fusec.ArraySpec((1, 510), F32)) == PointwiseSchedule("inner_vector", 2)  # 510 = 2 x 255
+    assert chosen(outer, col, fusec.ArraySpec((1, 511), F32)) == PointwiseSchedule("strided", 1)
+    assert chosen(outer, fusec.ArraySpec((300, 512), F32), row) == PointwiseSchedule("inner_vector", 4)
 
 
 def test_schedule_heuristics_follow_the_layout_for_outer_axes_and_few_long_rows() -> None:
@@ -207,6 +224,8 @@ def test_schedule_parse_errors_say_what_is_wrong(text: str, message: str) -> Non
     (gelu, (1029, 917), None, "pointwise:strided,vec=4", "vec=4 needs the vector loop"),
     (mean_var, (1029, 917), None, "reduce-all:last_block", "use grid_barrier"),
     (gelu, (1029, 917), None, "pointwise:tiled", "an input contiguous along another axis than the outputs"),
+    (gelu, (1029, 917), None, "pointwise:inner_vector,vec=4", "this loop is one flat index"),
+    (transpose_affine, (64, 64), None, "pointwise:inner_vector,vec=4", "steps by 64 along the innermost axis"),
     (transpose_affine, (64, 64), None, "pointwise:tiled,vec=4", "one element at a time"),
     (transpose_affine, (64, 64), None, "pointwise:tiled,tile=48", "tile .the tile's edge. is 8, 16, 32, 64 or 128"),
     (gelu, (1029, 917), None, "pointwise:vector,tile=64", "tile belongs to the tiled loop"),
