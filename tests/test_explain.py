@@ -79,7 +79,7 @@ def test_explain_launch_shape_per_kernel():
     text = str(e)
     assert text.count("  launch: ") == 2
     assert re.search(r"launch: warp_regs schedule, 256 threads per block, grid 128\n", text)
-    assert re.search(r"launch: last_block schedule, 1024 threads per block, grid 16 tile\(s\) x up to 2 blocks each, "
+    assert re.search(r"launch: last_block schedule, 256 threads per block, grid 16 tile\(s\) x up to 8 blocks each, "
                      r"splitting the reduced extent \(as many as fill the device; none when the tiles fill it\)", text)
     assert "int32 indices" in text
 

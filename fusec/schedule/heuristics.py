@@ -54,7 +54,8 @@ ROW_REGS_TABLE: dict[int, tuple[tuple[int, int, int], ...]] = {
 HOLD_MIN_COST = 2  # rows in registers: an element value of at least this op cost (exp, div, ...) that a later
 # phase or the epilogue needs again is kept in registers (<var>_h) rather than recomputed there
 HOLD_MAX_VALUES = 64  # ... while the row's loads and the kept values take at most this many 4-byte registers
-TILE_EDGE = 32  # pointwise tiled: tiles of 32 x 32 elements, a 32 x 8 block (4 rows per thread)
+TILE_EDGE = 64  # pointwise tiled: tiles of 64 x 64 elements, a 64 x 4 block (16 rows per thread); H200, x.T * 2
+# + y of 16384 x 4096 float32: 0.234 ms (tile 64), 0.281 (32), 0.706 (16)
 TILE_MIN_EXTENT = 32  # pointwise tiled: both tiled axes at least this long (shorter ones waste the tile)
 COLS_TILE_MAX = 32  # cols: at most this many kept indices per block (threadIdx.x, a warp's width)
 COLS_THREADS = 1024  # cols: threads per block when the reduced extent is long enough
@@ -77,7 +78,8 @@ def _defaults(nest: LoopNest, device: DeviceProperties, variant: str | None, kin
     kind = kind or nest.kind
     if kind == "pointwise":
         if variant == "tiled" or (variant is None and tile_axes(nest, TILE_MIN_EXTENT) is not None):
-            return PointwiseSchedule("tiled", 1, TILE_EDGE)
+            return PointwiseSchedule("tiled", 1, max([8] + [e for e in (TILE_EDGE, 32, 16)
+                                                            if tile_bytes(nest, e) <= device.shared_memory_per_block]))
         if variant == "inner_vector" or (variant is None and inner_vector_width(nest) > 1):
             return PointwiseSchedule("inner_vector", max(2, inner_vector_width(nest)))
         return PointwiseSchedule(*_flat_loop(nest, variant))
@@ -99,16 +101,16 @@ def _defaults(nest: LoopNest, device: DeviceProperties, variant: str | None, kin
         threads, elems, vec = bucket
         fast_division = any(nest.invariant_division(n) for n in nest.members)
         return RowSchedule(mapping, threads, elems, vec, values_to_hold(nest, elems), fast_division)
-    tile, split = cols_block(nest, device)
+    tile, split = cols_block(nest, device, COLS_THREADS)
+    tiles = -(-nest.n_kept // tile)
+    resident_blocks = device.sm_count * min(32, device.max_threads_per_sm // (tile * split))
+    if variant == "tiles" or (variant is None and 2 * tiles > resident_blocks):
+        return ColSchedule("tiles", tile, split)  # the tiles fill the device: no split (and no code for it)
+    tile, split = cols_block(nest, device, BLOCK)  # blocks split the reduction: more of them, smaller
     tiles = -(-nest.n_kept // tile)
     if variant is None:
-        resident_blocks = device.sm_count * min(32, device.max_threads_per_sm // (tile * split))
-        if 2 * tiles > resident_blocks:
-            variant = "tiles"  # the tiles fill the device: no split (and no code for it)
-        elif nest.n_phases == 1 and not nest.full_outputs and tiles <= LAST_BLOCK_TILES:
-            variant = "last_block"
-        else:
-            variant = "grid_barrier"
+        one_pass = nest.n_phases == 1 and not nest.full_outputs and tiles <= LAST_BLOCK_TILES
+        variant = "last_block" if one_pass else "grid_barrier"
     return ColSchedule(variant, tile, split)
 
 
@@ -161,21 +163,37 @@ def tile_axes(nest: LoopNest, min_extent: int = 2) -> tuple[int, int] | None:
     return out_axis, in_axis
 
 
-def cols_block(nest: LoopNest, device: DeviceProperties) -> tuple[int, int]:
-    """(tile, split) of a cols block. Arrays contiguous along the reduced extent: tile 1 (a warp walks the
-    reduction). Else the tile is the innermost kept axis's extent rounded up to a power of two, at most a
-    warp (a warp covers whole rows of a narrow array and several consecutive reduced indices). ``split``
-    threads per kept index fill a block of :data:`COLS_THREADS` (as many loads in flight as the device
-    takes: a 8192 x 8192 column sum moves 2.1 TB/s with 256-thread blocks, 4.0 with 1024-thread ones on the
-    H200), fewer when the reduced extent is short; and when the kept indices alone outnumber the threads
-    the device holds, fewer threads split the reduced extent (down to one: a thread folds a whole column,
-    no combining) and the tile widens to keep :data:`BLOCK` threads."""
+def tile_bytes(nest: LoopNest, edge: int) -> int:
+    """Shared memory a tiled loop with tiles of ``edge`` x ``edge`` takes: a padded tile per staged input."""
+    axes = tile_axes(nest)
+    if axes is None:
+        return 0
+    out_axis, in_axis = axes
+    staged = {info.var: info.dtype.itemsize for i, info in enumerate(nest.infos)
+              if info.pointer is not None and info.pointer.startswith("in")
+              and abs(nest.axes[in_axis].strides[i]) == 1 and abs(nest.axes[out_axis].strides[i]) != 1}
+    return sum(staged.values()) * edge * (edge + 1)
+
+
+def cols_block(nest: LoopNest, device: DeviceProperties, threads: int) -> tuple[int, int]:
+    """(tile, split) of a cols block of up to ``threads`` threads. Arrays contiguous along the reduced
+    extent: tile 1 (a warp walks the reduction). Else the tile is the innermost kept axis's extent rounded
+    up to a power of two, at most a warp (a warp covers whole rows of a narrow array and several
+    consecutive reduced indices). ``split`` threads per kept index fill the block, fewer when the reduced
+    extent is short; and when the kept indices alone outnumber the threads the device holds, fewer threads
+    split the reduced extent (down to one: a thread folds a whole column, no combining) and the tile
+    widens to keep :data:`BLOCK` threads.
+
+    Blocks of :data:`COLS_THREADS` (1024) when the tiles alone fill the device: one block per tile then
+    needs that many loads in flight (a 8192 x 8192 column sum moves 2.1 TB/s with 256-thread blocks, 4.0
+    with 1024-thread ones on the H200); :data:`BLOCK` (256) when blocks split the reduction, whose extra
+    code costs registers (H200: a (2^24, 8) column sum 0.137 ms with 256-thread blocks, 0.174 with 1024)."""
     if fastest_axis(nest) == "reduced":
         tile = 1
     else:
         extent = nest.extents[nest.kept_idx[-1]] if nest.kept_idx else COLS_TILE_MAX
         tile = min(COLS_TILE_MAX, 1 << max(0, extent - 1).bit_length())
-    split = max(1, min(COLS_THREADS // tile, 1 << max(0, nest.n_loop - 1).bit_length()))
+    split = max(1, min(threads // tile, 1 << max(0, nest.n_loop - 1).bit_length()))
     resident_threads = device.sm_count * device.max_threads_per_sm
     while split > 1 and nest.n_kept * split > 2 * resident_threads:
         split //= 2
@@ -368,8 +386,11 @@ def check(nest: LoopNest, schedule: Schedule, device: DeviceProperties = H200) -
             refuse("a tiled loop reads and writes one element at a time: vec=1")
         if tile_axes(nest) is None:
             refuse("a tiled loop needs an input contiguous along another axis than the outputs; these agree")
-        if schedule.tile not in (8, 16, 32, 64, 128):
-            refuse("tile (the tile's edge) is 8, 16, 32, 64 or 128")
+        if schedule.tile not in (8, 16, 32, 64):
+            refuse("tile (the tile's edge) is 8, 16, 32 or 64")
+        if tile_bytes(nest, schedule.tile) > device.shared_memory_per_block:
+            refuse(f"tiles of {schedule.tile} take {tile_bytes(nest, schedule.tile)} bytes of shared memory "
+                   f"(at most {device.shared_memory_per_block})")
     elif isinstance(schedule, (PointwiseSchedule, ReduceAllSchedule)):
         _check_flat_loop(nest, schedule.loop, schedule.vec, refuse)
         if isinstance(schedule, PointwiseSchedule) and schedule.tile != PointwiseSchedule.tile:

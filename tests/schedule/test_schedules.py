@@ -61,6 +61,10 @@ def outer(a, b):
     return a * b
 
 
+def transpose_pair(x, y):
+    return x.T * 2 + y.T
+
+
 def col_sum(x):
     return x.sum(axis=0)
 
@@ -88,7 +92,7 @@ TWO_SCHEDULES = {
     "rows": (softmax, (37, 1000), "rows:warp_regs", "rows:block"),
     "rows-regs": (softmax, (37, 1000), "rows:block_regs,threads=256,elems=4,hold=none,fast_division=0",
                   "rows:block_regs,threads=64,elems=16"),
-    "pointwise-tiled": (transpose_affine, (70, 45), "pointwise:tiled", "pointwise:tiled,tile=64"),
+    "pointwise-tiled": (transpose_affine, (70, 45), "pointwise:tiled", "pointwise:tiled,tile=16"),
     "cols": (col_softmax, (1029, 917), "cols:tiles", "cols:tiles,tile=16,split=16"),
     "cols-split": (col_softmax, (1029, 917), "cols:grid_barrier,blocks=3",
                    "cols:grid_barrier,tile=4,split=64,blocks=2"),
@@ -120,15 +124,18 @@ def test_schedule_heuristics_choose_per_kind() -> None:
     assert chosen(gelu, (1029, 917), "float64") == PointwiseSchedule("vector", 2)
     assert chosen(sum_abs, (1029, 917)) == ReduceAllSchedule("last_block", "vector", 4)
     assert chosen(mean_var, (1029, 917)).finish == "grid_barrier"  # two phases
-    assert chosen(col_softmax, (1029, 917)) == ColSchedule("grid_barrier", 32, 32)  # two phases and an epilogue
+    assert chosen(col_softmax, (1029, 917)) == ColSchedule("grid_barrier", 32, 8)  # two phases and an epilogue
     rows = chosen(softmax, (8192, 8192))
     assert (rows.mapping, rows.row_threads, rows.elems, rows.vec, rows.fast_division) == (
         "block_regs", 256, 32, 4, True)
     held = "+".join(map(str, rows.hold))
     assert rows.hold and rows.text() == f"rows:block_regs,threads=256,elems=32,vec=4,hold={held},fast_division=1"
     assert chosen(softmax, (64, 100)).mapping == "warp_regs"
-    assert chosen(transpose_affine, (64, 33)) == PointwiseSchedule("tiled", 1)  # read across, written along
+    assert chosen(transpose_affine, (64, 33)) == PointwiseSchedule("tiled", 1, 64)  # read across, written along
     assert chosen(transpose_affine, (64, 8)) == PointwiseSchedule("strided", 1)  # too narrow to tile
+    assert chosen(transpose_affine, (64, 64), "float64") == PointwiseSchedule("tiled", 1, 64)  # 33 KiB
+    spec = fusec.ArraySpec((64, 64), "float64")
+    assert choose(analyze(region_of(transpose_pair, spec, spec)[1])) == PointwiseSchedule("tiled", 1, 32)  # 2 x 33 KiB
 
 
 def test_schedule_broadcast_rows_and_columns_get_vectors_along_the_inner_axis() -> None:
@@ -151,15 +158,15 @@ def test_schedule_heuristics_follow_the_layout_for_outer_axes_and_few_long_rows(
         _, region = region_of(fn, fusec.ArraySpec(shape, dtype))
         return choose(analyze(region))
 
-    assert chosen(col_sum, (1 << 20, 8)) == ColSchedule("last_block", 8, 128)  # one tile: split across blocks
-    assert chosen(col_sum, (1 << 20, 3)) == ColSchedule("last_block", 4, 256)
-    assert chosen(col_sum, (4096, 4096)) == ColSchedule("grid_barrier", 32, 32)  # 128 tiles: no counter each
+    assert chosen(col_sum, (1 << 20, 8)) == ColSchedule("last_block", 8, 32)  # one tile: split across blocks
+    assert chosen(col_sum, (1 << 20, 3)) == ColSchedule("last_block", 4, 64)
+    assert chosen(col_sum, (4096, 4096)) == ColSchedule("grid_barrier", 32, 8)  # 128 tiles: no counter each
     assert chosen(col_sum, (8192, 8192)) == ColSchedule("tiles", 32, 32)  # 256 tiles of 1024 threads fill an H200
     assert chosen(col_sum, (40, 8192)) == ColSchedule("tiles", 32, 32)  # 40 rows: 32 threads per column
     assert chosen(col_sum, (64, 1 << 20)) == ColSchedule("tiles", 256, 1)  # a thread per column
-    assert chosen(channel_sum, (8, 64, 14, 14)) == ColSchedule("grid_barrier", 1, 1024)  # reduced axis fastest
-    assert chosen(row_sum_of_transposed, (4096, 4096)) == ColSchedule("grid_barrier", 32, 32)  # rows strided
-    assert chosen(softmax, (64, 100_000)) == ColSchedule("grid_barrier", 1, 1024)  # few long rows
+    assert chosen(channel_sum, (8, 64, 14, 14)) == ColSchedule("grid_barrier", 1, 256)  # reduced axis fastest
+    assert chosen(row_sum_of_transposed, (4096, 4096)) == ColSchedule("grid_barrier", 32, 8)  # rows strided
+    assert chosen(softmax, (64, 100_000)) == ColSchedule("grid_barrier", 1, 256)  # few long rows
     assert chosen(softmax, (1024, 100_000)) == RowSchedule("block", 256)  # enough rows for every SM
     assert chosen(softmax, (64, 8192)).mapping == "block_regs"  # fits in registers
 
@@ -172,8 +179,8 @@ def test_cols_split_launch_fills_the_device_and_sizes_its_workspace() -> None:
         graph, region = region_of(fn, fusec.ArraySpec(shape, F32))
         return generate(region, schedule=forced).spec.launch
 
-    tall = policy(col_sum, (1 << 20, 8))  # 1 tile of 8 columns; 2^20 rows / (128 threads x 16) = 512 at most
-    assert tall.blocks == 1 and tall.grid(264) == 264 and tall.grid(4000) == 512
+    tall = policy(col_sum, (1 << 20, 8))  # 1 tile of 8 columns; 2^20 rows / (32 threads x 16) = 2048 at most
+    assert tall.blocks == 1 and tall.grid(264) == 264 and tall.grid(4000) == 2048
     assert tall.workspace_bytes(264) == 128 + 264 * 8 * 16
     short = policy(col_sum, (1000, 8))  # 1000 rows: one block folds them
     assert short.grid(1056) == 1 and short.workspace_bytes(1) == 0
@@ -227,7 +234,7 @@ def test_schedule_parse_errors_say_what_is_wrong(text: str, message: str) -> Non
     (gelu, (1029, 917), None, "pointwise:inner_vector,vec=4", "this loop is one flat index"),
     (transpose_affine, (64, 64), None, "pointwise:inner_vector,vec=4", "steps by 64 along the innermost axis"),
     (transpose_affine, (64, 64), None, "pointwise:tiled,vec=4", "one element at a time"),
-    (transpose_affine, (64, 64), None, "pointwise:tiled,tile=48", "tile .the tile's edge. is 8, 16, 32, 64 or 128"),
+    (transpose_affine, (64, 64), None, "pointwise:tiled,tile=48", "tile .the tile.s edge. is 8, 16, 32 or 64"),
     (gelu, (1029, 917), None, "pointwise:vector,tile=64", "tile belongs to the tiled loop"),
     (col_softmax, (1029, 917), None, "cols:tiles,tile=64,split=32", "2048 threads per block"),
     (col_softmax, (1029, 917), None, "cols:last_block", "use grid_barrier"),

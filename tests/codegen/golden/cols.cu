@@ -113,9 +113,9 @@ __device__ __forceinline__ void combine(Acc1& a, const Acc1& b) {
 }
 }  // namespace k0_cols_max_sub_exp_sum_div_acc
 
-// k0_cols_max_sub_exp_sum_div: cols, grid_barrier, 32 kept indices x 32 threads along the reduced axes per block, int indices
-// schedule: cols:grid_barrier,tile=32,split=32,blocks=0
-extern "C" __global__ void __launch_bounds__(1024, 1) k0_cols_max_sub_exp_sum_div(
+// k0_cols_max_sub_exp_sum_div: cols, grid_barrier, 32 kept indices x 8 threads along the reduced axes per block, int indices
+// schedule: cols:grid_barrier,tile=32,split=8,blocks=0
+extern "C" __global__ void __launch_bounds__(256, 4) k0_cols_max_sub_exp_sum_div(
     const __half* __restrict__ in0,
     __half* __restrict__ out0,
     unsigned char* __restrict__ ws,
@@ -130,8 +130,8 @@ extern "C" __global__ void __launch_bounds__(1024, 1) k0_cols_max_sub_exp_sum_di
 ) {
   using namespace k0_cols_max_sub_exp_sum_div_acc;
   typedef int index_t;
-  __shared__ Acc0 smem0[fs::column_rows<32, 32>()][32];
-  __shared__ Acc1 smem1[fs::column_rows<32, 32>()][32];
+  __shared__ Acc0 smem0[fs::column_rows<32, 8>()][32];
+  __shared__ Acc1 smem1[fs::column_rows<32, 8>()][32];
 
   const index_t tiles = (nk + 31) / 32;
   const unsigned int per_tile = (index_t)gridDim.x > tiles ? (unsigned int)(gridDim.x / tiles) : 1u;
@@ -152,44 +152,44 @@ extern "C" __global__ void __launch_bounds__(1024, 1) k0_cols_max_sub_exp_sum_di
     // phase 0
     Acc0 acc0 = Acc0_identity();
 #pragma unroll 4
-    for (index_t i = i_begin + threadIdx.y; i < i_end; i += 32) {
+    for (index_t i = i_begin + threadIdx.y; i < i_end; i += 8) {
       const index_t c0 = i;
       const __half ld0 = in0[ld0_kb + c0 * ld0_s0];
       acc0.r0 = fc::reduce_max(acc0.r0, fc::cast<float>(ld0));
     }
-    acc0 = fs::tile_column_allreduce<Acc0, 32, 32>(acc0, smem0);
+    acc0 = fs::tile_column_allreduce<Acc0, 32, 8>(acc0, smem0);
     if (per_tile > 1) {
       Acc0* const part0 = reinterpret_cast<Acc0*>(ws + ws_offset);
       ws_offset += fs::round_up_128((unsigned long long)gridDim.x * 32 * sizeof(Acc0));
       if (threadIdx.y == 0) part0[(unsigned long long)blockIdx.x * 32 + threadIdx.x] = acc0;
       fs::grid_barrier_xy(counters);
-      acc0 = fs::combine_column_partials<Acc0, 32, 32>(
+      acc0 = fs::combine_column_partials<Acc0, 32, 8>(
           part0, (unsigned long long)tile * per_tile, per_tile, Acc0_identity(), smem0);
     }
     const __half v0 = fc::cast<__half>(acc0.r0);
     // phase 1
     Acc1 acc1 = Acc1_identity();
 #pragma unroll 4
-    for (index_t i = i_begin + threadIdx.y; i < i_end; i += 32) {
+    for (index_t i = i_begin + threadIdx.y; i < i_end; i += 8) {
       const index_t c0 = i;
       const __half ld0 = in0[ld0_kb + c0 * ld0_s0];
       const __half v1 = fc::sub(ld0, v0);
       const __half v2 = fc::exp(v1);
       acc1.r0 = fc::add(acc1.r0, fc::cast<float>(v2));
     }
-    acc1 = fs::tile_column_allreduce<Acc1, 32, 32>(acc1, smem1);
+    acc1 = fs::tile_column_allreduce<Acc1, 32, 8>(acc1, smem1);
     if (per_tile > 1) {
       Acc1* const part1 = reinterpret_cast<Acc1*>(ws + ws_offset);
       ws_offset += fs::round_up_128((unsigned long long)gridDim.x * 32 * sizeof(Acc1));
       if (threadIdx.y == 0) part1[(unsigned long long)blockIdx.x * 32 + threadIdx.x] = acc1;
       fs::grid_barrier_xy(counters);
-      acc1 = fs::combine_column_partials<Acc1, 32, 32>(
+      acc1 = fs::combine_column_partials<Acc1, 32, 8>(
           part1, (unsigned long long)tile * per_tile, per_tile, Acc1_identity(), smem1);
     }
     const __half v3 = fc::cast<__half>(acc1.r0);
     // epilogue
     if (active) {
-      for (index_t i = i_begin + threadIdx.y; i < i_end; i += 32) {
+      for (index_t i = i_begin + threadIdx.y; i < i_end; i += 8) {
         const index_t c0 = i;
         const __half ld0 = in0[ld0_kb + c0 * ld0_s0];
         const __half v1 = fc::sub(ld0, v0);
