@@ -33,6 +33,10 @@ int -> float cast (through layout ops), and ``div(_, x)`` where ``x`` may be a z
 :func:`zero_sign_free` names those outputs and :func:`differences` ignores the sign of their zeros. NaNs
 are compared by position (their sign and payload are free); everything else bit for bit.
 
+**Schedules.** Every ``SCHEDULE_EVERY``-th graph (offset 2) also runs on the input views its layout run would
+take, with other schedules forced on its kernels (:func:`schedule_variants`): cols reductions split across
+blocks, rows regions as cols, tiled transposes, vectors along broadcast rows, whichever fit.
+
 **Layouts.** Graph ``i`` runs on C-contiguous inputs; every ``LAYOUT_EVERY``-th graph also on
 non-contiguous views (:func:`layout_variants`, :func:`place`): transposed (ndim >= 2), every other element
 along the last axis of a larger buffer, or reversed along axis 0 (a negative stride, a pointer that is
@@ -71,6 +75,17 @@ from tests.strategies import graphs
 
 SEPARATOR = "// ----"
 LAYOUT_EVERY = 5  # graph i with i % LAYOUT_EVERY == 0 also runs on non-contiguous input views
+SCHEDULE_EVERY = 5  # graph i with i % SCHEDULE_EVERY == 2 also runs with other schedules forced (SCHEDULE_CHOICES)
+# per region kind, schedules the heuristics seldom pick for the corpus's small shapes: cols reductions split
+# across blocks (by the last block, after a grid barrier, warps along the reduction), rows run as cols,
+# transposes through shared-memory tiles, vectors along a broadcast row
+SCHEDULE_CHOICES = {
+    "cols": ("cols:grid_barrier,blocks=2", "cols:last_block,blocks=3", "cols:grid_barrier,tile=1,split=32,blocks=3",
+             "cols:tiles,tile=4,split=8"),
+    "rows": ("cols:grid_barrier,tile=1,split=32,blocks=2", "cols:last_block,tile=2,split=16,blocks=3",
+             "cols:grid_barrier,tile=8,split=4,blocks=2"),
+    "pointwise": ("pointwise:tiled,tile=8", "pointwise:inner_vector,vec=2", "pointwise:tiled,tile=16"),
+}
 
 # float ops NumPy computes exactly (one correct rounding, or no rounding at all)
 EXACT_FLOAT_OPS = frozenset({
@@ -295,11 +310,42 @@ def layout_variants(index: int, graph: Graph) -> tuple[str, ...] | None:
     element of the last axis, ``neg`` reversed along axis 0; ``c`` for a 0-d input."""
     if index % LAYOUT_EVERY:
         return None
+    return _view_kinds(index, graph)
+
+
+def _view_kinds(index: int, graph: Graph) -> tuple[str, ...] | None:
     kinds = []
     for k, n in enumerate(graph.inputs):
         options = (["t"] if n.ndim >= 2 else []) + (["step", "neg"] if n.ndim >= 1 else [])
         kinds.append(options[(index // LAYOUT_EVERY + k) % len(options)] if options else "c")
     return tuple(kinds) if any(k != "c" for k in kinds) else None
+
+
+def schedule_variants(index: int, graph: Graph, plan: Plan) -> tuple[tuple[str, ...] | None, dict[str, str]] | None:
+    """Graph ``index``'s schedule run: (the input views, as :func:`layout_variants` would choose them, or
+    None; the schedule forced on each kernel that one of :data:`SCHEDULE_CHOICES` fits), or None (not a
+    ``SCHEDULE_EVERY``-th graph, or no choice fits any kernel)."""
+    from fusec.schedule import ScheduleError, analyze, resolve
+
+    if index % SCHEDULE_EVERY != 2:
+        return None
+    kinds = _view_kinds(index, graph)
+    layouts: dict[Node, ArrayLayout] = dict(zip(plan.graph.inputs, input_layouts(graph, kinds)))
+    forced: dict[str, str] = {}
+    for k, kernel in enumerate(plan.kernels):
+        nest = analyze(kernel.region, {n: layouts[n] for n in kernel.region.inputs if n in layouts})
+        choices = SCHEDULE_CHOICES.get(nest.kind, ())
+        for j in range(len(choices)):
+            choice = choices[(index // SCHEDULE_EVERY + k + j) % len(choices)]
+            try:
+                resolve(nest, choice)
+            except ScheduleError:
+                continue
+            forced[kernel.name] = choice
+            break
+        for n in kernel.outputs:
+            layouts[n] = fresh_layout(n)
+    return (kinds, forced) if forced else None
 
 
 def _gap_fill(a: np.ndarray) -> np.ndarray:
@@ -347,15 +393,18 @@ def fresh_layout(node: Node) -> ArrayLayout:
     return ArrayLayout.c_contiguous(node.shape)
 
 
-def plan_specs(plan: Plan, input_layouts: Sequence[ArrayLayout], prefix: str | None = None) -> list[KernelSpec]:
+def plan_specs(plan: Plan, input_layouts: Sequence[ArrayLayout], prefix: str | None = None,
+               schedules: Mapping[str, str] | None = None) -> list[KernelSpec]:
     """The kernel specs ``run_plan`` builds for ``plan`` given the graph inputs' layouts (intermediates
-    fresh and contiguous). ``prefix`` renames the kernels ``<prefix>_<region>`` (for one module of many)."""
+    fresh and contiguous) and the ``schedules`` forced by kernel name. ``prefix`` renames the kernels
+    ``<prefix>_<region>`` (for one module of many)."""
     layouts: dict[Node, ArrayLayout] = dict(zip(plan.graph.inputs, input_layouts))
     specs = []
     for kernel in plan.kernels:
         arrays = [n for n in kernel.region.inputs if n.op not in ("const", "size")]
         name = None if prefix is None else f"{prefix}_{kernel.region.name}"
-        specs.append(codegen_kernel.generate(kernel.region, {n: layouts[n] for n in arrays}, name=name).spec)
+        specs.append(codegen_kernel.generate(kernel.region, {n: layouts[n] for n in arrays},
+                                             (schedules or {}).get(kernel.name), name=name).spec)
         for n in kernel.outputs:
             layouts[n] = fresh_layout(n)
     return specs
@@ -372,12 +421,23 @@ def input_layouts(graph: Graph, kinds: Sequence[str] | None) -> list[ArrayLayout
 
 
 def graph_sources(index: int, graph: Graph, plan: Plan) -> list[str]:
-    """Every kernel source the GPU test compiles for graph ``index``: contiguous inputs, then its layout run."""
+    """Every kernel source the GPU test compiles for graph ``index``: contiguous inputs, then its layout and
+    schedule runs."""
     sources = [render_kernel(s) for s in plan_specs(plan, input_layouts(graph, None))]
-    kinds = layout_variants(index, graph)
-    if kinds is not None:
-        sources += [render_kernel(s) for s in plan_specs(plan, input_layouts(graph, kinds))]
+    for kinds, schedules in graph_runs(index, graph, plan)[1:]:
+        sources += [render_kernel(s) for s in plan_specs(plan, input_layouts(graph, kinds), schedules=schedules)]
     return sources
+
+
+def graph_runs(index: int, graph: Graph, plan: Plan) -> list[tuple[tuple[str, ...] | None, dict[str, str] | None]]:
+    """Graph ``index``'s runs: (input views or None, forced schedules or None) each, contiguous first."""
+    runs: list[tuple[tuple[str, ...] | None, dict[str, str] | None]] = [(None, None)]
+    if layout_variants(index, graph) is not None:
+        runs.append((layout_variants(index, graph), None))
+    forced = schedule_variants(index, graph, plan)
+    if forced is not None:
+        runs.append(forced)
+    return runs
 
 
 # ---- comparing -------------------------------------------------------------------------------------------------
@@ -433,6 +493,7 @@ class Failure:
     # "plan" (the interpreter or make_plan raised)
     message: str
     plan_text: str = ""
+    schedules: Mapping[str, str] | None = None  # forced by kernel name (a schedule run)
 
     @property
     def signature(self) -> str:
@@ -444,6 +505,8 @@ class Failure:
 
     def describe(self) -> str:
         where = "C-contiguous inputs" if self.layout is None else f"input views {list(self.layout)}"
+        if self.schedules:
+            where += ", schedules " + ", ".join(f"{k}={v}" for k, v in self.schedules.items())
         return (f"graph {self.index} @{self.graph.name}, seed {self.seed}, {where}: {self.kind}\n"
                 + _indent(self.message) + "\n" + _indent(print_graph(self.graph))
                 + ("\n  plan:\n" + _indent(self.plan_text, 4) if self.plan_text else ""))
@@ -499,20 +562,22 @@ class FuzzResult:
         return "\n".join(parts)
 
 
-def run_corpus(graphs_: Sequence[Graph], xp: Any, run: Callable[[Plan, list[Any]], list[Any]], *,
+def run_corpus(graphs_: Sequence[Graph], xp: Any, run: Callable[[Plan, list[Any], Any], list[Any]], *,
                to_host: Callable[[Any], np.ndarray] = np.asarray, synchronize: Callable[[], None] = lambda: None,
                compiles: Callable[[], int] = lambda: 0, known_failed: Mapping[str, str] | None = None,
                digest: Callable[[str], str] | None = None, time_limit: float | None = None,
                on_failure: Callable[[Failure], None] | None = None,
                progress: Callable[[str], None] | None = None) -> FuzzResult:
-    """Run every graph with ``run(plan, arrays)`` on ``xp`` arrays and compare with the NumPy reference.
+    """Run every graph with ``run(plan, arrays, schedules)`` on ``xp`` arrays (``schedules``: None, or the
+    schedules forced by kernel name) and compare with the NumPy reference.
 
     Each graph gets fresh inputs (:func:`make_inputs`, seed :func:`graph_seed`), is interpreted by NumPy,
     planned, and run on C-contiguous copies; every ``LAYOUT_EVERY``-th graph also on views
-    (:func:`layout_variants`). Each output must match exactly (:func:`differences`) and every input buffer
-    must be unchanged. A run whose predicted kernel source is in ``known_failed`` (by ``digest(source)``:
-    NVRTC rejected it while precompiling) is a ``compile`` failure and is not launched. An exception is a
-    ``crash``; if ``synchronize`` then raises too, the device is unusable and the run stops. New graphs stop
+    (:func:`layout_variants`), every ``SCHEDULE_EVERY``-th with other schedules (:func:`schedule_variants`).
+    Each output must match exactly (:func:`differences`) and every input buffer must be unchanged. A run
+    whose predicted kernel source is in ``known_failed`` (by ``digest(source)``: NVRTC rejected it while
+    precompiling) is a ``compile`` failure and is not launched. An exception is a ``crash``; if
+    ``synchronize`` then raises too, the device is unusable and the run stops. New graphs stop
     starting after ``time_limit`` seconds."""
     from fusec.ir.interpret import interpret
 
@@ -539,12 +604,9 @@ def run_corpus(graphs_: Sequence[Graph], xp: Any, run: Callable[[Plan, list[Any]
                 on_failure(failure)
             continue
         free = zero_sign_free(graph)
-        variants = [None]
-        if layout_variants(index, graph) is not None:
-            variants.append(layout_variants(index, graph))
-        for kinds in variants:
-            failure = _run_one(index, graph, seed, kinds, host, want, free, plan, xp, run, to_host, synchronize,
-                               compiles, known_failed, digest, result)
+        for kinds, schedules in graph_runs(index, graph, plan):
+            failure = _run_one(index, graph, seed, kinds, schedules, host, want, free, plan, xp, run, to_host,
+                               synchronize, compiles, known_failed, digest, result)
             if failure is None:
                 continue
             result.failures.append(failure)
@@ -562,17 +624,18 @@ def run_corpus(graphs_: Sequence[Graph], xp: Any, run: Callable[[Plan, list[Any]
 DEVICE_LOST = "the device is unusable after this"
 
 
-def _run_one(index: int, graph: Graph, seed: int, kinds: tuple[str, ...] | None, host: list[np.ndarray],
+def _run_one(index: int, graph: Graph, seed: int, kinds: tuple[str, ...] | None,
+             schedules: Mapping[str, str] | None, host: list[np.ndarray],
              want: list[np.ndarray], free: set[Node], plan: Plan, xp: Any, run: Callable, to_host: Callable,
              synchronize: Callable[[], None], compiles: Callable[[], int], known_failed: Mapping[str, str] | None,
              digest: Callable[[str], str] | None, result: FuzzResult) -> Failure | None:
     def fail(kind: str, message: str) -> Failure:
-        return Failure(index, graph, seed, kinds, kind, message, print_graph(plan.graph))
+        return Failure(index, graph, seed, kinds, kind, message, print_graph(plan.graph), schedules)
 
     result.runs += 1
     result.kernels += len(plan.kernels)
     if known_failed and digest is not None:
-        sources = [render_kernel(s) for s in plan_specs(plan, input_layouts(graph, kinds))]
+        sources = [render_kernel(s) for s in plan_specs(plan, input_layouts(graph, kinds), schedules=schedules)]
         rejected = [known_failed[d] for d in map(digest, sources) if d in known_failed]
         if rejected:
             return fail("compile", f"NVRTC rejected a kernel while precompiling: {rejected[0]}")
@@ -580,7 +643,7 @@ def _run_one(index: int, graph: Graph, seed: int, kinds: tuple[str, ...] | None,
     expected_bases = [place(np, a, k)[1] for a, k in zip(host, kinds or ["c"] * len(host))]
     before = compiles()
     try:
-        got = run(plan, [view for view, _ in placed])
+        got = run(plan, [view for view, _ in placed], schedules)
         got_host = [to_host(g) for g in got]
         synchronize()
     except Exception as exc:

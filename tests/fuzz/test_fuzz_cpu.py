@@ -144,10 +144,36 @@ def test_views_hold_the_values(kind: str) -> None:
 
 def test_plan_matches_interpreter_exactly(graphs: list[Graph]) -> None:
     """The GPU test's harness with NumPy as the device: ``execute_numpy`` on the same inputs and views."""
-    result = corpus.run_corpus(graphs, np, lambda plan, arrays: execute_numpy(plan, arrays))
+    result = corpus.run_corpus(graphs, np, lambda plan, arrays, schedules: execute_numpy(plan, arrays))
     print("\n" + result.summary())
     assert result.runs > result.graphs  # the layout variants ran too
     assert not result.failures, result.report() + "\n" + result.summary()
+
+
+def test_schedule_runs_force_split_tiled_and_vector_schedules() -> None:
+    """Graph 2 (a schedule run) of each kind gets a schedule the heuristics would not pick for it, one that
+    fits: cols split across blocks, rows as cols, a tiled transpose, vectors along a broadcast row."""
+    import fusec
+
+    def forced(fn, *specs, views=None):
+        graph = fusec.fuse(fn).trace(*specs)
+        plan = make_plan(graph)
+        original = corpus._view_kinds
+        corpus._view_kinds = lambda index, g: views  # the input views of the run
+        try:
+            return corpus.schedule_variants(2, graph, plan)
+        finally:
+            corpus._view_kinds = original
+
+    f32 = fusec.ArraySpec((40, 24), "float32")
+    assert forced(lambda x: x.sum(axis=0), f32) == (None, {"k0": "cols:grid_barrier,blocks=2"})
+    assert forced(lambda x: x.max(axis=1, keepdims=True) - x, f32)[1]["k0"].startswith("cols:grid_barrier,tile=1")
+    assert forced(lambda x: x.T * 2, f32) == (None, {"k0": "pointwise:tiled,tile=8"})
+    assert forced(lambda x: x.T * 2, f32, views=("t",)) is None  # read back in order: nothing else fits
+    row = fusec.ArraySpec((24,), "float32")
+    assert forced(lambda x, w: x * w, f32, row)[1] == {"k0": "pointwise:inner_vector,vec=2"}
+    assert corpus.schedule_variants(3, fusec.fuse(lambda x: x.sum(0)).trace(f32),
+                                    make_plan(fusec.fuse(lambda x: x.sum(0)).trace(f32))) is None
 
 
 def _first_error(exc: Exception) -> str:
@@ -162,11 +188,10 @@ def test_kernel_sources_compile_with_nvrtc(graphs: list[Graph], arch: str) -> No
     kernels: dict[str, tuple[int, object]] = {}  # source -> (graph index, renamed spec)
     for index, g in enumerate(graphs):
         plan = make_plan(g)
-        views = corpus.layout_variants(index, g)
-        for kinds in [None] + ([views] if views is not None else []):
+        for run, (kinds, schedules) in enumerate(corpus.graph_runs(index, g, plan)):
             layouts = corpus.input_layouts(g, kinds)
-            plain = corpus.plan_specs(plan, layouts)
-            renamed = corpus.plan_specs(plan, layouts, prefix=f"g{index}{'v' if kinds else ''}")
+            plain = corpus.plan_specs(plan, layouts, schedules=schedules)
+            renamed = corpus.plan_specs(plan, layouts, prefix=f"g{index}r{run}", schedules=schedules)
             for spec, named in zip(plain, renamed):
                 kernels.setdefault(render_kernel(spec), (index, named))
     items = list(kernels.values())

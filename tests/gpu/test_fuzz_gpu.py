@@ -14,7 +14,9 @@ on the spot and their kernels compiled here.
 Each graph: fresh random inputs with special values (seed: crc32 of the graph's text, printed with every
 failure), the NumPy interpreter as reference, ``run_plan`` with ``KernelLauncher(poison=True,
 compiler="nvrtc")`` on CuPy copies (outputs filled with 0xAB bytes first, so an unwritten element shows);
-every 5th graph again on non-contiguous views (transposed, every other element, reversed). Results must
+every 5th graph again on non-contiguous views (transposed, every other element, reversed), and every 5th
+(offset 2) with other schedules forced (``corpus.schedule_variants``: split cols, rows as cols, tiled,
+inner vectors). Results must
 match exactly: dtype, shape, bools byte for byte, integers, floats bit for bit with NaN matching NaN (a NaN's
 sign and payload are free) and, only for outputs that carry a maximum/minimum-type result, 0.0 matching
 -0.0 (which zero NumPy's maximum returns differs between its own loops). Every input buffer must be
@@ -113,7 +115,7 @@ def test_fuzz_corpus_matches_numpy_on_gpu(monkeypatch: pytest.MonkeyPatch) -> No
 
     launcher = KernelLauncher(poison=True, compiler="nvrtc")
     result = corpus.run_corpus(
-        graphs, cupy, lambda plan, arrays: run_plan(plan, arrays, launcher=launcher),
+        graphs, cupy, lambda plan, arrays, schedules: run_plan(plan, arrays, launcher=launcher, schedules=schedules),
         to_host=lambda a: cupy.asnumpy(a) if isinstance(a, cupy.ndarray) else np.asarray(a),
         synchronize=cupy.cuda.runtime.deviceSynchronize,
         compiles=lambda: launcher.compiles,
