@@ -372,7 +372,7 @@ def check(nest: LoopNest, schedule: Schedule, device: DeviceProperties = H200) -
     if schedule.threads > device.max_threads_per_block or schedule.threads < 1:
         refuse(f"{schedule.threads} threads per block (1..{device.max_threads_per_block})")
     if isinstance(schedule, PointwiseSchedule) and schedule.loop == "inner_vector":
-        if nest.contiguous or len(nest.axes) < 2 and nest.kind == "pointwise" and not nest.axes:
+        if nest.contiguous or not nest.axes:
             refuse("an inner_vector loop is for several axes; this loop is one flat index (use vector)")
         if schedule.vec < 2 or not _power_of_two(schedule.vec):
             refuse("an inner_vector loop takes vec = 2, 4, 8 or 16")

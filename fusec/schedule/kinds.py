@@ -224,7 +224,8 @@ class ColSchedule(Schedule):
     capacity) or, when the tiles alone would leave the GPU idle, the reduced extent of each tile split
     across ``blocks`` blocks too (0: as many as fill the device, chosen at launch): each block writes its
     partial to the workspace, and the partials of a tile are combined in block order, by the last block of
-    the tile to arrive (``last_block``: one phase, outputs per kept index only) or by every block of the
+    the tile to arrive (``last_block``: one phase, outputs per kept index only, at most
+    :data:`LAST_BLOCK_TILES` tiles) or by every block of the
     tile after a grid barrier (``grid_barrier``: several phases, or outputs over the elements). When the
     tiles fill the device the split variants run as ``tiles`` does."""
 
