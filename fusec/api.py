@@ -146,6 +146,12 @@ class Fused:
                              "(numpy.asarray or cupy.asarray convert)",
                     )
                 continue
+            if isinstance(value, np.ma.MaskedArray):
+                raise FusecTypeError(f"argument '{name}' of {self.name} is a masked array: its mask would be lost",
+                                     hint=f"pass a plain array, such as numpy.ma.filled({name}, 0)")
+            if isinstance(value, np.matrix):
+                raise FusecTypeError(f"argument '{name}' of {self.name} is a numpy.matrix, whose * is a matrix "
+                                     "product (fusec's is elementwise)", hint=f"pass numpy.asarray({name})")
             try:
                 dtypes.as_dtype(value.dtype)
             except FusecTypeError as exc:

@@ -50,7 +50,7 @@ class ArraySpec:
             raise ValueError(f"expected DTYPE[DIMS] such as f32[8192,8192], got {text!r}")
         name, dims = text[:-1].split("[", 1)
         shape = tuple(int(d) for d in dims.split(",") if d.strip())
-        return cls(shape, dtypes.as_dtype(name))
+        return cls(shape, dtypes.ir_dtype(name))
 
     def __str__(self) -> str:
         return f"{dtypes.short(self.dtype)}[{','.join(map(str, self.shape))}]"

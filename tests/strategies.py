@@ -172,7 +172,7 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
     ``const`` nodes still come where operands need them, see ``allow_consts``); the ``allow_*``
     flags switch whole kinds off; ``allow_empty``: whether a dimension may be 0.
     """
-    allowed = frozenset(fdt.as_dtype(d) for d in dtypes)
+    allowed = frozenset(fdt.ir_dtype(d) for d in dtypes)
     chosen = set(OPS) if ops is None else set(ops)
     b = _Builder(draw, allowed, float_to_int_casts, allow_consts, max_dim, allow_empty)
     ew = sorted(o.name for o in OPS.values() if o.kind is Kind.ELEMENTWISE and o.name != "cast"

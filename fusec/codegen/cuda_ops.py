@@ -111,12 +111,12 @@ REDUCTIONS: dict[str, CudaCombine] = {
 
 def ctype(dtype: Any) -> str:
     """The C++ storage type of a dtype: ``bool``, ``signed char``, ..., ``__half``, ``float``, ``double``."""
-    return _CTYPES[dtypes.short(dtypes.as_dtype(dtype))]
+    return _CTYPES[dtypes.short(dtypes.ir_dtype(dtype))]
 
 
 def accumulator_dtype(dtype: Any) -> np.dtype:
     """The dtype reductions (and float16 math) accumulate in: float32 for float16, else the dtype."""
-    dt = dtypes.as_dtype(dtype)
+    dt = dtypes.ir_dtype(dtype)
     return dtypes.FLOAT32 if dt == dtypes.FLOAT16 else dt
 
 
@@ -169,7 +169,7 @@ def literal(value: Any, dtype: Any) -> str:
     >>> literal(-2**31, "i32"), literal(2**64 - 1, "u64"), literal(-3, "i8")
     ('(-2147483647 - 1)', '18446744073709551615ULL', '((signed char)-3)')
     """
-    dt = dtypes.as_dtype(dtype)
+    dt = dtypes.ir_dtype(dtype)
     if dtypes.is_bool(dt):
         return "true" if bool(value) else "false"
     if dtypes.is_float(dt):
@@ -222,8 +222,8 @@ def expression(op_name: str, operand_exprs: Sequence[str], operand_dtypes: Seque
         raise FusecValueError(f"elementwise op {op_name!r} has no CUDA entry in fusec/codegen/cuda_ops.py")
     if len(operand_exprs) != op.arity or len(operand_dtypes) != op.arity:
         raise FusecValueError(f"{op_name} takes {op.arity} operands, got {len(operand_exprs)}")
-    in_dts = tuple(dtypes.as_dtype(d) for d in operand_dtypes)
-    out_dt = dtypes.as_dtype(out_dtype)
+    in_dts = tuple(dtypes.ir_dtype(d) for d in operand_dtypes)
+    out_dt = dtypes.ir_dtype(out_dtype)
     _check_loop(op_name, in_dts, out_dt)
     template_arg = f"<{ctype(out_dt)}>" if cuda.out_type_arg else ""
     return f"fc::{cuda.helper}{template_arg}({', '.join(operand_exprs)})"
@@ -231,7 +231,7 @@ def expression(op_name: str, operand_exprs: Sequence[str], operand_dtypes: Seque
 
 def cast_expression(expr: str, from_dtype: Any, to_dtype: Any) -> str:
     """``expr`` converted from ``from_dtype`` to ``to_dtype`` (``expr`` itself when they are equal)."""
-    if dtypes.as_dtype(from_dtype) == dtypes.as_dtype(to_dtype):
+    if dtypes.ir_dtype(from_dtype) == dtypes.ir_dtype(to_dtype):
         return expr
     return expression("cast", [expr], [from_dtype], to_dtype)
 
@@ -326,7 +326,7 @@ def reduction(op_name: str, dtype: Any) -> CudaReduction:
     cuda = REDUCTIONS.get(op_name)
     if cuda is None:
         raise FusecValueError(f"reduction {op_name!r} has no CUDA entry in fusec/codegen/cuda_ops.py")
-    dt = dtypes.as_dtype(dtype)
+    dt = dtypes.ir_dtype(dtype)
     if op.accepts is not None and dt.kind not in op.accepts:
         raise FusecTypeError(f"{op_name} reduces {op.accepts!r}-kind dtypes, not {dt}")
     acc_dt = accumulator_dtype(dt)

@@ -36,19 +36,29 @@ FLOAT64 = np.dtype(np.float64)
 
 
 def as_dtype(spec: object) -> np.dtype:
-    """A supported ``np.dtype`` from anything NumPy accepts as a dtype, or ``f32``-style names."""
-    if isinstance(spec, str) and spec in FROM_SHORT:
-        return FROM_SHORT[spec]
+    """A supported ``np.dtype`` from anything NumPy accepts as a dtype, meaning what NumPy says it means:
+    ``"i8"`` is int64 and ``"u8"`` uint64 here, as in ``a.astype("i8")``. fusec's short names (``f32``,
+    ``i64``) are IR text's and the command line's: :func:`ir_dtype` reads those."""
     try:
         dt = np.dtype(spec)  # type: ignore[call-overload]
     except TypeError as exc:
-        raise FusecTypeError(f"{spec!r} is not a dtype") from exc
+        hint = (f"{spec!r} is fusec's IR name of {FROM_SHORT[spec]}; NumPy spells it {str(FROM_SHORT[spec])!r}"
+                if isinstance(spec, str) and spec in FROM_SHORT else None)
+        raise FusecTypeError(f"{spec!r} is not a dtype", hint=hint) from exc
     if dt not in SHORT_NAMES:
         raise FusecTypeError(
             f"dtype {dt} is not supported by fusec",
             hint="supported: " + ", ".join(str(d) for d in SUPPORTED) + " (complex is not yet supported)",
         )
     return dt.newbyteorder("=") if dt.byteorder not in "=|" else dt
+
+
+def ir_dtype(spec: object) -> np.dtype:
+    """A dtype as IR text and the command line spell it: a short name (``f32``, ``i8`` = int8), else
+    :func:`as_dtype` (an ``np.dtype``, a NumPy type, ``"float32"``)."""
+    if isinstance(spec, str) and spec in FROM_SHORT:
+        return FROM_SHORT[spec]
+    return as_dtype(spec)
 
 
 def short(dt: np.dtype) -> str:

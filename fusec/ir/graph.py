@@ -101,7 +101,7 @@ def make_node(op: str, operands: Iterable[Node] = (), attrs: Mapping[str, Any] |
     """
     operands = tuple(operands)
     attrs = dict(attrs or {})
-    dt = dtypes.as_dtype(dtype) if dtype is not None else None
+    dt = dtypes.ir_dtype(dtype) if dtype is not None else None
     out_dtype, out_shape = infer(op, list(operands), attrs, dt, shape)
     if op == "const":
         attrs["value"] = dtypes.scalar_constant(attrs["value"], out_dtype)

@@ -178,3 +178,50 @@ def test_datetime_argument_never_reaches_numpy_buffers() -> None:
     # a datetime array's .data raises ValueError inside NumPy: the dispatch fast path must not touch it
     with pytest.raises(fusec.FusecTypeError, match="datetime64"):
         fusec.fuse(lambda t: t + 1)(np.zeros(3, "M8[s]"))
+
+
+# ---- dtype spellings and array subclasses (issue 18: silent wrong results) ------------------------------------
+
+
+def test_astype_i8_means_numpys_int64_not_int8() -> None:
+    a = np.array([100, -100, 7], np.int8)
+    got = fusec.fuse(lambda a: a.astype("i8") * 1000)(a)
+    assert_matches_numpy(got, a.astype("i8") * 1000)
+    assert got.dtype == np.int64
+
+
+def test_sum_with_dtype_i8_of_int8_gives_300_not_44() -> None:
+    a = np.array([100, 100, 100], np.int8)
+    got = fusec.fuse(lambda a: a.sum(dtype="i8"))(a)
+    assert got == 300 and got.dtype == np.int64
+
+
+@pytest.mark.parametrize("code", ["u8", "i4", "f8", "<f4", "b1", "uint16", "float16"])
+def test_dtype_codes_in_traced_code_mean_what_numpy_says(code: str) -> None:
+    a = np.array([1.5, -2.0, 3.25], np.float32)
+    got = fusec.fuse(lambda a: a.astype(code))(a)
+    with np.errstate(invalid="ignore"):
+        assert_matches_numpy(got, a.astype(code))
+
+
+def test_fusec_short_names_in_traced_code_are_refused_with_numpys_spelling() -> None:
+    a = np.ones(3, np.float32)
+    with pytest.raises(FusecError, match=r"'f32' is not a dtype") as info:
+        fusec.fuse(lambda a: a.astype("f32"))(a)
+    assert "NumPy spells it 'float32'" in str(info.value) and __file__ in str(info.value)
+    with pytest.raises(FusecError, match="dtype float128 is not supported"):  # NumPy's "f16" is 16 bytes
+        fusec.fuse(lambda a: a.astype("f16"))(a)
+    assert fusec.ArraySpec.parse("i8[3]").dtype == np.int8  # the command line's f32[...] names stay fusec's
+
+
+def test_masked_array_argument_is_refused_not_silently_unmasked() -> None:
+    m = np.ma.masked_array([1.0, 100.0], mask=[False, True])
+    with pytest.raises(FusecError, match="is a masked array: its mask would be lost") as info:
+        fusec.fuse(lambda a: a.sum())(m)
+    assert "numpy.ma.filled(a, 0)" in str(info.value)
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # NumPy's own, on creating a matrix
+def test_numpy_matrix_argument_is_refused_not_multiplied_elementwise() -> None:
+    with pytest.raises(FusecError, match=r"is a numpy.matrix, whose \* is a matrix product"):
+        fusec.fuse(lambda a, b: a * b)(np.matrix([[1.0, 2.0]]), np.matrix([[3.0], [4.0]]))

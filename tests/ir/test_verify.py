@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 
 from fusec.errors import VerifyError
-from fusec.ir.dtypes import as_dtype
+from fusec.ir.dtypes import ir_dtype
 from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.region import Region, make_regions
 from fusec.ir.verify import verify
@@ -25,7 +25,7 @@ def forge(op: str, operands: tuple[Node, ...], attrs: dict[str, Any], dtype: str
           loc: str | None = None) -> Node:
     """A node that make_node would refuse (or normalize): built slot by slot, never interned."""
     node = object.__new__(Node)
-    for name, value in (("op", op), ("dtype", as_dtype(dtype)), ("shape", shape), ("operands", operands),
+    for name, value in (("op", op), ("dtype", ir_dtype(dtype)), ("shape", shape), ("operands", operands),
                         ("attrs", tuple(sorted(attrs.items()))), ("loc", loc)):
         object.__setattr__(node, name, value)
     return node
