@@ -159,4 +159,12 @@ def execute_numpy(plan: Plan, args: list[np.ndarray], xp: Any = np) -> list[Any]
             memory[out] = env[out]
     # an output that is a constant or a size (after folding, say) is in no kernel: make it here
     run_nodes(xp, [o for o in graph.outputs if o not in memory], memory)
-    return [memory[o] for o in graph.outputs]
+    return [_fresh(memory[o]) for o in graph.outputs]
+
+
+def _fresh(value: Any) -> Any:
+    """An output as a kernel writes it: a read-only broadcast view (a constant spread over a shape, such as
+    ``x == 2**63`` of an int64 ``x``) becomes an array of its own, as NumPy returns."""
+    if isinstance(value, np.ndarray) and not value.flags.writeable and value.base is not None:
+        return np.array(value)
+    return value

@@ -113,19 +113,26 @@ def _to_dtype(x: Node | _Weak, dt: np.dtype) -> Node:
     return cast(x, dt)
 
 
-def _comparison_fallback(ufunc: np.ufunc, xs: list[Node | _Weak]) -> tuple[np.dtype, ...] | None:
-    """NumPy 2 compares an array with an out-of-range Python int exactly (``u8 < 300`` is True)."""
-    if ufunc.__name__ not in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"):
+_MIRRORED = {"equal": "equal", "not_equal": "not_equal", "less": "greater", "less_equal": "greater_equal",
+             "greater": "less", "greater_equal": "less_equal"}
+
+
+def _compare_beyond_range(name: str, xs: list[Node | _Weak]) -> Node | None:
+    """NumPy 2 compares an integer array with a Python int beyond its dtype's range exactly (``u8 < 300``
+    and ``i64 < 2**63`` are True everywhere, ``i64 == 2**63`` False): every element gets the same answer,
+    decided by which side of the range the int lies. None when that is not the case at hand."""
+    if name not in _MIRRORED or len(xs) != 2:
         return None
-    weak_ints = [x.value for x in xs if isinstance(x, _Weak) and isinstance(x.value, int)]
-    strong = [x.dtype for x in xs if isinstance(x, Node)]
-    if not weak_ints or not strong or strong[0].kind not in "iu":
-        return None
-    if all(dtypes.fits(v, strong[0]) for v in weak_ints):
-        return None
-    wide = dtypes.INT64 if all(dtypes.fits(v, dtypes.INT64) for v in weak_ints) and strong[0] != dtypes.UINT64 \
-        else dtypes.FLOAT64
-    return (wide, wide, dtypes.BOOL)
+    for k, (x, v) in enumerate((xs, xs[::-1])):
+        if isinstance(x, Node) and x.dtype.kind in "iu" and isinstance(v, _Weak) and isinstance(v.value, int) \
+                and not isinstance(v.value, bool) and not dtypes.fits(v.value, x.dtype):
+            op = name if k == 0 else _MIRRORED[name]  # as "x op v"
+            above = v.value > np.iinfo(x.dtype).max
+            truth = {"equal": False, "not_equal": True, "less": above, "less_equal": above,
+                     "greater": not above, "greater_equal": not above}[op]
+            answer = _const(truth, dtypes.BOOL)
+            return _node("broadcast_to", [answer], {"shape": list(x.shape)}) if x.ndim else answer
+    return None
 
 
 def apply_ufunc(ufunc: Any, args: tuple, kwargs: dict | None = None) -> Tracer:
@@ -152,21 +159,22 @@ def apply_ufunc(ufunc: Any, args: tuple, kwargs: dict | None = None) -> Tracer:
     if len(args) != op.arity:
         raise FusecTypeError(f"{name} takes {op.arity} arguments, got {len(args)}")
     xs = [_operand(a, f"argument of {name}") for a in args]
-    loop = _comparison_fallback(ufunc if isinstance(ufunc, np.ufunc) else op.ufunc, xs)
-    if loop is None:
-        probe = tuple(_dtype_or_weak(x) for x in xs)
-        try:
-            if out_dtype is not None:
-                sig = (None,) * op.arity + (dtypes.as_dtype(out_dtype),)
-                loop = op.ufunc.resolve_dtypes(probe + (None,), signature=sig)
-            else:
-                loop = op.ufunc.resolve_dtypes(probe + (None,))
-        except TypeError:
-            shown = ", ".join(t.__name__ if isinstance(t, type) else str(t) for t in probe)
-            raise FusecTypeError(
-                f"numpy.{name} has no loop for ({shown})",
-                hint="cast the operands first (x.astype(...)) to dtypes the op supports",
-            ) from None
+    decided = _compare_beyond_range(op.ufunc.__name__, xs) if out_dtype is None else None
+    if decided is not None:
+        return Tracer(decided)
+    probe = tuple(_dtype_or_weak(x) for x in xs)
+    try:
+        if out_dtype is not None:
+            sig = (None,) * op.arity + (dtypes.as_dtype(out_dtype),)
+            loop = op.ufunc.resolve_dtypes(probe + (None,), signature=sig)
+        else:
+            loop = op.ufunc.resolve_dtypes(probe + (None,))
+    except TypeError:
+        shown = ", ".join(t.__name__ if isinstance(t, type) else str(t) for t in probe)
+        raise FusecTypeError(
+            f"numpy.{name} has no loop for ({shown})",
+            hint="cast the operands first (x.astype(...)) to dtypes the op supports",
+        ) from None
     for dt in loop:
         if dt not in dtypes.SHORT_NAMES:
             raise FusecTypeError(f"numpy.{name} would compute in {dt}, which fusec does not support")

@@ -248,3 +248,19 @@ def test_promotion_operator_with_scalar_matches_numpy(dt: np.dtype, scalar: Any)
                 assert_matches_numpy(actual, expected, exact=True)
             except AssertionError as exc:
                 raise AssertionError(f"{where} with {dt}: {exc}") from None
+
+
+# ---- comparisons with Python ints beyond the array's range (issue 18: silent wrong results) --------------------
+
+
+@pytest.mark.parametrize("dtype, big", [("int64", 2**63), ("int64", -2**63 - 1), ("uint64", 2**64), ("uint64", -1),
+                                        ("uint8", 300), ("int8", -129), ("int32", 2**70)])
+def test_int64_compared_with_2_to_the_63_is_exact_not_float64(dtype: str, big: int) -> None:
+    info = np.iinfo(dtype)
+    x = np.array([info.max, info.min, 0, info.max - 1], dtype)
+    for fn in (lambda x: x == big, lambda x: x != big, lambda x: x < big, lambda x: x <= big,
+               lambda x: x > big, lambda x: x >= big, lambda x: big < x, lambda x: big >= x):
+        got, want = fusec.fuse(fn)(x), fn(x)
+        assert got.dtype == want.dtype and np.array_equal(got, want), (dtype, big, got, want)
+        assert got.flags.writeable  # an array of its own, not a view of one constant
+    assert not fusec.fuse(lambda x: x == big)(np.array(info.max, dtype))  # 0-d too
