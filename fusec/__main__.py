@@ -118,6 +118,10 @@ def _import_file(path: str) -> Any:
     except SyntaxError as exc:
         sys.modules.pop(name, None)
         raise CliError(f"{exc.filename}:{exc.lineno}: syntax error: {exc.msg}") from None
+    except SystemExit as exc:  # sys.exit() at the module's top level (not under `if __name__ == "__main__":`)
+        sys.modules.pop(name, None)
+        raise CliError(f"importing '{path}' called sys.exit({exc.code!r}) at its top level: nothing to explain "
+                       "(put the script's own run under `if __name__ == \"__main__\":`)") from None
     except Exception as exc:  # the user's module raised while importing
         sys.modules.pop(name, None)
         raise CliError(f"importing '{path}' failed: {type(exc).__name__}: {_one_line(exc)}") from None

@@ -230,6 +230,13 @@ def test_explain_module_that_raises_on_import_is_one_line_error(capsys, tmp_path
     assert_one_line_error(code, err, "importing", "RuntimeError: no config file")
 
 
+def test_explain_module_that_calls_sys_exit_is_an_error_not_a_silent_success(capsys, tmp_path):
+    src = tmp_path / "exits.py"
+    src.write_text("import sys\n\ndef f(x):\n    return x + 1\n\nsys.exit(0)\n")
+    code, _, err = run_cli(capsys, "explain", f"{src}:f", "--arg", "f32[3]")
+    assert_one_line_error(code, err, "called sys.exit(0) at its top level")
+
+
 def test_explain_source_prints_the_cuda_kernel(capsys):
     code, out, err = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[64,64]", "--source")
     assert (code, err) == (0, "")
