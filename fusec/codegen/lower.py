@@ -49,7 +49,7 @@ from fusec.codegen.spec import (
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region
-from fusec.schedule.heuristics import tile_axes
+from fusec.schedule.heuristics import staged_inputs, tile_axes
 from fusec.schedule.kinds import PointwiseSchedule, ReduceAllSchedule, RowSchedule, Schedule
 from fusec.schedule.nest import AccessInfo, LoopNest, declaration_order
 
@@ -291,17 +291,15 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         params.append(Param("ws", "unsigned char", "workspace"))
     params += [p for p, _ in scalar_params]
 
-    tiled: dict[str, Any] = {}
+    loop_fields: dict[str, Any] = {}  # what the tiled and inner_vector loops read besides the common fields
     if isinstance(schedule, PointwiseSchedule) and schedule.loop == "tiled":
         out_axis, in_axis = tile_axes(nest)
-        staged = [built[info.var] for i, info in enumerate(nest.infos)
-                  if built[info.var] in epilogue_loads and info.pointer is not None
-                  and abs(nest.axes[in_axis].strides[i]) == 1 and abs(nest.axes[out_axis].strides[i]) != 1]
-        tiled = dict(tile_axes=(axes[out_axis], axes[in_axis]), staged=tuple(staged),
-                     batch_axes=tuple(a for k, a in enumerate(axes) if k not in (out_axis, in_axis)))
+        staged = [built[nest.infos[i].var] for i in staged_inputs(nest) if built[nest.infos[i].var] in epilogue_loads]
+        loop_fields = dict(tile_axes=(axes[out_axis], axes[in_axis]), staged=tuple(staged),
+                           batch_axes=tuple(a for k, a in enumerate(axes) if k not in (out_axis, in_axis)))
     if isinstance(schedule, PointwiseSchedule) and schedule.loop == "inner_vector":
-        tiled = dict(inner_broadcast=tuple(info.var for info in nest.infos if info.pointer is not None
-                                           and nest.axes[-1].strides[nest.info_index[info.var]] == 0))
+        loop_fields = dict(inner_broadcast=tuple(info.var for i, info in enumerate(nest.infos)
+                                                 if info.pointer is not None and nest.axes[-1].strides[i] == 0))
     held: tuple[Access, ...] = ()
     if lo.regs:  # every array the loops read along the row sits in registers
         loads = {a.var: a for ph in nest.phases for a in nest.split(ph.refs)[2] if a.pointer is not None}
@@ -320,7 +318,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         row_stores=tuple(Store(built[nest.store_access(n).var], lo.value(n, None)) for n in nest.row_outputs),
         launch=_launch_policy(nest, schedule, lo.vec, phases), held=held,
         held_values=tuple((cuda_ops.ctype(n.dtype), nest.var[n]) for n in lo.kept),
-        full_rows=lo.regs and nest.n_loop == schedule.row_threads * schedule.elems, **tiled,
+        full_rows=lo.regs and nest.n_loop == schedule.row_threads * schedule.elems, **loop_fields,
     )
 
 

@@ -163,16 +163,21 @@ def tile_axes(nest: LoopNest, min_extent: int = 2) -> tuple[int, int] | None:
     return out_axis, in_axis
 
 
-def tile_bytes(nest: LoopNest, edge: int) -> int:
-    """Shared memory a tiled loop with tiles of ``edge`` x ``edge`` takes: a padded tile per staged input."""
+def staged_inputs(nest: LoopNest) -> tuple[int, ...]:
+    """Positions (in ``nest.infos``) of the inputs a tiled loop reads through shared memory: those contiguous
+    along the tiled input axis and not along the outputs' (none when the loop cannot be tiled)."""
     axes = tile_axes(nest)
     if axes is None:
-        return 0
+        return ()
     out_axis, in_axis = axes
-    staged = {info.var: info.dtype.itemsize for i, info in enumerate(nest.infos)
-              if info.pointer is not None and info.pointer.startswith("in")
-              and abs(nest.axes[in_axis].strides[i]) == 1 and abs(nest.axes[out_axis].strides[i]) != 1}
-    return sum(staged.values()) * edge * (edge + 1)
+    return tuple(i for i, info in enumerate(nest.infos)
+                 if info.pointer is not None and info.pointer.startswith("in")
+                 and abs(nest.axes[in_axis].strides[i]) == 1 and abs(nest.axes[out_axis].strides[i]) != 1)
+
+
+def tile_bytes(nest: LoopNest, edge: int) -> int:
+    """Shared memory a tiled loop with tiles of ``edge`` x ``edge`` takes: a padded tile per staged input."""
+    return sum(nest.infos[i].dtype.itemsize for i in staged_inputs(nest)) * edge * (edge + 1)
 
 
 def cols_block(nest: LoopNest, device: DeviceProperties, threads: int) -> tuple[int, int]:
