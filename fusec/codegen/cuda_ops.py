@@ -22,7 +22,9 @@ from fusec.ir import dtypes
 from fusec.ir.ops import OPS, Kind, reduction_identity, ufunc_loops
 
 DEVICE_HEADER = "fusec_device.cuh.j2"  # templates/ name of the helper header every kernel starts with
+MOMENTS_HEADER = "moments.cuh.j2"  # Welford's helpers, in the sources of the kernels that use them only
 UPDATE_STATES = ("any", "first", "held")  # what a thread's partial holds when an element is folded in
+ACC_FIELD_BOUND = 16  # bytes an accumulator takes at most (argmax pairs: value + long long; Welford: its own)
 PAIR_INDEX_CTYPE = "index_t"  # argmax/argmin partials' index: the kernel's own index type (int or long long)
 # max/min with a float32 accumulator: one-instruction NaN-propagating helpers (values as maximum/minimum,
 # up to which NaN payload and which zero of a tie come out; see the header)
@@ -257,6 +259,7 @@ class CudaReduction:
     identity: str  # an exact C++ constant of acc_ctype
     pair_helper: str | None
     next_helper: str | None
+    acc_bound: int = ACC_FIELD_BOUND
 
     def lift(self, value: str, index: str = "") -> str:
         """An element (of ``dtype``) as an accumulator; ``index`` (its flat position) for argmax/argmin."""
@@ -339,3 +342,56 @@ def reduction(op_name: str, dtype: Any) -> CudaReduction:
         acc_ctype = ctype(acc_dt)
         out_dt = dt
     return CudaReduction(op_name, dt, acc_dt, out_dt, acc_ctype, identity, cuda.pair_helper, cuda.next_helper)
+
+
+@dataclass(frozen=True)
+class CudaMoments:
+    """The CUDA pieces of a one-pass variance (:mod:`fusec.schedule.moments`): Welford's (count, shift, mean,
+    M2) partial ``fc::Moments<T>`` folds elements of ``dtype`` in (``fc::moments_next``), partials combine by
+    Chan's formula (``fc::moments_combine``), and the stored value is M2 as ``out_dtype``. ``T`` is the
+    accumulator dtype of the result: float for float16 and float32, double for float64. The same interface
+    as :class:`CudaReduction`, which lowering reads."""
+
+    dtype: np.dtype  # the elements' dtype
+    acc_dtype: np.dtype
+    out_dtype: np.dtype
+    op: str = "m2"
+    pair_helper: None = None
+    next_helper: str = "moments_next"
+    acc_bound: int = 32  # four doubles at most
+
+    @property
+    def acc_ctype(self) -> str:
+        return f"fc::Moments<{ctype(self.acc_dtype)}>"
+
+    @property
+    def identity(self) -> str:
+        return f"fc::moments_identity<{ctype(self.acc_dtype)}>()"
+
+    def update(self, acc: str, value: str, index: str = "", state: str = "any") -> str:
+        """The statement folding one element into ``acc`` (``first``: ``acc`` is the identity)."""
+        if state not in UPDATE_STATES:
+            raise FusecValueError(f"update state {state!r} is not one of {UPDATE_STATES}")
+        v = cast_expression(value, self.dtype, self.acc_dtype)
+        if state == "first":
+            return f"{acc} = fc::moments_of({v});"
+        return f"fc::moments_next({acc}, {v});"
+
+    def combine(self, acc: str, value: str) -> str:
+        return f"fc::moments_combine({acc}, {value})"
+
+    def result(self, acc: str) -> str:
+        """M2, the sum of squared deviations from the mean, rounded to ``out_dtype``."""
+        return cast_expression(f"({acc}).m2", self.acc_dtype, self.out_dtype)
+
+
+def moments(dtype: Any, out_dtype: Any) -> CudaMoments:
+    """The CUDA pieces of a one-pass variance over elements of ``dtype`` whose M2 is stored as
+    ``out_dtype`` (both floats)."""
+    dt, out = dtypes.ir_dtype(dtype), dtypes.ir_dtype(out_dtype)
+    if dt.kind != "f" or out.kind != "f":
+        raise FusecTypeError(f"a one-pass variance reduces floats, not {dt} into {out}")
+    acc = accumulator_dtype(out)
+    if dt.itemsize > acc.itemsize:
+        acc = dt
+    return CudaMoments(dt, acc, out)

@@ -18,6 +18,7 @@ from fusec.codegen.spec import KernelSpec
 from fusec.ir.graph import Node
 from fusec.ir.region import Region
 from fusec.schedule import H200, ArrayLayout, DeviceProperties, Schedule, ScheduleError, analyze, layouts_of, resolve
+from fusec.schedule.heuristics import nest_for
 
 ForcedSchedules = Mapping[str, Any]  # region name -> Schedule, or its text ("rows:warp")
 
@@ -43,7 +44,7 @@ def generate(region: Region, layouts: Mapping[Node, ArrayLayout] | None = None, 
     base (default: the region's name)."""
     nest = analyze(region, layouts)
     chosen = resolve(nest, schedule, device)
-    spec = lower(nest, chosen, name)
+    spec = lower(nest_for(nest, chosen), chosen, name)
     return GeneratedKernel(chosen, spec, render_kernel(spec))
 
 

@@ -36,7 +36,6 @@ import numpy as np
 
 from fusec.codegen import cuda_ops
 from fusec.codegen.spec import (
-    ACC_FIELD_BOUND,
     Access,
     AccField,
     Axis,
@@ -101,7 +100,8 @@ class _Lowering:
         flat = isinstance(schedule, (PointwiseSchedule, ReduceAllSchedule))
         self.contiguous = nest.contiguous and (not flat or schedule.loop != "strided")
         self.vec = schedule.vec if (flat or self.regs) else 1
-        self.red_cuda = {r: cuda_ops.reduction(r.op, r.operands[0].dtype) for r in nest.reductions}
+        self.red_cuda = {r: cuda_ops.moments(nest.one_pass[r].x.dtype, r.dtype) if r in nest.one_pass
+                         else cuda_ops.reduction(r.op, r.operands[0].dtype) for r in nest.reductions}
         hold = {nest.members[k] for k in schedule.hold} if self.regs else set()
         self.kept: dict[Node, int] = {}  # held value -> the phase that computes it first
         for ph in nest.phases:
@@ -201,7 +201,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
     phases_raw = []
     for ph in nest.phases:
         p = ph.index
-        statements = lo.loop_statements([(r.operands[0], r) for r in ph.reductions], p)
+        statements = lo.loop_statements([nest.reduced_value(r) for r in ph.reductions], p)
         refs: set[str] = set()
         lo.statement_refs(statements, refs)
         body, body_exact = lo.loop_bodies(statements, lo.has_invariant_division(statements), f"fast{p}")
@@ -216,15 +216,16 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
                 continue  # read off the argmax/argmin pair of the same operand below
             fname = field_of[r] = f"r{len(fields)}"
             acc = f"acc{p}.{fname}"
-            value = lo.value(r.operands[0], r)
-            nest.value_refs(r.operands[0], r, refs)
+            value = lo.value(*nest.reduced_value(r))
+            nest.value_refs(*nest.reduced_value(r), refs)
             index = ""
             if cu.pair_helper is not None:
                 index = nest.position_access(r).var
                 refs.add(index)
             for state, lines in update.items():
                 lines.append(cu.update(acc, value, index, state))
-            fields.append(AccField(fname, cu.acc_ctype, cu.identity, cu.combine(f"a.{fname}", f"b.{fname}")))
+            fields.append(AccField(fname, cu.acc_ctype, cu.identity, cu.combine(f"a.{fname}", f"b.{fname}"),
+                                   cu.acc_bound))
             field_reductions.append(cu)
         for r in ph.reductions:
             if r in field_of:
@@ -319,6 +320,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         launch=_launch_policy(nest, schedule, lo.vec, phases), held=held,
         held_values=tuple((cuda_ops.ctype(n.dtype), nest.var[n]) for n in lo.kept),
         full_rows=lo.regs and nest.n_loop == schedule.row_threads * schedule.elems, **loop_fields,
+        helpers=(cuda_ops.MOMENTS_HEADER,) if nest.one_pass else (),
     )
 
 
@@ -349,7 +351,7 @@ def _access(lo: _Lowering, nest: LoopNest, i: int, info: AccessInfo, axes: list[
 def _launch_policy(nest: LoopNest, schedule: Schedule, vec: int, phases: Sequence[Phase]) -> LaunchPolicy:
     """How the runtime sizes the launch: units of work (vector steps of a flat loop, rows, or kept
     indices), how many a block takes per step, and the schedule's grid policy."""
-    partial = tuple(max(8, ACC_FIELD_BOUND * len(p.fields)) for p in phases) if schedule.workspace else ()
+    partial = tuple(max(8, sum(f.bound for f in p.fields)) for p in phases) if schedule.workspace else ()
     split: dict[str, int] = {}
     if isinstance(schedule, PointwiseSchedule) and schedule.loop == "tiled":
         out_axis, in_axis = tile_axes(nest)

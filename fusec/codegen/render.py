@@ -50,9 +50,15 @@ def render_body(spec: KernelSpec) -> str:
     return _tidy(templates.render(TEMPLATES[spec.kind], spec=spec))
 
 
+def _helpers(specs: Iterable[KernelSpec]) -> str:
+    """The extra device helpers the kernels need (each once), after the common headers."""
+    names = dict.fromkeys(h for s in specs for h in s.helpers)
+    return "".join(templates.render(h) + "\n" for h in names)
+
+
 def render_kernel(spec: KernelSpec) -> str:
-    """The complete CUDA source of ``spec``: headers, then the kernel ``spec.name``."""
-    return headers() + "\n" + render_body(spec)
+    """The complete CUDA source of ``spec``: headers, the helpers it needs, then the kernel ``spec.name``."""
+    return headers() + "\n" + _helpers([spec]) + render_body(spec)
 
 
 def render_module(specs: Iterable[KernelSpec]) -> str:
@@ -61,4 +67,4 @@ def render_module(specs: Iterable[KernelSpec]) -> str:
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"kernel names repeat in one module: {names}")
-    return headers() + "\n" + "\n".join(render_body(s) for s in specs)
+    return headers() + "\n" + _helpers(specs) + "\n".join(render_body(s) for s in specs)

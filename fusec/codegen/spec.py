@@ -16,7 +16,6 @@ from fusec.schedule.kinds import Schedule
 
 MAX_GRID = 65535  # upper bound on any grid (grid-stride loops cover the rest)
 WORKSPACE_HEADER = 128  # arrival counter + barrier generation (+ a split cols kernel's tile counters), then partials
-ACC_FIELD_BOUND = 16  # bytes any accumulator field takes at most (argmax pairs: value + long long)
 
 
 # ---- the spec --------------------------------------------------------------------------------------------
@@ -89,6 +88,7 @@ class AccField:
     ctype: str
     identity: str
     combine: str  # C++ expression combining ``a.<name>`` and ``b.<name>``
+    bound: int  # bytes it takes at most (the workspace holds a block's partials in that many per field)
 
 
 @dataclass(frozen=True)
@@ -233,6 +233,9 @@ class KernelSpec:
     staged: tuple[Access, ...] = ()
     # pointwise inner_vector: the loads that do not move along the innermost axis (one scalar per vector)
     inner_broadcast: tuple[str, ...] = ()
+    # device helpers beyond the common headers that this kernel needs (templates/ names, such as
+    # Welford's moments.cuh.j2), each rendered once per source before the kernels
+    helpers: tuple[str, ...] = ()
 
     @property
     def block(self) -> tuple[int, int]:

@@ -12,6 +12,7 @@ alternatives by forcing schedules).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from fusec.ir.graph import Node
@@ -68,7 +69,26 @@ FEW_ROWS_PER_SM = 2  # ... this many rows each, run as cols schedules split acro
 
 def choose(nest: LoopNest, device: DeviceProperties = H200) -> Schedule:
     """The schedule fusec runs ``nest``'s region with on ``device``."""
-    return _defaults(nest, device, None)
+    schedule = _defaults(nest, device, None)
+    if welford_pays(nest, schedule):
+        return replace(_defaults(nest.with_one_pass_moments(), device, None, schedule.kind), welford=True)
+    if nest.moment_candidates and not isinstance(schedule, PointwiseSchedule):
+        return replace(schedule, welford=False)
+    return schedule
+
+
+def welford_pays(nest: LoopNest, schedule: Schedule) -> bool:
+    """Whether the region's variances should take one pass (Welford) under a schedule like ``schedule``:
+    whenever it has some and does not hold its rows in registers, where the second pass over the
+    deviations reads registers, not memory, and costs less than Welford's per-element division."""
+    if not nest.moment_candidates or isinstance(schedule, PointwiseSchedule):
+        return False
+    return not (isinstance(schedule, RowSchedule) and schedule.in_registers)
+
+
+def nest_for(nest: LoopNest, schedule: Schedule) -> LoopNest:
+    """The loop nest a kernel of ``schedule`` computes: ``nest``, or with ``welford`` its one-pass variances."""
+    return nest.with_one_pass_moments() if getattr(schedule, "welford", None) else nest
 
 
 def _defaults(nest: LoopNest, device: DeviceProperties, variant: str | None, kind: str | None = None) -> Schedule:
@@ -358,10 +378,16 @@ def resolve(nest: LoopNest, forced: Schedule | ScheduleRequest | str | None = No
         raise ScheduleError(f"schedule {forced} is for a {forced.kind} kernel, but {nest.region.name} is a "
                             f"{nest.kind} kernel")
     if isinstance(forced, ScheduleRequest):
-        defaults: dict[str, Any] = dict(vars(_defaults(nest, device, forced.variant, forced.kind)))
         given = dict(forced.given)
+        welford = given.get("welford")
+        if welford is None and nest.moment_candidates and forced.kind != "pointwise":
+            welford = welford_pays(nest, _defaults(nest, device, forced.variant, forced.kind))
+        target = nest.with_one_pass_moments() if welford else nest
+        defaults: dict[str, Any] = dict(vars(_defaults(target, device, forced.variant, forced.kind)))
+        if forced.kind != "pointwise":
+            defaults["welford"] = welford
         if "loop" in given and "vec" not in given:  # reduce-all: the loop's own best width
-            defaults["vec"] = _flat_loop(nest, given["loop"])[1]
+            defaults["vec"] = _flat_loop(target, given["loop"])[1]
         forced = forced.build(defaults)
     check(nest, forced, device)
     return forced
@@ -374,6 +400,10 @@ def check(nest: LoopNest, schedule: Schedule, device: DeviceProperties = H200) -
 
     if not fits_kind(schedule.kind, nest.kind):
         refuse(f"it is a {nest.kind} kernel")
+    if getattr(schedule, "welford", None):
+        if not nest.moment_candidates:
+            refuse("welford=1 computes variances in one pass, and this kernel computes none")
+        nest = nest.with_one_pass_moments()
     if schedule.threads > device.max_threads_per_block or schedule.threads < 1:
         refuse(f"{schedule.threads} threads per block (1..{device.max_threads_per_block})")
     if isinstance(schedule, PointwiseSchedule) and schedule.loop == "inner_vector":

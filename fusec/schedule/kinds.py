@@ -14,6 +14,7 @@ Every schedule prints as one line that parses back (``explain`` shows it, ``--sc
     rows:block_regs,threads=256,elems=32,vec=4,hold=3+5,fast_division=1
     rows:warp
     cols:tiles,tile=32,split=8
+    cols:last_block,tile=32,split=8,blocks=0,welford=1
     cols:grid_barrier,tile=1,split=256,blocks=0
 
 A line may leave fields out (``rows:warp_regs``): :func:`fusec.schedule.heuristics.complete` fills them
@@ -47,6 +48,9 @@ class Schedule:
     variants: ClassVar[tuple[str, ...]]
     # text key -> field name, for the fields a schedule line may set
     keys: ClassVar[dict[str, str]] = {}
+    # optional flags (``welford``): None where they do not apply to the region (the text leaves them out),
+    # else on or off
+    quiet: ClassVar[tuple[str, ...]] = ()
 
     @property
     def variant(self) -> str:
@@ -86,7 +90,8 @@ class Schedule:
         """The schedule as one line, every field written out, that :func:`parse_schedule` reads back into
         this very schedule."""
         return ",".join([f"{self.kind}:{self.variant}"]
-                        + [f"{key}={_value_text(getattr(self, name))}" for key, name in self.keys.items()])
+                        + [f"{key}={_value_text(getattr(self, name))}" for key, name in self.keys.items()
+                           if name not in self.quiet or getattr(self, name) is not None])
 
     def __str__(self) -> str:
         return self.text()
@@ -131,14 +136,16 @@ class ReduceAllSchedule(Schedule):
     ``vec`` as for pointwise) into a partial in the workspace. ``finish``: ``last_block`` (the last block
     to arrive combines the partials; one phase, scalar outputs only) or ``grid_barrier`` (every block
     waits at a grid barrier and combines the partials in the same order, for several phases or outputs
-    over the elements). The grid is the resident capacity at most."""
+    over the elements). The grid is the resident capacity at most. ``welford``: see :class:`RowSchedule`."""
 
     kind: ClassVar[str] = "reduce-all"
     variants: ClassVar[tuple[str, ...]] = ("last_block", "grid_barrier")
-    keys: ClassVar[dict[str, str]] = {"loop": "loop", "vec": "vec"}
+    keys: ClassVar[dict[str, str]] = {"loop": "loop", "vec": "vec", "welford": "welford"}
+    quiet: ClassVar[tuple[str, ...]] = ("welford",)
     finish: str = "grid_barrier"
     loop: str = "strided"
     vec: int = 1
+    welford: bool | None = None
 
     @property
     def variant(self) -> str:
@@ -172,18 +179,25 @@ class RowSchedule(Schedule):
     the generated code) in registers from the first phase that computes them for later phases and the
     epilogue; every other value a later loop needs is recomputed there. ``fast_division``: a float
     division by a per-row divisor multiplies by a reciprocal computed once per row (``fc::div_invariant``,
-    exact), and a loop runs again with IEEE division where an operand leaves that helper's range."""
+    exact), and a loop runs again with IEEE division where an operand leaves that helper's range.
+
+    ``welford`` (every reduction kind): on, the region's variances (:mod:`fusec.schedule.moments`) take one
+    pass over the data, folding Welford's (count, mean, M2) per thread and combining partials with Chan's
+    formula in a fixed order, instead of a second pass over the deviations from the mean; off, the second
+    pass; None (left out of the text) for a region without variances."""
 
     kind: ClassVar[str] = "rows"
     variants: ClassVar[tuple[str, ...]] = ("warp", "block", "warp_regs", "block_regs")
     keys: ClassVar[dict[str, str]] = {"threads": "row_threads", "elems": "elems", "vec": "vec", "hold": "hold",
-                                      "fast_division": "fast_division"}
+                                      "fast_division": "fast_division", "welford": "welford"}
+    quiet: ClassVar[tuple[str, ...]] = ("welford",)
     mapping: str = "warp"
     row_threads: int = WARP
     elems: int = 0
     vec: int = 1
     hold: tuple[int, ...] = field(default=())
     fast_division: bool = False
+    welford: bool | None = None
 
     @property
     def variant(self) -> str:
@@ -208,7 +222,8 @@ class RowSchedule(Schedule):
     def text(self) -> str:
         if not self.in_registers and not self.fast_division and not self.hold and self.vec == 1 and \
                 self.elems == 0 and self.row_threads == (WARP if self.mapping == "warp" else BLOCK):
-            return f"{self.kind}:{self.mapping}"  # the re-reading schedules have no fields of their own
+            # the re-reading schedules have no fields of their own
+            return f"{self.kind}:{self.mapping}" + _flag_text("welford", self.welford)
         return super().text()
 
 
@@ -227,15 +242,17 @@ class ColSchedule(Schedule):
     the tile to arrive (``last_block``: one phase, outputs per kept index only, at most
     :data:`LAST_BLOCK_TILES` tiles) or by every block of the
     tile after a grid barrier (``grid_barrier``: several phases, or outputs over the elements). When the
-    tiles fill the device the split variants run as ``tiles`` does."""
+    tiles fill the device the split variants run as ``tiles`` does. ``welford``: see :class:`RowSchedule`."""
 
     kind: ClassVar[str] = "cols"
     variants: ClassVar[tuple[str, ...]] = ("tiles", "last_block", "grid_barrier")
-    keys: ClassVar[dict[str, str]] = {"tile": "tile", "split": "split", "blocks": "blocks"}
+    keys: ClassVar[dict[str, str]] = {"tile": "tile", "split": "split", "blocks": "blocks", "welford": "welford"}
+    quiet: ClassVar[tuple[str, ...]] = ("welford",)
     finish: str = "tiles"
     tile: int = 32
     split: int = 8
     blocks: int = 0
+    welford: bool | None = None
 
     @property
     def variant(self) -> str:
@@ -278,7 +295,8 @@ class ColSchedule(Schedule):
 
     def text(self) -> str:
         if self.finish == "tiles":  # no split: blocks does not apply
-            return f"{self.kind}:{self.finish},tile={self.tile},split={self.split}"
+            return f"{self.kind}:{self.finish},tile={self.tile},split={self.split}" + _flag_text(
+                "welford", self.welford)
         return super().text()
 
 
@@ -334,7 +352,7 @@ def parse_schedule(text: str) -> ScheduleRequest:
         name = cls.keys[key]
         default = next(f.default for f in fields(cls) if f.name == name)
         try:
-            if isinstance(default, bool):
+            if isinstance(default, bool) or name in cls.quiet:
                 if value.strip() not in ("0", "1", "true", "false"):
                     raise ValueError(value)
                 given[name] = value.strip() in ("1", "true")
@@ -349,6 +367,11 @@ def parse_schedule(text: str) -> ScheduleRequest:
         except ValueError:
             raise ScheduleError(f"schedule {text!r}: {key}={value!r} is not a valid value") from None
     return ScheduleRequest(kind, variant, tuple(given.items()))
+
+
+def _flag_text(key: str, value: bool | None) -> str:
+    """``,key=0`` or ``,key=1`` for an optional flag that is set, else nothing."""
+    return "" if value is None else f",{key}={int(value)}"
 
 
 def _value_text(value: Any) -> str:

@@ -467,8 +467,11 @@ def test_kernels_cols_and_reduce_all_schedules() -> None:
     assert (spec.kind, spec.schedule.variant, spec.launch.block) == ("cols", "last_block", (32, 8))  # 29 tiles
     spec = _spec(sum_abs, (1029, 917))
     assert (spec.kind, spec.schedule.variant, spec.vec) == ("reduce-all", "last_block", 4)
-    spec = _spec(mean_var, (1029, 917))
-    assert spec.schedule.variant == "grid_barrier" and spec.launch.cooperative and len(spec.phases) == 2
+    spec = _spec(mean_var, (1029, 917))  # the variance in one pass (Welford): one phase, last_block
+    assert spec.schedule.welford and spec.schedule.variant == "last_block" and len(spec.phases) == 1
+    graph, region, _ = single_region(mean_var, fusec.ArraySpec((1029, 917), "float32"), name="k0")
+    two_pass = generate(region, schedule="reduce-all:grid_barrier,welford=0").spec
+    assert two_pass.launch.cooperative and len(two_pass.phases) == 2
     assert _spec(center_all, (1029, 917)).schedule.variant == "grid_barrier"
 
 
@@ -498,9 +501,10 @@ def test_kernels_grid_is_capped_by_capacity_only_where_persistent() -> None:
     assert spec.launch.persistent and spec.launch.grid(528) == 528
     assert spec.launch.describe() == f"grid min({spec.launch.blocks}, SMs x resident blocks)"
     assert spec.launch.workspace_bytes(528) >= 128 + 2 * 528 * 8
-    small = _spec(mean_var, (1000,))  # one block: no workspace, the kernel skips the partials
-    assert small.launch.grid(528) == 1 and small.launch.workspace_bytes(1) == 0
-    assert render_body(small).count("if (gridDim.x > 1) {") == 2  # one per phase
+    _, region, _ = single_region(mean_var, fusec.ArraySpec((1000,), "float32"), name="k0")
+    small = generate(region, schedule="reduce-all:grid_barrier,welford=0").spec  # the variance in two passes
+    assert small.launch.grid(528) == 1 and small.launch.workspace_bytes(1) == 0  # one block: no workspace,
+    assert render_body(small).count("if (gridDim.x > 1) {") == 2  # the kernel skips the partials, per phase
     cols = _spec(col_sum, (1024, 1 << 16))
     assert cols.launch.persistent and cols.launch.grid(100) == 100
 

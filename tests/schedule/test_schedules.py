@@ -69,6 +69,14 @@ def col_sum(x):
     return x.sum(axis=0)
 
 
+def col_mean_var(x):
+    return x.mean(axis=0), x.var(axis=0)
+
+
+def row_var_std(x):
+    return x.var(axis=-1), x.std(axis=-1, ddof=1)
+
+
 def channel_sum(x):
     return x.sum(axis=(0, 2, 3))
 
@@ -98,6 +106,8 @@ TWO_SCHEDULES = {
                    "cols:grid_barrier,tile=4,split=64,blocks=2"),
     "cols-last-block": (col_sum, (4099, 30), "cols:last_block,blocks=5", "cols:last_block,tile=1,split=256"),
     "rows-as-cols": (softmax, (37, 1000), "cols:grid_barrier,tile=1,split=256,blocks=4", "rows:block"),
+    "welford": (col_mean_var, (1029, 917), "cols:grid_barrier,blocks=3,welford=1", "cols:grid_barrier,welford=0"),
+    "welford-rows": (row_var_std, (37, 1000), "rows:block,welford=1", "rows:block_regs,threads=64,elems=16"),
 }
 
 
@@ -123,7 +133,10 @@ def test_schedule_heuristics_choose_per_kind() -> None:
     assert chosen(gelu, (1029, 917)) == PointwiseSchedule("vector", 4)
     assert chosen(gelu, (1029, 917), "float64") == PointwiseSchedule("vector", 2)
     assert chosen(sum_abs, (1029, 917)) == ReduceAllSchedule("last_block", "vector", 4)
-    assert chosen(mean_var, (1029, 917)).finish == "grid_barrier"  # two phases
+    # the variance in one pass (Welford): one phase, so the last block combines
+    planned = fusec.fuse(mean_var).plan(fusec.ArraySpec((1029, 917), F32)).kernels[0].region
+    assert choose(analyze(planned)) == ReduceAllSchedule("last_block", "vector", 4, welford=True)
+    assert chosen(col_sum, (1029, 917)).welford is None  # no variance: the flag does not apply
     assert chosen(col_softmax, (1029, 917)) == ColSchedule("grid_barrier", 32, 8)  # two phases and an epilogue
     rows = chosen(softmax, (8192, 8192))
     assert (rows.mapping, rows.row_threads, rows.elems, rows.vec, rows.fast_division) == (
@@ -229,7 +242,9 @@ def test_schedule_parse_errors_say_what_is_wrong(text: str, message: str) -> Non
     (gelu, (1029, 917), ("f",), "pointwise:vector,vec=4", "a vector loop needs every array to step by one"),
     (gelu, (1029, 917), None, "pointwise:vector,vec=8", "moves 32 bytes of ld0 per step"),
     (gelu, (1029, 917), None, "pointwise:strided,vec=4", "vec=4 needs the vector loop"),
-    (mean_var, (1029, 917), None, "reduce-all:last_block", "use grid_barrier"),
+    (mean_var, (1029, 917), None, "reduce-all:last_block,welford=0", "use grid_barrier"),
+    (col_sum, (1029, 917), None, "cols:tiles,welford=1", "welford=1 computes variances in one pass, and this"),
+    (gelu, (1029, 917), None, "pointwise:vector,welford=1", "not KEY=VALUE with a pointwise key"),
     (gelu, (1029, 917), None, "pointwise:tiled", "an input contiguous along another axis than the outputs"),
     (gelu, (1029, 917), None, "pointwise:inner_vector,vec=4", "this loop is one flat index"),
     (transpose_affine, (64, 64), None, "pointwise:inner_vector,vec=4", "steps by 64 along the innermost axis"),
