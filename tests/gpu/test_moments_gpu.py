@@ -67,7 +67,8 @@ CASES = [
     (var_axis0, (2049, 37), 2049, "float32", ["cols:tiles,welford=1", "cols:grid_barrier,blocks=5,welford=1",
                                               "cols:last_block,blocks=7,welford=1", "cols:tiles,welford=0",
                                               "cols:tiles,tile=1,split=256,welford=1"]),
-    (var_axis0, (4099, 5), 4099, "float16", ["cols:last_block,blocks=3,welford=1", "cols:grid_barrier,welford=0"]),
+    # float16: few enough elements that M2 stays below float16's largest value
+    (var_axis0, (257, 5), 257, "float16", ["cols:last_block,blocks=3,welford=1", "cols:grid_barrier,welford=0"]),
     (var_axis0, (1000, 64), 1000, "float64", ["cols:last_block,blocks=4,welford=1", "cols:tiles,welford=1"]),
     (std_rows, (37, 1000), 1000, "float32", ["rows:warp,welford=1", "rows:block,welford=1",
                                              "rows:block_regs,threads=64,elems=16,welford=1",
