@@ -34,6 +34,21 @@ class Refusal(Exception):
     """Why a set of nodes cannot be one kernel (shown by ``explain``)."""
 
 
+def space_kind(shape: tuple[int, ...], reduced: Iterable[int]) -> str:
+    """The kernel kind of a space over ``shape`` reducing axes ``reduced``: pointwise | reduce-all | rows |
+    cols (size-1 axes don't count)."""
+    reduced = set(reduced)
+    if not reduced:
+        return "pointwise"
+    red = [i for i in reduced if shape[i] != 1]
+    kept = [i for i, d in enumerate(shape) if d != 1 and i not in reduced]
+    if not kept:
+        return "reduce-all"
+    if not red or max(kept) < min(red):
+        return "rows"
+    return "cols"
+
+
 @dataclass(frozen=True)
 class RegionSpace:
     """Where each member runs: the region shape, the reduced axes, axis maps, phases.
@@ -52,15 +67,7 @@ class RegionSpace:
     @property
     def kind(self) -> str:
         """pointwise | reduce-all | rows | cols (by which axes reduce; size-1 axes don't count)."""
-        if not self.reduced:
-            return "pointwise"
-        red = [i for i in self.reduced if self.shape[i] != 1]
-        kept = [i for i, d in enumerate(self.shape) if d != 1 and i not in self.reduced]
-        if not kept:
-            return "reduce-all"
-        if not red or max(kept) < min(red):
-            return "rows"
-        return "cols"
+        return space_kind(self.shape, self.reduced)
 
     @property
     def kept(self) -> tuple[int, ...]:

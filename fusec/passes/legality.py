@@ -7,7 +7,8 @@ A merge of groups is legal when, in this order (the first failure is the reason 
 2. every node the kernel must write (returned, or read by another kernel) is written once per element:
    it covers every axis of the space, or, in a reduction, every kept axis without varying along a
    reduced one;
-3. the kernel fits its budgets (reductions, passes over a row, arrays: the numbers are in ``policy.py``);
+3. the kernel fits its budgets (reductions, passes over a row, arrays, and the data a cols kernel re-reads for
+   outputs over its elements: the numbers are in ``policy.py``);
 4. it closes no cycle between kernels (the partitioner searches its graph of groups).
 
 Reasons are data (:data:`Reason`); their text is made once, when the refusals are printed with the names
@@ -17,13 +18,14 @@ of the fused graph. Whether a legal merge is worth doing is ``policy.py``'s ques
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from fusec.ir.axis_slots import AxisSlots
 from fusec.ir.graph import Node
-from fusec.ir.region import AxisMap
+from fusec.ir.region import AxisMap, space_kind
 from fusec.ir.space_state import refusal_text
 from fusec.passes import policy
 
@@ -131,4 +133,12 @@ def kernel_reason(space: SpaceView, members: Callable[[], Members], slots: AxisS
         if not written_once(space.final_map(n), space.shape, space.reduced):
             return WrittenTwice(n, space.shape)
     message = policy.over_budget(len(space.reductions), 1 + space.max_reduction_phase(), n_reads + len(written))
+    if message is None and space_kind(space.shape, space.reduced) == "cols" and any(
+            _over_reduced_axes(space.final_map(n), space) for n in written):
+        message = policy.cols_epilogue_refusal(math.prod(space.shape))
     return OverBudget(message) if message else None
+
+
+def _over_reduced_axes(m: AxisMap, space: SpaceView) -> bool:
+    """Whether a node placed by ``m`` varies along a reduced axis (one of more than one element)."""
+    return any(a is not None and a in space.reduced and space.shape[a] != 1 for a in m)

@@ -28,6 +28,13 @@ MAX_PHASES = 4
 # addresses and strides).
 MAX_ARRAYS = 32
 
+# A cols kernel (a reduction over outer axes) that also writes values over its elements (batch-norm's
+# normalize, x - x.mean(0), a softmax over axis 0) folds its data, waits for every block of the grid, then
+# reads the data again for the epilogue. Past this many elements the data has left the L2 cache (50 MB on the
+# H200) by then, and the reduction kernel followed by a pointwise kernel, with its wide vector loop, moves the
+# same bytes faster than the cols epilogue does.
+COLS_EPILOGUE_MAX_ELEMENTS = 1 << 22
+
 
 def cone_cost(nodes: Iterable[Node]) -> int:
     return sum(n.opdef.cost for n in nodes)
@@ -44,6 +51,16 @@ def rules_out_recompute(part: Iterable[Node]) -> bool:
     """Whether :func:`should_recompute` refuses every cone that contains ``part`` (costs are never
     negative), so that a caller can stop collecting a cone early."""
     return not should_recompute(list(part))
+
+
+def cols_epilogue_refusal(n_elements: int) -> str | None:
+    """Why a cols kernel over ``n_elements`` elements should leave its outputs over the elements to a
+    pointwise kernel, or None (small enough that its epilogue re-reads the data from L2)."""
+    if n_elements <= COLS_EPILOGUE_MAX_ELEMENTS:
+        return None
+    return (f"data on chip: a reduction over outer axes re-reads its {n_elements} elements for the outputs "
+            f"over them after a grid-wide wait (over {COLS_EPILOGUE_MAX_ELEMENTS}, they are no longer in L2); "
+            "a pointwise kernel after it reads them faster")
 
 
 def over_budget(n_reductions: int, phases: int, n_arrays: int) -> str | None:

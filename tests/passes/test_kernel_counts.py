@@ -152,3 +152,28 @@ def test_kernel_count_row_reduction_feeding_column_reduction() -> None:
     assert "different iteration space" in plan.refusals[0]
     text = str(fusec.fuse(row_then_column).explain(ArraySpec((1024, 512), F32)))
     assert "different iteration space" in text
+
+
+def batchnorm(x):
+    m = x.mean(axis=0, keepdims=True)
+    return (x - m) / np.sqrt(x.var(axis=0, keepdims=True) + 1e-5)
+
+
+def center_cols(x):
+    return x - x.mean(axis=0)
+
+
+@pytest.mark.parametrize("fn", [batchnorm, center_cols])
+def test_kernel_count_cols_epilogue_stays_fused_while_its_data_fits_on_chip(fn) -> None:
+    """A reduction over axis 0 whose result is broadcast back: one kernel while the elements its epilogue
+    re-reads fit in L2; past COLS_EPILOGUE_MAX_ELEMENTS, the reduction kernel then a pointwise kernel (which
+    reads the data at its vector loop's speed), and the plan says why."""
+    from fusec.passes.policy import COLS_EPILOGUE_MAX_ELEMENTS
+
+    small = fusec.fuse(fn).plan(ArraySpec((4096, 256), F32))
+    assert [k.region.kind for k in small.kernels] == ["cols"]
+    rows = 2 * COLS_EPILOGUE_MAX_ELEMENTS // 256
+    big = fusec.fuse(fn).explain(ArraySpec((rows, 256), F32))
+    assert [k.region.kind for k in big.plan.kernels] == ["cols", "pointwise"]
+    assert big.plan.kernels[0].bytes_written <= 2 * 256 * 4  # the statistics only
+    assert "data on chip" in str(big) or fn is batchnorm  # (batchnorm's text names the cycle it would close)
