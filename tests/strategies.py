@@ -14,7 +14,8 @@ together, then up to ``max_nodes`` steps, each building one op from the op table
 (fan-out is common): elementwise ops through one of their NumPy loops (``ufunc_loops``), with
 ``cast`` nodes inserted so each operand has the loop's dtype and scalar ``const`` operands now and
 then; reductions over random axes with random ``keepdims``; ``expand_dims``, ``squeeze``,
-``transpose``, ``broadcast_to``; ``cast``; ``size``. It returns 1-``max_outputs`` outputs (sometimes
+``transpose``, ``broadcast_to``; ``cast``; ``size``; and variances as ``x.var`` traces them (a sum of squared
+deviations from the mean, which one-pass kernels take). It returns 1-``max_outputs`` outputs (sometimes
 an input, sometimes the same node twice). Every node is built with ``make_node``, so every graph
 passes ``verify``; a step that ``make_node`` refuses (a broadcast mismatch, an empty extent for a
 reduction without identity) is skipped, so graphs are never filtered out and generation stays fast.
@@ -124,6 +125,24 @@ class _Builder:
             raise _Skip
         return make_node(op.name, (x,), {"axes": axes, "keepdims": self.draw(st.booleans())})
 
+    def moments(self) -> Node:
+        """The sum of squared deviations of a float node from its own mean over random axes, as ``x.var``
+        traces it (the pattern one-pass variance kernels take: fusec/schedule/moments.py)."""
+        floats = [dt for dt in self.dtype_list if dt.kind == "f"]
+        if not floats:
+            raise _Skip
+        x = self.pick()
+        x = self.cast(x, x.dtype if x.dtype.kind == "f" else self.draw(st.sampled_from(floats)))
+        axes = self.axes_subset(x.ndim)
+        if not axes:
+            raise _Skip
+        total = make_node("sum", (x,), {"axes": axes, "keepdims": True})
+        count = make_node("size", (x,), {"axes": axes}, dtype=x.dtype)
+        deviation = make_node("sub", (x, make_node("div", (total, count))))
+        squared = make_node("square", (deviation,)) if self.draw(st.booleans()) else \
+            make_node("mul", (deviation, deviation))
+        return make_node("sum", (squared,), {"axes": axes, "keepdims": self.draw(st.booleans())})
+
     def layout(self, ops: list[str]) -> Node:
         op = self.draw(st.sampled_from(ops))
         x = self.pick()
@@ -184,6 +203,8 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
     steps += [("layout", lay)] * 2 if allow_layout and lay else []
     steps += [("cast", [])] if len(allowed) > 1 else []
     steps += [("size", [])] if allow_size and "size" in chosen else []
+    steps += [("moments", [])] if allow_reductions and allow_size and "sum" in chosen and any(
+        d.kind == "f" for d in allowed) else []
 
     base = tuple(draw(b.dims) for _ in range(draw(st.integers(0, max_rank))))
     n_inputs = draw(st.integers(1, max_inputs))
@@ -203,6 +224,8 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
                 node = b.layout(choices)
             elif kind == "size":
                 node = b.size()
+            elif kind == "moments":
+                node = b.moments()
             else:
                 node = b.cast(b.pick(), draw(st.sampled_from(b.dtype_list)))
         except (_Skip, FusecError):
