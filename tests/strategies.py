@@ -127,7 +127,7 @@ class _Builder:
 
     def moments(self) -> Node:
         """The sum of squared deviations of a float node from its own mean over random axes, as ``x.var``
-        traces it (the pattern one-pass variance kernels take: fusec/schedule/moments.py)."""
+        traces it (the pattern one-pass variance kernels take: fusec/schedule/one_pass.py)."""
         floats = [dt for dt in self.dtype_list if dt.kind == "f"]
         if not floats:
             raise _Skip

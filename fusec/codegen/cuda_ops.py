@@ -22,7 +22,7 @@ from fusec.ir import dtypes
 from fusec.ir.ops import OPS, Kind, reduction_identity, ufunc_loops
 
 DEVICE_HEADER = "fusec_device.cuh.j2"  # templates/ name of the helper header every kernel starts with
-MOMENTS_HEADER = "moments.cuh.j2"  # Welford's helpers, in the sources of the kernels that use them only
+ONE_PASS_HEADER = "one_pass.cuh.j2"  # one-pass statistics' helpers, only in the sources of kernels using them
 UPDATE_STATES = ("any", "first", "held")  # what a thread's partial holds when an element is folded in
 ACC_FIELD_BOUND = 16  # bytes an accumulator takes at most (argmax pairs: value + long long; Welford: its own)
 PAIR_INDEX_CTYPE = "index_t"  # argmax/argmin partials' index: the kernel's own index type (int or long long)
@@ -346,7 +346,7 @@ def reduction(op_name: str, dtype: Any) -> CudaReduction:
 
 @dataclass(frozen=True)
 class CudaMoments:
-    """The CUDA pieces of a one-pass variance (:mod:`fusec.schedule.moments`): Welford's (count, shift, mean,
+    """The CUDA pieces of a one-pass variance (:mod:`fusec.schedule.one_pass`): Welford's (count, shift, mean,
     M2) partial ``fc::Moments<T>`` folds elements of ``dtype`` in (``fc::moments_next``), partials combine by
     Chan's formula (``fc::moments_combine``), and the stored value is M2 as ``out_dtype``. ``T`` is the
     accumulator dtype of the result: float for float16 and float32, double for float64. The same interface
@@ -385,13 +385,50 @@ class CudaMoments:
         return cast_expression(f"({acc}).m2", self.acc_dtype, self.out_dtype)
 
 
-def moments(dtype: Any, out_dtype: Any) -> CudaMoments:
-    """The CUDA pieces of a one-pass variance over elements of ``dtype`` whose M2 is stored as
-    ``out_dtype`` (both floats)."""
+@dataclass(frozen=True)
+class CudaExpSum(CudaMoments):
+    """The CUDA pieces of a one-pass softmax denominator: the (running max, sum of exp(x - max)) pair
+    ``fc::ExpSum<T>``, folded (``fc::exp_sum_next``) and combined (``fc::exp_sum_combine``) online; the
+    stored value is the sum (NaN where every element was -inf, as the two-pass form gives)."""
+
+    op: str = "exp_sum"
+    next_helper: str = "exp_sum_next"
+    acc_bound: int = 16  # two doubles at most
+
+    @property
+    def acc_ctype(self) -> str:
+        return f"fc::ExpSum<{ctype(self.acc_dtype)}>"
+
+    @property
+    def identity(self) -> str:
+        return f"fc::exp_sum_identity<{ctype(self.acc_dtype)}>()"
+
+    def update(self, acc: str, value: str, index: str = "", state: str = "any") -> str:
+        if state not in UPDATE_STATES:
+            raise FusecValueError(f"update state {state!r} is not one of {UPDATE_STATES}")
+        v = cast_expression(value, self.dtype, self.acc_dtype)
+        if state == "first":
+            return f"{acc} = fc::exp_sum_of({v});"
+        return f"fc::exp_sum_next({acc}, {v});"
+
+    def combine(self, acc: str, value: str) -> str:
+        return f"fc::exp_sum_combine({acc}, {value})"
+
+    def result(self, acc: str) -> str:
+        return cast_expression(f"fc::exp_sum_value({acc})", self.acc_dtype, self.out_dtype)
+
+
+def one_pass(kind: str, dtype: Any, out_dtype: Any) -> CudaMoments:
+    """The CUDA pieces of a one-pass statistic (``moments``: a variance's M2; ``exp_sum``: a softmax
+    denominator) over elements of ``dtype`` stored as ``out_dtype`` (both floats); the accumulator is the
+    result's accumulator dtype, or the elements' when wider."""
     dt, out = dtypes.ir_dtype(dtype), dtypes.ir_dtype(out_dtype)
     if dt.kind != "f" or out.kind != "f":
-        raise FusecTypeError(f"a one-pass variance reduces floats, not {dt} into {out}")
+        raise FusecTypeError(f"a one-pass statistic reduces floats, not {dt} into {out}")
     acc = accumulator_dtype(out)
     if dt.itemsize > acc.itemsize:
         acc = dt
-    return CudaMoments(dt, acc, out)
+    classes = {"moments": CudaMoments, "exp_sum": CudaExpSum}
+    if kind not in classes:
+        raise FusecValueError(f"no one-pass statistic {kind!r}")
+    return classes[kind](dt, acc, out)

@@ -100,7 +100,8 @@ class _Lowering:
         flat = isinstance(schedule, (PointwiseSchedule, ReduceAllSchedule))
         self.contiguous = nest.contiguous and (not flat or schedule.loop != "strided")
         self.vec = schedule.vec if (flat or self.regs) else 1
-        self.red_cuda = {r: cuda_ops.moments(nest.one_pass[r].x.dtype, r.dtype) if r in nest.one_pass
+        sources = nest.one_pass_sources
+        self.red_cuda = {r: cuda_ops.one_pass(sources[r].kind, sources[r].x.dtype, r.dtype) if r in sources
                          else cuda_ops.reduction(r.op, r.operands[0].dtype) for r in nest.reductions}
         hold = {nest.members[k] for k in schedule.hold} if self.regs else set()
         self.kept: dict[Node, int] = {}  # held value -> the phase that computes it first
@@ -320,7 +321,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         launch=_launch_policy(nest, schedule, lo.vec, phases), held=held,
         held_values=tuple((cuda_ops.ctype(n.dtype), nest.var[n]) for n in lo.kept),
         full_rows=lo.regs and nest.n_loop == schedule.row_threads * schedule.elems, **loop_fields,
-        helpers=(cuda_ops.MOMENTS_HEADER,) if nest.one_pass else (),
+        helpers=(cuda_ops.ONE_PASS_HEADER,) if nest.one_pass_sources else (),
     )
 
 

@@ -234,7 +234,7 @@ class KernelSpec:
     # pointwise inner_vector: the loads that do not move along the innermost axis (one scalar per vector)
     inner_broadcast: tuple[str, ...] = ()
     # device helpers beyond the common headers that this kernel needs (templates/ names, such as
-    # Welford's moments.cuh.j2), each rendered once per source before the kernels
+    # one_pass.cuh.j2), each rendered once per source before the kernels
     helpers: tuple[str, ...] = ()
 
     @property

@@ -70,25 +70,26 @@ FEW_ROWS_PER_SM = 2  # ... this many rows each, run as cols schedules split acro
 def choose(nest: LoopNest, device: DeviceProperties = H200) -> Schedule:
     """The schedule fusec runs ``nest``'s region with on ``device``."""
     schedule = _defaults(nest, device, None)
-    if welford_pays(nest, schedule):
-        return replace(_defaults(nest.with_one_pass_moments(), device, None, schedule.kind), welford=True)
-    if nest.moment_candidates and not isinstance(schedule, PointwiseSchedule):
-        return replace(schedule, welford=False)
+    if one_pass_pays(nest, schedule):
+        return replace(_defaults(nest.with_one_pass(), device, None, schedule.kind), one_pass=True)
+    if nest.one_pass_candidates and not isinstance(schedule, PointwiseSchedule):
+        return replace(schedule, one_pass=False)
     return schedule
 
 
-def welford_pays(nest: LoopNest, schedule: Schedule) -> bool:
-    """Whether the region's variances should take one pass (Welford) under a schedule like ``schedule``:
-    whenever it has some and does not hold its rows in registers, where the second pass over the
-    deviations reads registers, not memory, and costs less than Welford's per-element division."""
-    if not nest.moment_candidates or isinstance(schedule, PointwiseSchedule):
+def one_pass_pays(nest: LoopNest, schedule: Schedule) -> bool:
+    """Whether the region's one-pass statistics (variances, softmax denominators) should take one pass under a
+    schedule like ``schedule``: whenever it has some and does not hold its rows in registers, where the second
+    pass reads registers, not memory, and costs less than the one-pass updates (a division or an exp more
+    per element)."""
+    if not nest.one_pass_candidates or isinstance(schedule, PointwiseSchedule):
         return False
-    return not (isinstance(schedule, RowSchedule) and schedule.in_registers)
+    return schedule.natural("one_pass")
 
 
 def nest_for(nest: LoopNest, schedule: Schedule) -> LoopNest:
-    """The loop nest a kernel of ``schedule`` computes: ``nest``, or with ``welford`` its one-pass variances."""
-    return nest.with_one_pass_moments() if getattr(schedule, "welford", None) else nest
+    """The loop nest a kernel of ``schedule`` computes: ``nest``, or with ``one_pass`` its one-pass statistics."""
+    return nest.with_one_pass() if getattr(schedule, "one_pass", None) else nest
 
 
 def _defaults(nest: LoopNest, device: DeviceProperties, variant: str | None, kind: str | None = None) -> Schedule:
@@ -379,13 +380,13 @@ def resolve(nest: LoopNest, forced: Schedule | ScheduleRequest | str | None = No
                             f"{nest.kind} kernel")
     if isinstance(forced, ScheduleRequest):
         given = dict(forced.given)
-        welford = given.get("welford")
-        if welford is None and nest.moment_candidates and forced.kind != "pointwise":
-            welford = welford_pays(nest, _defaults(nest, device, forced.variant, forced.kind))
-        target = nest.with_one_pass_moments() if welford else nest
+        one_pass = given.get("one_pass")
+        if one_pass is None and nest.one_pass_candidates and forced.kind != "pointwise":
+            one_pass = one_pass_pays(nest, _defaults(nest, device, forced.variant, forced.kind))
+        target = nest.with_one_pass() if one_pass else nest
         defaults: dict[str, Any] = dict(vars(_defaults(target, device, forced.variant, forced.kind)))
         if forced.kind != "pointwise":
-            defaults["welford"] = welford
+            defaults["one_pass"] = one_pass
         if "loop" in given and "vec" not in given:  # reduce-all: the loop's own best width
             defaults["vec"] = _flat_loop(target, given["loop"])[1]
         forced = forced.build(defaults)
@@ -400,10 +401,10 @@ def check(nest: LoopNest, schedule: Schedule, device: DeviceProperties = H200) -
 
     if not fits_kind(schedule.kind, nest.kind):
         refuse(f"it is a {nest.kind} kernel")
-    if getattr(schedule, "welford", None):
-        if not nest.moment_candidates:
-            refuse("welford=1 computes variances in one pass, and this kernel computes none")
-        nest = nest.with_one_pass_moments()
+    if getattr(schedule, "one_pass", None):
+        if not nest.one_pass_candidates:
+            refuse("one_pass=1 computes variances and softmax denominators in one pass, and this kernel has none")
+        nest = nest.with_one_pass()
     if schedule.threads > device.max_threads_per_block or schedule.threads < 1:
         refuse(f"{schedule.threads} threads per block (1..{device.max_threads_per_block})")
     if isinstance(schedule, PointwiseSchedule) and schedule.loop == "inner_vector":

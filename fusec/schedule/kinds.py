@@ -14,7 +14,7 @@ Every schedule prints as one line that parses back (``explain`` shows it, ``--sc
     rows:block_regs,threads=256,elems=32,vec=4,hold=3+5,fast_division=1
     rows:warp
     cols:tiles,tile=32,split=8
-    cols:last_block,tile=32,split=8,blocks=0,welford=1
+    cols:grid_barrier,tile=32,split=8,blocks=0,one_pass=0
     cols:grid_barrier,tile=1,split=256,blocks=0
 
 A line may leave fields out (``rows:warp_regs``): :func:`fusec.schedule.heuristics.complete` fills them
@@ -48,8 +48,8 @@ class Schedule:
     variants: ClassVar[tuple[str, ...]]
     # text key -> field name, for the fields a schedule line may set
     keys: ClassVar[dict[str, str]] = {}
-    # optional flags (``welford``): None where they do not apply to the region (the text leaves them out),
-    # else on or off
+    # optional flags (``one_pass``): None where they do not apply to the region, else on or off; the text
+    # leaves them out where they are None or have the value the heuristics give them (:meth:`natural`)
     quiet: ClassVar[tuple[str, ...]] = ()
 
     @property
@@ -91,10 +91,20 @@ class Schedule:
         this very schedule."""
         return ",".join([f"{self.kind}:{self.variant}"]
                         + [f"{key}={_value_text(getattr(self, name))}" for key, name in self.keys.items()
-                           if name not in self.quiet or getattr(self, name) is not None])
+                           if name not in self.quiet or getattr(self, name) not in (None, self.natural(name))])
 
     def __str__(self) -> str:
         return self.text()
+
+    def _flag_text(self, name: str) -> str:
+        """``,name=0`` or ``,name=1`` for an optional flag the text shows, else nothing."""
+        value = getattr(self, name)
+        return "" if value in (None, self.natural(name)) else f",{name}={int(value)}"
+
+    def natural(self, name: str) -> bool:
+        """The value the heuristics give optional flag ``name`` where it applies: ``one_pass`` is on unless the
+        rows sit in registers, where a second pass reads registers (:func:`fusec.schedule.heuristics.one_pass_pays`)."""
+        return not getattr(self, "in_registers", False)
 
 
 @dataclass(frozen=True)
@@ -136,16 +146,16 @@ class ReduceAllSchedule(Schedule):
     ``vec`` as for pointwise) into a partial in the workspace. ``finish``: ``last_block`` (the last block
     to arrive combines the partials; one phase, scalar outputs only) or ``grid_barrier`` (every block
     waits at a grid barrier and combines the partials in the same order, for several phases or outputs
-    over the elements). The grid is the resident capacity at most. ``welford``: see :class:`RowSchedule`."""
+    over the elements). The grid is the resident capacity at most. ``one_pass``: see :class:`RowSchedule`."""
 
     kind: ClassVar[str] = "reduce-all"
     variants: ClassVar[tuple[str, ...]] = ("last_block", "grid_barrier")
-    keys: ClassVar[dict[str, str]] = {"loop": "loop", "vec": "vec", "welford": "welford"}
-    quiet: ClassVar[tuple[str, ...]] = ("welford",)
+    keys: ClassVar[dict[str, str]] = {"loop": "loop", "vec": "vec", "one_pass": "one_pass"}
+    quiet: ClassVar[tuple[str, ...]] = ("one_pass",)
     finish: str = "grid_barrier"
     loop: str = "strided"
     vec: int = 1
-    welford: bool | None = None
+    one_pass: bool | None = None
 
     @property
     def variant(self) -> str:
@@ -181,23 +191,23 @@ class RowSchedule(Schedule):
     division by a per-row divisor multiplies by a reciprocal computed once per row (``fc::div_invariant``,
     exact), and a loop runs again with IEEE division where an operand leaves that helper's range.
 
-    ``welford`` (every reduction kind): on, the region's variances (:mod:`fusec.schedule.moments`) take one
-    pass over the data, folding Welford's (count, mean, M2) per thread and combining partials with Chan's
-    formula in a fixed order, instead of a second pass over the deviations from the mean; off, the second
-    pass; None (left out of the text) for a region without variances."""
+    ``one_pass`` (every reduction kind): on, the region's variances and softmax denominators
+    (:mod:`fusec.schedule.one_pass`) take the pass of the mean or maximum they read: Welford's (count, mean,
+    M2) and the online (max, sum of exp) pairs per thread, partials combined in a fixed order; off, a second
+    pass over the data; None (left out of the text) for a region without them."""
 
     kind: ClassVar[str] = "rows"
     variants: ClassVar[tuple[str, ...]] = ("warp", "block", "warp_regs", "block_regs")
     keys: ClassVar[dict[str, str]] = {"threads": "row_threads", "elems": "elems", "vec": "vec", "hold": "hold",
-                                      "fast_division": "fast_division", "welford": "welford"}
-    quiet: ClassVar[tuple[str, ...]] = ("welford",)
+                                      "fast_division": "fast_division", "one_pass": "one_pass"}
+    quiet: ClassVar[tuple[str, ...]] = ("one_pass",)
     mapping: str = "warp"
     row_threads: int = WARP
     elems: int = 0
     vec: int = 1
     hold: tuple[int, ...] = field(default=())
     fast_division: bool = False
-    welford: bool | None = None
+    one_pass: bool | None = None
 
     @property
     def variant(self) -> str:
@@ -223,7 +233,7 @@ class RowSchedule(Schedule):
         if not self.in_registers and not self.fast_division and not self.hold and self.vec == 1 and \
                 self.elems == 0 and self.row_threads == (WARP if self.mapping == "warp" else BLOCK):
             # the re-reading schedules have no fields of their own
-            return f"{self.kind}:{self.mapping}" + _flag_text("welford", self.welford)
+            return f"{self.kind}:{self.mapping}" + self._flag_text("one_pass")
         return super().text()
 
 
@@ -242,17 +252,17 @@ class ColSchedule(Schedule):
     the tile to arrive (``last_block``: one phase, outputs per kept index only, at most
     :data:`LAST_BLOCK_TILES` tiles) or by every block of the
     tile after a grid barrier (``grid_barrier``: several phases, or outputs over the elements). When the
-    tiles fill the device the split variants run as ``tiles`` does. ``welford``: see :class:`RowSchedule`."""
+    tiles fill the device the split variants run as ``tiles`` does. ``one_pass``: see :class:`RowSchedule`."""
 
     kind: ClassVar[str] = "cols"
     variants: ClassVar[tuple[str, ...]] = ("tiles", "last_block", "grid_barrier")
-    keys: ClassVar[dict[str, str]] = {"tile": "tile", "split": "split", "blocks": "blocks", "welford": "welford"}
-    quiet: ClassVar[tuple[str, ...]] = ("welford",)
+    keys: ClassVar[dict[str, str]] = {"tile": "tile", "split": "split", "blocks": "blocks", "one_pass": "one_pass"}
+    quiet: ClassVar[tuple[str, ...]] = ("one_pass",)
     finish: str = "tiles"
     tile: int = 32
     split: int = 8
     blocks: int = 0
-    welford: bool | None = None
+    one_pass: bool | None = None
 
     @property
     def variant(self) -> str:
@@ -295,8 +305,7 @@ class ColSchedule(Schedule):
 
     def text(self) -> str:
         if self.finish == "tiles":  # no split: blocks does not apply
-            return f"{self.kind}:{self.finish},tile={self.tile},split={self.split}" + _flag_text(
-                "welford", self.welford)
+            return f"{self.kind}:{self.finish},tile={self.tile},split={self.split}" + self._flag_text("one_pass")
         return super().text()
 
 
@@ -367,11 +376,6 @@ def parse_schedule(text: str) -> ScheduleRequest:
         except ValueError:
             raise ScheduleError(f"schedule {text!r}: {key}={value!r} is not a valid value") from None
     return ScheduleRequest(kind, variant, tuple(given.items()))
-
-
-def _flag_text(key: str, value: bool | None) -> str:
-    """``,key=0`` or ``,key=1`` for an optional flag that is set, else nothing."""
-    return "" if value is None else f",{key}={int(value)}"
 
 
 def _value_text(value: Any) -> str:

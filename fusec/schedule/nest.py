@@ -38,7 +38,7 @@ from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region, operand_map
 from fusec.schedule.layout import ArrayLayout
-from fusec.schedule.moments import MomentSource, moment_sources
+from fusec.schedule.one_pass import OnePassSource, one_pass_sources
 
 # int32 index math while every extent and offset is below this: the 2**24 margin keeps grid-stride
 # increments (at most MAX_GRID * BLOCK * 16 elements past a bound below the limit) from overflowing.
@@ -98,12 +98,13 @@ class CollapsedAxis:
 class LoopNest:
     """The analysis of one region over given argument layouts (see the module docstring).
 
-    ``moment_candidates`` are the region's variances a kernel can compute in one pass
-    (:mod:`fusec.schedule.moments`); with ``one_pass_moments`` the nest computes them so (``one_pass``): the
-    loop of such a reduction reads the data itself, in the phase of its mean, and what depends on it moves
-    up accordingly. :meth:`with_one_pass_moments` gives that nest of the same region and layouts."""
+    ``one_pass_candidates`` are the region's statistics a kernel can compute in one pass
+    (:mod:`fusec.schedule.one_pass`: variances, softmax denominators); with ``one_pass`` the nest computes them
+    so (``one_pass_sources``): the loop of such a reduction reads the data itself, in the phase of the
+    reduction it reads, and what depends on it moves up accordingly. :meth:`with_one_pass` gives that nest of
+    the same region and layouts."""
 
-    def __init__(self, region: Region, layouts: Mapping[Node, ArrayLayout], one_pass_moments: bool = False):
+    def __init__(self, region: Region, layouts: Mapping[Node, ArrayLayout], one_pass: bool = False):
         space = region.space
         self.region, self.space, self.layouts = region, space, layouts
         self.members = [n for n in region.nodes if n.kind is not Kind.SOURCE]
@@ -119,10 +120,10 @@ class LoopNest:
         self.member_index = {n: k for k, n in enumerate(self.members)}
         self.var = {n: f"v{k}" for k, n in enumerate(self.members) if n.kind is not Kind.LAYOUT}
         self.reductions = [n for n in self.members if n.kind is Kind.REDUCTION]
-        self.moment_candidates = moment_sources(self.reductions, self.inside, space, self.full)
-        self.one_pass: Mapping[Node, MomentSource] = self.moment_candidates if one_pass_moments else {}
+        self.one_pass_candidates = one_pass_sources(self.reductions, self.inside, space, self.full)
+        self.one_pass_sources: Mapping[Node, OnePassSource] = self.one_pass_candidates if one_pass else {}
         self.phase = self._phases()
-        self._one_pass_nest: LoopNest | None = self if one_pass_moments or not self.moment_candidates else None
+        self._one_pass_nest: LoopNest | None = self if one_pass or not self.one_pass_candidates else None
         self.accesses: dict[tuple, AccessInfo] = {}
         self._counts = {"ld": 0, "st": 0, "ix": 0}
         self._scopes()
@@ -139,25 +140,25 @@ class LoopNest:
 
     def reduced_value(self, r: Node) -> tuple[Node, Node]:
         """(value, reader): what reduction ``r``'s loop folds in, read as ``reader`` reads it: its operand,
-        or for a one-pass variance the data whose moments it accumulates."""
-        source = self.one_pass.get(r)
+        or for a one-pass statistic the data it accumulates."""
+        source = self.one_pass_sources.get(r)
         return (source.x, source.reader) if source is not None else (r.operands[0], r)
 
-    def with_one_pass_moments(self) -> LoopNest:
-        """This region over the same layouts with its variances computed in one pass (``self`` when it has
+    def with_one_pass(self) -> LoopNest:
+        """This region over the same layouts with its one-pass statistics computed so (``self`` when it has
         none)."""
         if self._one_pass_nest is None:
-            self._one_pass_nest = LoopNest(self.region, self.layouts, one_pass_moments=True)
+            self._one_pass_nest = LoopNest(self.region, self.layouts, one_pass=True)
         return self._one_pass_nest
 
     def _phases(self) -> Mapping[Node, int]:
-        """The region's phases, or with one-pass variances: a member's phase is the number of reductions on
-        its longest path from the inputs, where a one-pass variance reads its data instead of its operand."""
-        if not self.one_pass:
+        """The region's phases, or with one-pass statistics: a member's phase is the number of reductions on
+        its longest path from the inputs, where a one-pass statistic reads its data instead of its operand."""
+        if not self.one_pass_sources:
             return self.space.phase
         phase: dict[Node, int] = {}
         for n in self.members:
-            operands = (self.one_pass[n].x,) if n in self.one_pass else n.operands
+            operands = (self.one_pass_sources[n].x,) if n in self.one_pass_sources else n.operands
             phase[n] = max((phase[o] + (o.kind is Kind.REDUCTION) for o in operands if o in phase), default=0)
         return phase
 

@@ -323,8 +323,9 @@ def test_kernels_rows_warp_or_block_per_row() -> None:
     memory along a contiguous kept axis run as cols instead)."""
     assert _spec(softmax, (1029, 64), layouts=("step2",)).schedule.variant == "warp"
     assert str(_spec(softmax, (64, 4096), layouts=("f",)).schedule).startswith("cols:grid_barrier,tile=32")
-    spec = _spec(softmax, (64, 4096), layouts=("step2",))
-    assert (spec.kind, spec.schedule.variant, len(spec.phases)) == ("rows", "block", 2)
+    spec = _spec(softmax, (64, 4096), layouts=("step2",))  # the denominator takes the maximum's pass (online)
+    assert (spec.kind, spec.schedule.variant, len(spec.phases)) == ("rows", "block", 1)
+    assert [f.ctype for f in spec.phases[0].fields] == ["float", "fc::ExpSum<float>"]
     assert spec.launch.per_block == 1 and spec.launch.work == 64
     assert (spec.row_threads, spec.elems, spec.held) == (0, 0, ())
     assert _spec(softmax, (3, 16385)).schedule.variant == "block"
@@ -468,9 +469,9 @@ def test_kernels_cols_and_reduce_all_schedules() -> None:
     spec = _spec(sum_abs, (1029, 917))
     assert (spec.kind, spec.schedule.variant, spec.vec) == ("reduce-all", "last_block", 4)
     spec = _spec(mean_var, (1029, 917))  # the variance in one pass (Welford): one phase, last_block
-    assert spec.schedule.welford and spec.schedule.variant == "last_block" and len(spec.phases) == 1
+    assert spec.schedule.one_pass and spec.schedule.variant == "last_block" and len(spec.phases) == 1
     graph, region, _ = single_region(mean_var, fusec.ArraySpec((1029, 917), "float32"), name="k0")
-    two_pass = generate(region, schedule="reduce-all:grid_barrier,welford=0").spec
+    two_pass = generate(region, schedule="reduce-all:grid_barrier,one_pass=0").spec
     assert two_pass.launch.cooperative and len(two_pass.phases) == 2
     assert _spec(center_all, (1029, 917)).schedule.variant == "grid_barrier"
 
@@ -502,7 +503,7 @@ def test_kernels_grid_is_capped_by_capacity_only_where_persistent() -> None:
     assert spec.launch.describe() == f"grid min({spec.launch.blocks}, SMs x resident blocks)"
     assert spec.launch.workspace_bytes(528) >= 128 + 2 * 528 * 8
     _, region, _ = single_region(mean_var, fusec.ArraySpec((1000,), "float32"), name="k0")
-    small = generate(region, schedule="reduce-all:grid_barrier,welford=0").spec  # the variance in two passes
+    small = generate(region, schedule="reduce-all:grid_barrier,one_pass=0").spec  # the variance in two passes
     assert small.launch.grid(528) == 1 and small.launch.workspace_bytes(1) == 0  # one block: no workspace,
     assert render_body(small).count("if (gridDim.x > 1) {") == 2  # the kernel skips the partials, per phase
     cols = _spec(col_sum, (1024, 1 << 16))

@@ -106,8 +106,8 @@ TWO_SCHEDULES = {
                    "cols:grid_barrier,tile=4,split=64,blocks=2"),
     "cols-last-block": (col_sum, (4099, 30), "cols:last_block,blocks=5", "cols:last_block,tile=1,split=256"),
     "rows-as-cols": (softmax, (37, 1000), "cols:grid_barrier,tile=1,split=256,blocks=4", "rows:block"),
-    "welford": (col_mean_var, (1029, 917), "cols:grid_barrier,blocks=3,welford=1", "cols:grid_barrier,welford=0"),
-    "welford-rows": (row_var_std, (37, 1000), "rows:block,welford=1", "rows:block_regs,threads=64,elems=16"),
+    "one_pass": (col_mean_var, (1029, 917), "cols:grid_barrier,blocks=3,one_pass=1", "cols:grid_barrier,one_pass=0"),
+    "one-pass-rows": (row_var_std, (37, 1000), "rows:block,one_pass=1", "rows:block_regs,threads=64,elems=16"),
 }
 
 
@@ -135,9 +135,10 @@ def test_schedule_heuristics_choose_per_kind() -> None:
     assert chosen(sum_abs, (1029, 917)) == ReduceAllSchedule("last_block", "vector", 4)
     # the variance in one pass (Welford): one phase, so the last block combines
     planned = fusec.fuse(mean_var).plan(fusec.ArraySpec((1029, 917), F32)).kernels[0].region
-    assert choose(analyze(planned)) == ReduceAllSchedule("last_block", "vector", 4, welford=True)
-    assert chosen(col_sum, (1029, 917)).welford is None  # no variance: the flag does not apply
-    assert chosen(col_softmax, (1029, 917)) == ColSchedule("grid_barrier", 32, 8)  # two phases and an epilogue
+    assert choose(analyze(planned)) == ReduceAllSchedule("last_block", "vector", 4, one_pass=True)
+    assert chosen(col_sum, (1029, 917)).one_pass is None  # no variance: the flag does not apply
+    # two phases and an epilogue; the softmax denominator takes the pass of the maximum
+    assert chosen(col_softmax, (1029, 917)) == ColSchedule("grid_barrier", 32, 8, one_pass=True)
     rows = chosen(softmax, (8192, 8192))
     assert (rows.mapping, rows.row_threads, rows.elems, rows.vec, rows.fast_division) == (
         "block_regs", 256, 32, 4, True)
@@ -179,8 +180,9 @@ def test_schedule_heuristics_follow_the_layout_for_outer_axes_and_few_long_rows(
     assert chosen(col_sum, (64, 1 << 20)) == ColSchedule("tiles", 256, 1)  # a thread per column
     assert chosen(channel_sum, (8, 64, 14, 14)) == ColSchedule("grid_barrier", 1, 256)  # reduced axis fastest
     assert chosen(row_sum_of_transposed, (4096, 4096)) == ColSchedule("grid_barrier", 32, 8)  # rows strided
-    assert chosen(softmax, (64, 100_000)) == ColSchedule("grid_barrier", 1, 256)  # few long rows
-    assert chosen(softmax, (1024, 100_000)) == RowSchedule("block", 256)  # enough rows for every SM
+    # few long rows; the denominator takes the maximum's pass (online), so two passes over the row, not three
+    assert chosen(softmax, (64, 100_000)) == ColSchedule("grid_barrier", 1, 256, one_pass=True)
+    assert chosen(softmax, (1024, 100_000)) == RowSchedule("block", 256, one_pass=True)  # enough rows for every SM
     assert chosen(softmax, (64, 8192)).mapping == "block_regs"  # fits in registers
 
 
@@ -213,7 +215,9 @@ def test_schedule_parse_fills_what_is_left_out_from_the_heuristics() -> None:
     forced = resolve(nest, "rows:block_regs,threads=512")
     assert (forced.row_threads, forced.elems, forced.vec, forced.hold, forced.fast_division) == (
         512, heuristic.elems, heuristic.vec, heuristic.hold, True)
-    assert resolve(nest, "rows:warp") == RowSchedule("warp", 32)
+    assert resolve(nest, "rows:warp") == RowSchedule("warp", 32, one_pass=True)  # a re-read row: one pass
+    assert resolve(nest, "rows:warp,one_pass=0") == RowSchedule("warp", 32, one_pass=False)
+    assert heuristic.one_pass is False  # held in registers: the second pass reads registers
     assert resolve(nest, "rows:block_regs,fast_division=0").fast_division is False
 
 
@@ -242,9 +246,9 @@ def test_schedule_parse_errors_say_what_is_wrong(text: str, message: str) -> Non
     (gelu, (1029, 917), ("f",), "pointwise:vector,vec=4", "a vector loop needs every array to step by one"),
     (gelu, (1029, 917), None, "pointwise:vector,vec=8", "moves 32 bytes of ld0 per step"),
     (gelu, (1029, 917), None, "pointwise:strided,vec=4", "vec=4 needs the vector loop"),
-    (mean_var, (1029, 917), None, "reduce-all:last_block,welford=0", "use grid_barrier"),
-    (col_sum, (1029, 917), None, "cols:tiles,welford=1", "welford=1 computes variances in one pass, and this"),
-    (gelu, (1029, 917), None, "pointwise:vector,welford=1", "not KEY=VALUE with a pointwise key"),
+    (mean_var, (1029, 917), None, "reduce-all:last_block,one_pass=0", "use grid_barrier"),
+    (col_sum, (1029, 917), None, "cols:tiles,one_pass=1", "one_pass=1 computes variances and softmax denominators in one pass, and this kernel has none"),
+    (gelu, (1029, 917), None, "pointwise:vector,one_pass=1", "not KEY=VALUE with a pointwise key"),
     (gelu, (1029, 917), None, "pointwise:tiled", "an input contiguous along another axis than the outputs"),
     (gelu, (1029, 917), None, "pointwise:inner_vector,vec=4", "this loop is one flat index"),
     (transpose_affine, (64, 64), None, "pointwise:inner_vector,vec=4", "steps by 64 along the innermost axis"),

@@ -17,7 +17,7 @@ __device__ __forceinline__ void combine(Acc0& a, const Acc0& b) {
 }  // namespace k0_reduceall_sum_cast_div_sub_square_acc
 
 // k0_reduceall_sum_cast_div_sub_square: reduce-all, last_block, vectors of 4, int indices
-// schedule: reduce-all:last_block,loop=vector,vec=4,welford=1
+// schedule: reduce-all:last_block,loop=vector,vec=4
 extern "C" __global__ void __launch_bounds__(256, 2) k0_reduceall_sum_cast_div_sub_square(
     const float* __restrict__ in0,
     float* __restrict__ out0,

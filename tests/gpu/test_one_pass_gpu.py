@@ -1,7 +1,8 @@
-"""Variances in one pass (Welford's update, Chan's combination) on the GPU: every reduction kind, forced with
-``welford=1`` and ``welford=0``, within CORRECTNESS.md's reduction bound of the float64 result on fresh data with
-NaN and infinities at the same positions as NumPy's, outputs poisoned first; and on badly conditioned data (a
-mean far above the spread) at least as accurate as NumPy's own two-pass result."""
+"""Statistics in one pass on the GPU: variances (Welford's update, Chan's combination) and softmax denominators
+(online max-rescaled sums), every reduction kind forced with ``one_pass=1`` and ``one_pass=0``, within
+CORRECTNESS.md's reduction bound of the float64 result on fresh data, NaN and infinities at the same positions
+as NumPy's, outputs poisoned first; variances of badly conditioned data (a mean far above the spread) at least
+as accurate as NumPy's own two-pass result."""
 
 from __future__ import annotations
 
@@ -41,6 +42,26 @@ def batchnorm(x):
     return (x - m) / np.sqrt(v + 1e-5)
 
 
+def softmax_rows(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def logsumexp_rows(x):
+    m = x.max(axis=-1, keepdims=True)
+    return np.log(np.exp(x - m).sum(axis=-1)) + m.squeeze(-1)
+
+
+def softmax_axis0(x):
+    e = np.exp(x - x.max(axis=0, keepdims=True))
+    return e / e.sum(axis=0, keepdims=True)
+
+
+def logsumexp_all(x):
+    m = x.max()
+    return np.log(np.exp(x - m).sum()) + m
+
+
 def _reference(fn, x: np.ndarray) -> tuple[np.ndarray, ...]:
     with np.errstate(all="ignore"):
         want = fn(x.astype(np.float64))
@@ -51,7 +72,8 @@ def _reference(fn, x: np.ndarray) -> tuple[np.ndarray, ...]:
 # itself (Welford's does not grow with the mean); a mean's with the mean magnitude of the elements summed; a
 # normalized value's with its unit scale
 SCALES = {"var_axis0": ("mean", "var"), "std_rows": ("var",), "var_all": ("var",), "var_written_out": ("var",),
-          "batchnorm": ("unit",)}
+          "batchnorm": ("unit",), "softmax_rows": ("var",), "logsumexp_rows": ("unit",), "softmax_axis0": ("var",),
+          "logsumexp_all": ("unit",)}
 
 
 def _bound(x: np.ndarray, want: np.ndarray, n: int, scale: str) -> np.ndarray:
@@ -64,23 +86,33 @@ def _bound(x: np.ndarray, want: np.ndarray, n: int, scale: str) -> np.ndarray:
 
 # (function, shape, elements per variance, dtype, schedules forced on the one kernel)
 CASES = [
-    (var_axis0, (2049, 37), 2049, "float32", ["cols:tiles,welford=1", "cols:grid_barrier,blocks=5,welford=1",
-                                              "cols:last_block,blocks=7,welford=1", "cols:tiles,welford=0",
-                                              "cols:tiles,tile=1,split=256,welford=1"]),
+    (var_axis0, (2049, 37), 2049, "float32", ["cols:tiles,one_pass=1", "cols:grid_barrier,blocks=5,one_pass=1",
+                                              "cols:last_block,blocks=7,one_pass=1", "cols:tiles,one_pass=0",
+                                              "cols:tiles,tile=1,split=256,one_pass=1"]),
     # float16: few enough elements that M2 stays below float16's largest value (NumPy's two-pass form too)
-    (var_axis0, (257, 5), 257, "float16", ["cols:last_block,blocks=3,welford=1", "cols:grid_barrier,welford=0"]),
-    (var_axis0, (1000, 64), 1000, "float64", ["cols:last_block,blocks=4,welford=1", "cols:tiles,welford=1"]),
-    (std_rows, (37, 1000), 1000, "float32", ["rows:warp,welford=1", "rows:block,welford=1",
-                                             "rows:block_regs,threads=64,elems=16,welford=1",
-                                             "rows:warp_regs,threads=32,elems=32,welford=1",
-                                             "rows:block,welford=0", "cols:grid_barrier,tile=1,split=256,blocks=4"]),
-    (std_rows, (300, 3), 3, "float32", ["rows:warp,welford=1", "rows:warp_regs,welford=1"]),
-    (var_all, (1029, 917), 1029 * 917, "float32", ["reduce-all:last_block,welford=1",
-                                                   "reduce-all:grid_barrier,loop=strided,welford=1",
-                                                   "reduce-all:grid_barrier,welford=0"]),
-    (var_all, (7,), 7, "float64", ["reduce-all:last_block,welford=1"]),
-    (var_written_out, (8, 300, 9), 72, "float32", ["cols:tiles,welford=1", "cols:grid_barrier,blocks=3,welford=1"]),
-    (batchnorm, (5003, 24), 5003, "float32", ["cols:grid_barrier,blocks=6,welford=1", "cols:tiles,welford=1"]),
+    (var_axis0, (257, 5), 257, "float16", ["cols:last_block,blocks=3,one_pass=1", "cols:grid_barrier,one_pass=0"]),
+    (var_axis0, (1000, 64), 1000, "float64", ["cols:last_block,blocks=4,one_pass=1", "cols:tiles,one_pass=1"]),
+    (std_rows, (37, 1000), 1000, "float32", ["rows:warp,one_pass=1", "rows:block,one_pass=1",
+                                             "rows:block_regs,threads=64,elems=16,one_pass=1",
+                                             "rows:warp_regs,threads=32,elems=32,one_pass=1",
+                                             "rows:block,one_pass=0", "cols:grid_barrier,tile=1,split=256,blocks=4"]),
+    (std_rows, (300, 3), 3, "float32", ["rows:warp,one_pass=1", "rows:warp_regs,one_pass=1"]),
+    (var_all, (1029, 917), 1029 * 917, "float32", ["reduce-all:last_block,one_pass=1",
+                                                   "reduce-all:grid_barrier,loop=strided,one_pass=1",
+                                                   "reduce-all:grid_barrier,one_pass=0"]),
+    (var_all, (7,), 7, "float64", ["reduce-all:last_block,one_pass=1"]),
+    (var_written_out, (8, 300, 9), 72, "float32", ["cols:tiles,one_pass=1", "cols:grid_barrier,blocks=3,one_pass=1"]),
+    (batchnorm, (5003, 24), 5003, "float32", ["cols:grid_barrier,blocks=6,one_pass=1", "cols:tiles,one_pass=1"]),
+    (softmax_rows, (37, 3000), 3000, "float32", ["rows:warp", "rows:block", "rows:block,one_pass=0",
+                                                 "rows:block_regs,threads=128,elems=32,one_pass=1",
+                                                 "cols:grid_barrier,tile=1,split=256,blocks=4"]),
+    (softmax_rows, (37, 1000), 1000, "float16", ["rows:block", "rows:warp_regs,threads=32,elems=32,one_pass=1"]),
+    (softmax_rows, (37, 300), 300, "float64", ["rows:block", "cols:grid_barrier,tile=1,split=256,blocks=3"]),
+    (logsumexp_rows, (300, 2000), 2000, "float32", ["rows:block", "rows:warp", "rows:block,one_pass=0"]),
+    (softmax_axis0, (1029, 37), 1029, "float32", ["cols:tiles", "cols:grid_barrier,blocks=5",
+                                                  "cols:grid_barrier,blocks=5,one_pass=0"]),
+    (logsumexp_all, (1029, 917), 1029 * 917, "float32", ["reduce-all:last_block", "reduce-all:grid_barrier",
+                                                         "reduce-all:grid_barrier,one_pass=0"]),
 ]
 
 
@@ -93,15 +125,19 @@ def launcher() -> KernelLauncher:
                          [(fn, shape, n, dtype, s) for fn, shape, n, dtype, schedules in CASES for s in schedules],
                          ids=lambda v: getattr(v, "__name__", str(v)))
 def test_gpu_variance_in_one_pass_matches_the_float64_result(launcher, fn, shape, n, dtype, schedule) -> None:
-    rng = np.random.default_rng(seed_of("welford", fn.__name__, shape, dtype, schedule))
+    rng = np.random.default_rng(seed_of("one_pass", fn.__name__, shape, dtype, schedule))
     x = (rng.standard_normal(shape) * 3 + 2).astype(dtype)  # float16's squares stay finite
     x.flat[rng.choice(x.size, size=3, replace=False)] = [np.nan, np.inf, -np.inf]  # NaN in three columns/rows
+    if fn in (softmax_rows, logsumexp_rows) and shape[0] > 3:
+        x[1] = -np.inf  # a row of -inf only: NaN, as exp(-inf - -inf)
+        x[2, ::2] = -np.inf  # -inf among finite values: exp(-inf) = 0
     fused = fusec.fuse(fn, schedules={"k0": schedule})
     plan = fused.plan(fusec.ArraySpec(shape, dtype))
     assert len(plan.kernels) == 1
     got = run_plan(plan, [to_xp(cupy, x)], launcher=launcher, schedules=fused.schedules)
     chosen = launcher.recipes(plan.kernels[0].region)[0].schedule
-    assert chosen.welford == ("welford=0" not in schedule), chosen
+    assert chosen.one_pass == ("one_pass=0" not in schedule and (
+        "regs" not in schedule or "one_pass=1" in schedule)), chosen
     for g, w, scale in zip(got, _reference(fn, x), SCALES[fn.__name__], strict=True):
         g = cupy.asnumpy(g).astype(np.float64)
         w = np.asarray(w, dtype=np.float64)
