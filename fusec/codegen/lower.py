@@ -319,6 +319,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         launch=_launch_policy(nest, schedule, lo.vec, phases), held=held,
         held_values=tuple((cuda_ops.ctype(n.dtype), nest.var[n]) for n in lo.kept),
         full_rows=lo.regs and nest.n_loop == schedule.row_threads * schedule.elems, **loop_fields,
+        headers=cuda_ops.extra_headers(n.op for n in nest.members),
     )
 
 

@@ -233,6 +233,8 @@ class KernelSpec:
     staged: tuple[Access, ...] = ()
     # pointwise inner_vector: the loads that do not move along the innermost axis (one scalar per vector)
     inner_broadcast: tuple[str, ...] = ()
+    # templates/ headers of device helpers beyond the common ones that the body calls (cuda_ops.extra_headers)
+    headers: tuple[str, ...] = ()
 
     @property
     def block(self) -> tuple[int, int]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import sys
 
-from fusec.ir import dtypes
+from fusec.ir import composite, dtypes
 from fusec.ir.ops import OPS, Kind
 
 BEGIN = "<!-- ops:begin -->"
@@ -39,13 +39,21 @@ def dtypes_markdown() -> str:
     return f"- **dtypes** ({len(names)}; NumPy 2 promotion rules, NEP 50): " + ", ".join(names)
 
 
+def composites_markdown() -> str:
+    """One Markdown list item naming the functions traced into several ops (:mod:`fusec.ir.composite`)."""
+    names = [f"`{module}.{name}`" for module, listed in composite.DOCUMENTED.items() for name in listed]
+    return (f"- **functions traced into these ops** ({len(names)}; NumPy's or SciPy's steps, so they fuse like "
+            "the ops; CuPy's and `cupyx.scipy.special`'s of the same names too): " + ", ".join(names))
+
+
 def ops_markdown() -> str:
     """The dtypes item, then one Markdown list item per op kind naming each op of that kind (IR names,
-    table order)."""
+    table order), then the functions traced into them."""
     lines = [dtypes_markdown()]
     for kind, title in _KIND_TEXT.items():
         names = [op.name for op in OPS.values() if op.kind is kind]
         lines.append(f"- **{title}** ({len(names)}; {_KIND_NOTE[kind]}): " + ", ".join(f"`{n}`" for n in names))
+    lines.append(composites_markdown())
     return "\n".join(lines)
 
 
