@@ -46,6 +46,11 @@ def _library_file(filename: str, cwd: str) -> bool:
     return _skipped(filename)
 
 
+def library_file(filename: str) -> bool:
+    """Whether ``filename`` is fusec's, NumPy's, CuPy's, SciPy's or Python's own (never the user's)."""
+    return _library_file(filename, os.getcwd())
+
+
 def user_location() -> str | None:
     """The ``file:line`` of the innermost stack frame that is the user's (not fusec, NumPy, CuPy, nor
     Python's own library)."""

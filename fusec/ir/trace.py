@@ -13,8 +13,10 @@ error naming the user's file and line.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import sys
+import textwrap
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -23,16 +25,25 @@ import numpy as np
 
 from fusec.errors import (
     FusecAttributeError,
+    FusecError,
     FusecOverflowError,
     FusecTypeError,
     FusecValueError,
     TraceError,
     UnsupportedError,
+    library_file,
     user_location,
 )
 from fusec.ir import dtypes
 from fusec.ir.graph import Node, make_node
-from fusec.ir.hints import attribute_hint, call_checked, checked_method, keyword_hint, unsupported_hint
+from fusec.ir.hints import (
+    KEYWORD_HINTS,
+    attribute_hint,
+    call_checked,
+    checked_method,
+    keyword_hint,
+    unsupported_hint,
+)
 from fusec.ir.infer import normalize_axes
 from fusec.ir.ops import OPS
 
@@ -776,13 +787,17 @@ def _restore(patched: list[tuple[Any, str, Any]]) -> None:
             setattr(target, name, original)
 
 
-def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]]) -> tuple[list[Node], Any, bool]:
+def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]],
+                   n_positional: int | None = None) -> tuple[list[Node], Any, bool]:
     """Call ``fn`` with a Tracer for every ``(name, ArraySpec-like)`` and the other values as given.
 
     ``params`` lists each argument by name: array-likes (anything with ``shape`` and ``dtype`` that
-    is not a scalar) become ``input`` nodes; everything else is passed through unchanged. Returns
-    the input nodes, the function's result (Tracers and constants, as returned), and whether it read
-    a concrete size (then its graph is only valid for these shapes).
+    is not a scalar) become ``input`` nodes; everything else is passed through unchanged. The first
+    ``n_positional`` (all by default) are passed by position, the others by keyword under their names
+    (keyword-only parameters, ``**kwargs``). Returns the input nodes, the function's result (Tracers and
+    constants, as returned), and whether it read a concrete size (then its graph is only valid for these
+    shapes). A raw TypeError or AttributeError raised while tracing (NumPy's dispatcher refusing
+    ``np.sum(x, dim=1)``, the user's own) becomes a FusecError at the user's line that raised it.
     """
     inputs: list[Node] = []
     call_args: list[Any] = []
@@ -794,14 +809,35 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]]) -> tup
             call_args.append(Tracer(node))
         else:
             call_args.append(value)
+    n = len(params) if n_positional is None else n_positional
+    keywords = {name: value for (name, _), value in zip(params[n:], call_args[n:])}
     with _trace_lock:
         patched = _patch_libraries(fn)
         reset_shape_read()
         try:
-            result = fn(*call_args)
+            result = fn(*call_args[:n], **keywords)
+        except (TypeError, AttributeError) as exc:
+            if isinstance(exc, FusecError):
+                raise
+            raise _located(exc) from exc
         finally:
             _restore(patched)
         return inputs, result, shape_was_read()
+
+
+def _located(exc: TypeError | AttributeError) -> FusecError:
+    """``exc`` as a FusecError of the same kind, at the innermost line of the user's that raised it."""
+    loc = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if not library_file(tb.tb_frame.f_code.co_filename):
+            loc = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    text = str(exc)
+    hint = next((h for key, h in KEYWORD_HINTS.items() if f"keyword argument '{key}'" in text), None)
+    if isinstance(exc, AttributeError):
+        return FusecAttributeError(text, loc=loc, hint=hint)
+    return FusecTypeError(text, loc=loc, hint=hint)
 
 
 def _is_array_like(value: Any) -> bool:
@@ -812,14 +848,60 @@ def _is_array_like(value: Any) -> bool:
     return hasattr(value, "shape") and hasattr(value, "dtype")
 
 
-def output_node(value: Any, index: int) -> Node:
-    """The node of one returned value (a Tracer, or a constant that becomes a 0-d const)."""
+def return_site(fn: Callable[..., Any], *, returning_dict: bool = False) -> str | None:
+    """``file:line`` of the ``return`` statement of ``fn`` that gave its result: the one returning a dict
+    display or ``dict(...)`` with ``returning_dict``, else the only one; the ``def`` (or ``lambda``) line
+    when that is not decided by the source, None without a code object."""
+    fn = inspect.unwrap(fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    fallback = f"{code.co_filename}:{code.co_firstlineno}"
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return fallback
+    defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not defs:
+        return fallback  # a lambda: its line is its return
+    returns = [n for n in _own_nodes(defs[0]) if isinstance(n, ast.Return)]
+    if returning_dict:
+        dicts = [r for r in returns if isinstance(r.value, (ast.Dict, ast.DictComp)) or (
+            isinstance(r.value, ast.Call) and isinstance(r.value.func, ast.Name) and r.value.func.id == "dict")]
+        returns = dicts or returns
+    if len(returns) != 1:
+        return fallback
+    return f"{code.co_filename}:{first + returns[0].lineno - 1}"
+
+
+def _own_nodes(function: ast.AST) -> list[ast.AST]:
+    """The nodes of ``function``'s body, not those of functions or lambdas defined inside it."""
+    out: list[ast.AST] = []
+    stack = list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def output_node(value: Any, index: int, loc: str | None = None) -> Node:
+    """The node of one returned value (a Tracer, or a constant that becomes a 0-d const); errors name
+    ``loc`` (the ``return`` line) when given."""
     if isinstance(value, Tracer):
         return value.node
     if value is None:
-        raise TraceError(f"output {index} of the fused function is None",
+        raise TraceError(f"output {index} of the fused function is None", loc=loc,
                          hint="return the arrays it computes (a tuple for several)")
-    x = _operand(value, f"output {index}")
+    if isinstance(value, dict):
+        raise UnsupportedError(f"output {index} of the fused function is a dict", loc=loc,
+                               hint="return a tuple (or a list) of arrays; name them at the call site")
+    try:
+        x = _operand(value, f"output {index}")
+    except FusecError as exc:
+        raise type(exc)(exc.message, loc=loc or exc.loc, hint=exc.hint) from None
     if isinstance(x, _Weak):
         return _const(x.value, np.result_type(type(x.value)))
     return x
