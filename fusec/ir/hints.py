@@ -50,7 +50,7 @@ FUNCTION_HINTS: dict[str, str] = {
     "ptp": "use np.ptp(x, axis=...) (ndarray.ptp is gone in NumPy 2)",
     **dict.fromkeys(["real", "imag", "conj", "conjugate", "angle"], "complex dtypes are not supported; a real "
                     "array's real part is itself"),
-    **dict.fromkeys(["strides", "flags", "data", "base", "ctypes", "flat", "itemset", "fill", "resize", "sort"],
+    **dict.fromkeys(["strides", "flags", "data", "base", "ctypes", "flat", "itemset", "fill", "resize"],
                     "traced arrays have no memory while tracing: only their dtype, shape, ndim and size are known"),
 }
 
