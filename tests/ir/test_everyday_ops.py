@@ -136,8 +136,8 @@ def test_logaddexp_matches_numpy(name: str, dt: np.dtype) -> None:
 def test_round_matches_numpy(decimals: int, dt: np.dtype) -> None:
     x = _data("round", (1029,), dt)
     if dt.kind == "f":
-        x = (x * np.asarray(10.0 ** -decimals, dtype=dt)).astype(dt) if decimals < 0 else x
-        halves = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 0.25, 0.35, 1e300], dtype=np.float64).astype(dt)
+        x = _numpy(lambda v: (v * np.asarray(10.0 ** -decimals, dtype=dt)).astype(dt), x) if decimals < 0 else x
+        halves = _numpy(lambda v: v.astype(dt), np.array([0.5, 1.5, 2.5, -0.5, -2.5, 0.25, 0.35, 1e300]))
         _check(lambda a: np.round(a, decimals), halves, exact=True)
     _check(lambda a: np.round(a, decimals), x, exact=True)
     _check(lambda a: np.around(a, decimals=decimals), x, exact=True)
