@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from fusec.arrayspec import ArraySpec
-from fusec.errors import FusecError, FusecTypeError, FusecValueError, TraceError
+from fusec.errors import FusecError, FusecTypeError, FusecValueError, TraceError, UnsupportedError
 from fusec.explain import Explanation
 from fusec.ir import dtypes
 from fusec.ir.graph import Graph, rebind
-from fusec.ir.trace import output_node, trace_function
+from fusec.ir.trace import Tracer, output_node, return_site, trace_function
 from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
 from fusec.plan import Plan, execute_numpy, make_plan
 
@@ -132,6 +132,23 @@ class Fused:
                 params.append((name, value))
         return params
 
+    def _positional_count(self, params: list[tuple[str, Any]]) -> int:
+        """How many of ``params`` (in :meth:`_params`' order) the function takes by position: its positional
+        parameters and ``*args`` (named ``args0``, ``args1``, ...); keyword-only ones and ``**kwargs`` follow."""
+        names = [name for name, _ in params]
+        keyword_only = {p.name for p in self._signature.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+        i = 0
+        for p in self._signature.parameters.values():
+            if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+                i += 1
+            elif p.kind is inspect.Parameter.VAR_POSITIONAL:
+                k = 0
+                while i < len(names) and names[i] == f"{p.name}{k}" and names[i] not in keyword_only:
+                    i, k = i + 1, k + 1
+            else:
+                break
+        return i
+
     def _check_arguments(self, params: list[tuple[str, Any]]) -> str:
         """The backend of the array arguments ("numpy", "cupy" or "spec"); errors on a mix."""
         seen: dict[str, str] = {}
@@ -216,7 +233,10 @@ class Fused:
         return traced, graph
 
     def _trace_new(self, params: list[tuple[str, Any]]) -> TracedFunction:
-        inputs, result, specialized = trace_function(self.fn, params)
+        inputs, result, specialized = trace_function(self.fn, params, self._positional_count(params))
+        if isinstance(result, dict):
+            raise UnsupportedError(f"{self.name} returned a dict", loc=return_site(self.fn, returning_dict=True),
+                                   hint="return a tuple (or a list) of arrays; name them at the call site")
         if isinstance(result, (tuple, list)):
             structure = "tuple" if isinstance(result, tuple) else "list"
             values = list(result)
@@ -225,7 +245,8 @@ class Fused:
                                  hint="return the arrays it computes")
         else:
             structure, values = "single", [result]
-        outputs = tuple(output_node(v, i) for i, v in enumerate(values))
+        loc = None if all(isinstance(v, Tracer) for v in values) else return_site(self.fn)
+        outputs = tuple(output_node(v, i, loc) for i, v in enumerate(values))
         graph = Graph(self.name, tuple(inputs), outputs)
         return TracedFunction(graph, structure, specialized)
 

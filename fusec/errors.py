@@ -26,7 +26,8 @@ def _package_dir(name: str) -> str | None:
 
 
 _SKIP_DIRS = tuple(
-    d for d in (_FUSEC_DIR, os.path.dirname(os.path.abspath(np.__file__)), _package_dir("cupy")) if d
+    d for d in (_FUSEC_DIR, os.path.dirname(os.path.abspath(np.__file__)), _package_dir("cupy"), _package_dir("cupyx"),
+                _package_dir("scipy")) if d
 )
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))  # functools, contextlib, ...: never the user's
 
@@ -43,6 +44,11 @@ def _library_file(filename: str, cwd: str) -> bool:
     """:func:`_skipped`, remembered per file name and working directory (a relative name depends on it): the
     tracer asks for every node it records."""
     return _skipped(filename)
+
+
+def library_file(filename: str) -> bool:
+    """Whether ``filename`` is fusec's, NumPy's, CuPy's, SciPy's or Python's own (never the user's)."""
+    return _library_file(filename, os.getcwd())
 
 
 def user_location() -> str | None:
@@ -83,6 +89,10 @@ class TraceError(FusecError):
 
 class UnsupportedError(TraceError):
     """A function, method, argument or indexing form fusec does not support."""
+
+
+class FusecAttributeError(UnsupportedError, AttributeError):
+    """An attribute traced arrays do not have (``x.swapaxes``); an AttributeError, so ``hasattr`` works."""
 
 
 class FusecTypeError(FusecError, TypeError):

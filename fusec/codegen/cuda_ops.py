@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from fusec.ir.ops import OPS, Kind, reduction_identity, ufunc_loops
 
 DEVICE_HEADER = "fusec_device.cuh.j2"  # templates/ name of the helper header every kernel starts with
 ONE_PASS_HEADER = "one_pass.cuh.j2"  # one-pass statistics' helpers, only in the sources of kernels using them
+SPECIAL_HEADER = "fusec_special.cuh.j2"  # helpers only the kernels that call them include (scipy.special ops)
 UPDATE_STATES = ("any", "first", "held")  # what a thread's partial holds when an element is folded in
 ACC_FIELD_BOUND = 16  # bytes an accumulator takes at most (argmax pairs: value + long long; Welford: its own)
 PAIR_INDEX_CTYPE = "index_t"  # argmax/argmin partials' index: the kernel's own index type (int or long long)
@@ -50,8 +51,9 @@ _CTYPES: dict[str, str] = {
 class CudaOp:
     """How an elementwise op is written in CUDA: ``fc::<helper>(operands)``."""
 
-    helper: str  # a device function in templates/fusec_device.cuh.j2, namespace fc
+    helper: str  # a device function in templates/fusec_device.cuh.j2 (or ``header``), namespace fc
     out_type_arg: bool = False  # called as fc::<helper><out ctype>(...) (cast)
+    header: str | None = None  # templates/ header defining the helper, when not the one every kernel has
 
 
 def _same(*names: str) -> dict[str, CudaOp]:
@@ -68,9 +70,18 @@ ELEMENTWISE: dict[str, CudaOp] = {
     **_same("isnan", "isinf", "isfinite", "signbit", "eq", "ne", "lt", "le", "gt", "ge"),
     **_same("logical_and", "logical_or", "logical_xor", "logical_not"),
     **_same("bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift"),
+    "erf": CudaOp("erf", header=SPECIAL_HEADER),
+    "erfc": CudaOp("erfc", header=SPECIAL_HEADER),
     "where": CudaOp("where"),
     "cast": CudaOp("cast", out_type_arg=True),
 }
+
+
+def extra_headers(op_names: Iterable[str]) -> tuple[str, ...]:
+    """The headers beyond the common ones that kernels computing ``op_names`` include, in a fixed order:
+    ops whose helpers only some kernels need keep them out of every other kernel's source."""
+    needed = {ELEMENTWISE[n].header for n in op_names if n in ELEMENTWISE}
+    return tuple(h for h in (SPECIAL_HEADER,) if h in needed)
 
 
 def is_float_cube(node: Any) -> bool:

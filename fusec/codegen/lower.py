@@ -321,7 +321,8 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         launch=_launch_policy(nest, schedule, lo.vec, phases), held=held,
         held_values=tuple((cuda_ops.ctype(n.dtype), nest.var[n]) for n in lo.kept),
         full_rows=lo.regs and nest.n_loop == schedule.row_threads * schedule.elems, **loop_fields,
-        helpers=(cuda_ops.ONE_PASS_HEADER,) if nest.one_pass_sources else (),
+        headers=cuda_ops.extra_headers(n.op for n in nest.members) + (
+            (cuda_ops.ONE_PASS_HEADER,) if nest.one_pass_sources else ()),
     )
 
 

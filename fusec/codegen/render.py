@@ -50,15 +50,15 @@ def render_body(spec: KernelSpec) -> str:
     return _tidy(templates.render(TEMPLATES[spec.kind], spec=spec))
 
 
-def _helpers(specs: Iterable[KernelSpec]) -> str:
-    """The extra device helpers the kernels need (each once), after the common headers."""
-    names = dict.fromkeys(h for s in specs for h in s.helpers)
-    return "".join(templates.render(h) + "\n" for h in names)
+def extra_headers(names: Iterable[str]) -> str:
+    """The helper headers beyond the common ones (``KernelSpec.headers``), each once, in order; empty when
+    there are none, so kernels without them keep their source."""
+    return "".join(templates.render(name) + "\n" for name in dict.fromkeys(names))
 
 
 def render_kernel(spec: KernelSpec) -> str:
-    """The complete CUDA source of ``spec``: headers, the helpers it needs, then the kernel ``spec.name``."""
-    return headers() + "\n" + _helpers([spec]) + render_body(spec)
+    """The complete CUDA source of ``spec``: headers, then the kernel ``spec.name``."""
+    return headers() + "\n" + extra_headers(spec.headers) + render_body(spec)
 
 
 def render_module(specs: Iterable[KernelSpec]) -> str:
@@ -67,4 +67,5 @@ def render_module(specs: Iterable[KernelSpec]) -> str:
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"kernel names repeat in one module: {names}")
-    return headers() + "\n" + _helpers(specs) + "\n".join(render_body(s) for s in specs)
+    return headers() + "\n" + extra_headers(h for s in specs for h in s.headers) + "\n".join(
+        render_body(s) for s in specs)

@@ -233,9 +233,9 @@ class KernelSpec:
     staged: tuple[Access, ...] = ()
     # pointwise inner_vector: the loads that do not move along the innermost axis (one scalar per vector)
     inner_broadcast: tuple[str, ...] = ()
-    # device helpers beyond the common headers that this kernel needs (templates/ names, such as
-    # one_pass.cuh.j2), each rendered once per source before the kernels
-    helpers: tuple[str, ...] = ()
+    # templates/ headers of device helpers beyond the common ones that the kernel needs
+    # (cuda_ops.extra_headers for the ops it calls, one_pass.cuh.j2 for one-pass statistics)
+    headers: tuple[str, ...] = ()
 
     @property
     def block(self) -> tuple[int, int]:

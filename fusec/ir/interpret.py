@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from fusec.ir.graph import Graph, Node
-from fusec.ir.ops import Kind
+from fusec.ir.ops import Kind, reference
 
 
 def to_xp(xp: Any, host: np.ndarray) -> Any:
@@ -43,8 +43,7 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
             return xp.asarray(args[0]).astype(node.dtype)
         if node.op == "where":
             return xp.where(*args)
-        fn = getattr(xp, op.ufunc.__name__)
-        return fn(*args)
+        return reference(op, xp)(*args)
     if op.kind is Kind.REDUCTION:
         (x,) = args
         axes = tuple(node.attr("axes"))

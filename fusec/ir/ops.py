@@ -16,13 +16,14 @@ Kinds:
 from __future__ import annotations
 
 import enum
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from fusec.ir import dtypes
+from fusec.ir import dtypes, special
 
 
 class Kind(enum.Enum):
@@ -34,12 +35,13 @@ class Kind(enum.Enum):
 
 @dataclass(frozen=True)
 class OpDef:
-    """One op. ``ufunc`` is NumPy's ufunc for elementwise ops: reference and dtype rule at once."""
+    """One op. ``ufunc`` is NumPy's ufunc for elementwise ops: reference and dtype rule at once (or, for
+    ``module`` ``scipy.special``, a :class:`fusec.ir.special.SpecialUfunc` with the same interface)."""
 
     name: str
     kind: Kind
     arity: int
-    ufunc: np.ufunc | None = None
+    ufunc: np.ufunc | special.SpecialUfunc | None = None
     cost: int = 1
     commutative: bool = False
     doc: str = ""
@@ -52,6 +54,7 @@ class OpDef:
     # (float-to-int casts of inf, integer reciprocal of 0, ...): a predicate on (dtype, values)
     sweep_mask: Callable[..., Any] | None = field(default=None, repr=False)
     numpy_names: tuple[str, ...] = ()
+    module: str = "numpy"  # where users find the ufunc: numpy, or scipy.special (cupyx.scipy.special on CuPy)
 
     @property
     def is_elementwise(self) -> bool:
@@ -70,11 +73,12 @@ def _define(op: OpDef) -> None:
     OPS[op.name] = op
 
 
-def _ew(name: str, ufunc: np.ufunc, *, cost: int = 1, commutative: bool = False, doc: str = "",
-        sweep_mask: Callable[..., Any] | None = None) -> None:
+def _ew(name: str, ufunc: np.ufunc | special.SpecialUfunc, *, cost: int = 1, commutative: bool = False,
+        doc: str = "", sweep_mask: Callable[..., Any] | None = None) -> None:
+    module = getattr(ufunc, "module", "numpy")
     _define(OpDef(name, Kind.ELEMENTWISE, ufunc.nin, ufunc=ufunc, cost=cost, commutative=commutative,
-                  doc=doc or f"numpy.{ufunc.__name__}", sweep_mask=sweep_mask,
-                  numpy_names=(ufunc.__name__,)))
+                  doc=doc or f"{module}.{ufunc.__name__}", sweep_mask=sweep_mask,
+                  numpy_names=(ufunc.__name__,), module=module))
 
 
 def _int_reciprocal_mask(dt: np.dtype, values: list[np.ndarray]) -> np.ndarray | bool:
@@ -128,6 +132,9 @@ _ew("tanh", np.tanh, cost=6)
 _ew("arcsinh", np.arcsinh, cost=8)
 _ew("arccosh", np.arccosh, cost=8)
 _ew("arctanh", np.arctanh, cost=8)
+# scipy.special (float32 stays float32, everything else computes in float64)
+_ew("erf", special.erf, cost=6)
+_ew("erfc", special.erfc, cost=6)
 _ew("floor", np.floor)
 _ew("ceil", np.ceil)
 _ew("trunc", np.trunc)
@@ -216,6 +223,18 @@ def by_numpy_name() -> dict[str, OpDef]:
         for n in op.numpy_names:
             table.setdefault(n, op)
     return table
+
+
+def reference(op: OpDef, xp: Any) -> Callable[..., Any]:
+    """The callable computing elementwise ``op`` (a ufunc) in namespace ``xp``: NumPy's ufunc (or SciPy's,
+    through :class:`~fusec.ir.special.SpecialUfunc`), or CuPy's of the same name (``cupyx.scipy.special``
+    for the ``scipy.special`` ones)."""
+    assert op.ufunc is not None, op.name
+    if xp is np:
+        return op.ufunc
+    if op.module == "scipy.special":
+        xp = importlib.import_module("cupyx.scipy.special")
+    return getattr(xp, op.ufunc.__name__)
 
 
 def elementwise_ops() -> list[OpDef]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import sys
 
-from fusec.ir import dtypes
+from fusec.ir import composite, dtypes, hints
 from fusec.ir.ops import OPS, Kind
 
 BEGIN = "<!-- ops:begin -->"
@@ -39,13 +39,33 @@ def dtypes_markdown() -> str:
     return f"- **dtypes** ({len(names)}; NumPy 2 promotion rules, NEP 50): " + ", ".join(names)
 
 
+def composites_markdown() -> str:
+    """One Markdown list item naming the functions traced into several ops (:mod:`fusec.ir.composite`)."""
+    names = [f"`{module}.{name}`" for module, listed in composite.DOCUMENTED.items() for name in listed]
+    return (f"- **functions traced into these ops** ({len(names)}; NumPy's or SciPy's steps, so they fuse like "
+            "the ops; CuPy's and `cupyx.scipy.special`'s of the same names too): " + ", ".join(names))
+
+
+def not_traced_markdown() -> str:
+    """One Markdown list item with a sub-item per hint of :data:`fusec.ir.hints.FUNCTION_HINTS`: what does
+    not trace (functions, methods and attributes by name), and what to write instead."""
+    by_hint: dict[str, list[str]] = {}
+    for name, hint in hints.FUNCTION_HINTS.items():
+        by_hint.setdefault(hint, []).append(name)
+    lines = ["- **not traced, and what to write instead** (the hints of the tracer's errors):"]
+    lines += [f"  - {', '.join(f'`{n}`' for n in names)}: {hint}" for hint, names in by_hint.items()]
+    return "\n".join(lines)
+
+
 def ops_markdown() -> str:
     """The dtypes item, then one Markdown list item per op kind naming each op of that kind (IR names,
-    table order)."""
+    table order), then the functions traced into them."""
     lines = [dtypes_markdown()]
     for kind, title in _KIND_TEXT.items():
         names = [op.name for op in OPS.values() if op.kind is kind]
         lines.append(f"- **{title}** ({len(names)}; {_KIND_NOTE[kind]}): " + ", ".join(f"`{n}`" for n in names))
+    lines.append(composites_markdown())
+    lines.append(not_traced_markdown())
     return "\n".join(lines)
 
 

@@ -13,7 +13,10 @@ error naming the user's file and line.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import sys
+import textwrap
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -21,20 +24,33 @@ from typing import Any
 import numpy as np
 
 from fusec.errors import (
+    FusecAttributeError,
+    FusecError,
     FusecOverflowError,
     FusecTypeError,
     FusecValueError,
     TraceError,
     UnsupportedError,
+    library_file,
     user_location,
 )
 from fusec.ir import dtypes
 from fusec.ir.graph import Node, make_node
+from fusec.ir.hints import (
+    KEYWORD_HINTS,
+    attribute_hint,
+    call_checked,
+    checked_method,
+    keyword_hint,
+    unsupported_hint,
+)
 from fusec.ir.infer import normalize_axes
 from fusec.ir.ops import OPS
 
 _UFUNC_OPS = {op.ufunc.__name__: op for op in OPS.values() if op.ufunc is not None}
 _UFUNC_OPS["true_divide"] = OPS["div"]  # CuPy's divide is named cupy_true_divide (NumPy 2's is "divide")
+# ufuncs traced into several IR ops (fusec.ir.composite fills it): name -> tracing function
+COMPOSITE_UFUNCS: dict[str, Callable[..., Tracer]] = {}
 _state = threading.local()
 
 
@@ -135,29 +151,56 @@ def _compare_beyond_range(name: str, xs: list[Node | _Weak]) -> Node | None:
     return None
 
 
+def ufunc_origin(ufunc: Any) -> tuple[str, str]:
+    """``(module, name)`` of a ufunc as users find it: ``("numpy", "exp")``, ``("scipy.special", "erf")``,
+    ``("cupy", "exp")`` for ``cupy_exp``, ``("cupyx.scipy.special", "erf")`` for
+    ``cupyx_scipy_special_erf`` (and for CuPy's ``cupy_expit``, which lives there too)."""
+    raw = getattr(ufunc, "__name__", None) or getattr(ufunc, "name", "?")
+    module = getattr(ufunc, "module", None) or getattr(ufunc, "__module__", None)  # SpecialUfunc, NumPy
+    for prefix, cupy_module in (("cupyx_scipy_special_", "cupyx.scipy.special"), ("cupy_", "cupy")):
+        if raw.startswith(prefix):
+            name = raw.removeprefix(prefix)
+            special = sys.modules.get("cupyx.scipy.special")
+            if special is not None and getattr(special, name, None) is ufunc:
+                cupy_module = "cupyx.scipy.special"
+            return cupy_module, name
+    if module and module != "numpy._core.umath":
+        return ("numpy" if module.startswith("numpy") else module), raw
+    for candidate in ("numpy", "scipy.special"):
+        if getattr(sys.modules.get(candidate), raw, None) is ufunc:
+            return candidate, raw
+    return "numpy" if isinstance(ufunc, np.ufunc) and getattr(np, raw, None) is ufunc else "a ufunc of", raw
+
+
 def apply_ufunc(ufunc: Any, args: tuple, kwargs: dict | None = None) -> Tracer:
-    """Trace ``ufunc(*args, **kwargs)`` (a NumPy ufunc, or a CuPy one mapped to NumPy's by name)."""
-    name = getattr(ufunc, "__name__", None) or getattr(ufunc, "name", "?")
-    name = name.removeprefix("cupy_")
+    """Trace ``ufunc(*args, **kwargs)`` (a NumPy or SciPy ufunc, or a CuPy one mapped to NumPy's by name)."""
+    module, name = ufunc_origin(ufunc)
+    qualified = f"{module}.{name}"
     kwargs = dict(kwargs or {})
     out_dtype = kwargs.pop("dtype", None)
     for key in ("out", "where", "casting", "order", "subok", "signature", "axes", "axis"):
         if kwargs.get(key) not in (None, True) or (key == "where" and kwargs.get(key) is False):
-            raise UnsupportedError(f"the {key}= argument of {name} is not supported inside a fused function",
+            raise UnsupportedError(f"the {key}= argument of {qualified} is not supported inside a fused function",
                                    hint="compute the full result and select with np.where, or use out= on the call")
         kwargs.pop(key, None)
     if kwargs:
-        raise UnsupportedError(f"arguments {sorted(kwargs)} of {name} are not supported")
+        raise UnsupportedError(f"arguments {sorted(kwargs)} of {qualified} are not supported")
     if name == "where":
         return where(*args)
     if name == "clip":
         return clip(*args)
+    composite = COMPOSITE_UFUNCS.get(name)
+    if composite is not None:
+        if out_dtype is not None:
+            raise UnsupportedError(f"the dtype= argument of {qualified} is not supported inside a fused function",
+                                   hint="cast the operands (x.astype(...)) or the result instead")
+        return composite(*args)
     op = _UFUNC_OPS.get(name)
-    if op is None:
-        raise UnsupportedError(f"numpy.{name} is not supported by fusec",
+    if op is None or (op.module != module and module in ("numpy", "scipy.special")):
+        raise UnsupportedError(f"{qualified} is not supported by fusec",
                                hint="see the README's list of supported ops")
     if len(args) != op.arity:
-        raise FusecTypeError(f"{name} takes {op.arity} arguments, got {len(args)}")
+        raise FusecTypeError(f"{qualified} takes {op.arity} arguments, got {len(args)}")
     xs = [_operand(a, f"argument of {name}") for a in args]
     decided = _compare_beyond_range(op.ufunc.__name__, xs) if out_dtype is None else None
     if decided is not None:
@@ -172,12 +215,12 @@ def apply_ufunc(ufunc: Any, args: tuple, kwargs: dict | None = None) -> Tracer:
     except TypeError:
         shown = ", ".join(t.__name__ if isinstance(t, type) else str(t) for t in probe)
         raise FusecTypeError(
-            f"numpy.{name} has no loop for ({shown})",
+            f"{qualified} has no loop for ({shown})",
             hint="cast the operands first (x.astype(...)) to dtypes the op supports",
         ) from None
     for dt in loop:
         if dt not in dtypes.SHORT_NAMES:
-            raise FusecTypeError(f"numpy.{name} would compute in {dt}, which fusec does not support")
+            raise FusecTypeError(f"{qualified} would compute in {dt}, which fusec does not support")
     operands = [_to_dtype(x, dt) for x, dt in zip(xs, loop)]
     exponent = operands[1] if op.name == "pow" else None
     while exponent is not None and exponent.op == "cast":  # np.int8(-2) promoted to the loop's int16
@@ -241,8 +284,11 @@ def _squeeze(x: Node, axes: tuple[int, ...]) -> Node:
 
 
 def reduction(name: str, a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
-              keepdims: Any = False, ddof: Any = 0, initial: Any = None, where: Any = None) -> Tracer:
+              keepdims: Any = False, ddof: Any = 0, initial: Any = None, where: Any = None, **unknown: Any) -> Tracer:
     """Trace ``np.<name>(a, axis, dtype, keepdims, ddof)`` for every reduction fusec supports."""
+    if unknown:
+        raise FusecTypeError(f"{name}() takes no keyword argument '{next(iter(unknown))}'",
+                             hint=keyword_hint(unknown))
     _check_no_out(name, out=out, initial=initial, where=None if where is True else where)
     if keepdims is np._NoValue:
         keepdims = False
@@ -440,14 +486,21 @@ class Tracer:
             if reducer is not None and len(inputs) == 1:
                 kwargs.setdefault("axis", 0)
                 return reduction(reducer, inputs[0], **kwargs)
-        raise UnsupportedError(f"numpy.{ufunc.__name__}.{method} is not supported by fusec")
+        module, name = ufunc_origin(ufunc)
+        raise UnsupportedError(f"{module}.{name}.{method} is not supported by fusec")
+
+    def __getattr__(self, name: str) -> Any:  # only for names a Tracer does not have
+        raise FusecAttributeError(f"traced arrays have no attribute '{name}' (x.{name})", hint=attribute_hint(name))
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Tracer:
-        impl = FUNCTIONS.get(func.__name__)
+        module = getattr(func, "__module__", None) or "numpy"
+        module = "numpy" if module.startswith("numpy._") else module  # numpy._core.fromnumeric: numpy
+        key = func.__name__ if module == "numpy" else f"{module.removeprefix('numpy.')}.{func.__name__}"
+        impl = FUNCTIONS.get(key)
         if impl is None:
-            raise UnsupportedError(f"numpy.{func.__name__} is not supported by fusec",
-                                   hint="see the README's list of supported ops")
-        return impl(*args, **kwargs)
+            raise UnsupportedError(f"{module}.{func.__name__} is not supported by fusec",
+                                   hint=unsupported_hint(func.__name__))
+        return call_checked(f"{module}.{func.__name__}", impl, args, kwargs)
 
     def __cupy_override_elementwise_kernel__(self, kernel: Any, *args: Any, **kwargs: Any) -> Tracer:
         return apply_ufunc(kernel, args, kwargs)
@@ -578,6 +631,13 @@ class Tracer:
     def copy(self, *args: Any, **kwargs: Any) -> Tracer:
         return self
 
+    def round(self, decimals: int = 0, out: Any = None) -> Tracer:
+        return FUNCTIONS["round"](self, decimals, out)
+
+    def __round__(self, ndigits: int | None = None) -> Tracer:
+        raise FusecTypeError("round() of a traced array (NumPy arrays do not support Python's round either)",
+                             hint="use np.round(x, decimals) or x.round(decimals)")
+
     def reshape(self, *shape: Any, **kwargs: Any) -> Tracer:
         raise UnsupportedError("reshape is not supported inside a fused function",
                                hint="use x[None, :], np.expand_dims or squeeze, or reshape before the call")
@@ -641,6 +701,11 @@ for _sym, _name in (("+", "iadd"), ("-", "isub"), ("*", "imul"), ("/", "itruediv
                     ("<<", "ilshift"), (">>", "irshift")):
     setattr(Tracer, f"__{_name}__", _no_inplace(_sym))
 
+# argument mismatches of the methods are FusecTypeErrors (x.squeeze(dim=1), x.astype()), never raw TypeErrors
+for _name in ("sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "any", "all", "astype", "clip",
+              "transpose", "squeeze", "copy", "reshape", "round"):
+    setattr(Tracer, _name, checked_method(_name, getattr(Tracer, _name)))
+
 # ``u8 + 300`` raises during const creation; keep the OverflowError class visible to users.
 __all__ = ["Tracer", "apply_ufunc", "reduction", "FUNCTIONS", "FusecOverflowError"]
 
@@ -649,37 +714,90 @@ __all__ = ["Tracer", "apply_ufunc", "reduction", "FUNCTIONS", "FusecOverflowErro
 _trace_lock = threading.RLock()
 
 
-def _patch_cupy() -> list[tuple[Any, str, Any]]:
-    """CuPy's ``expand_dims``/``broadcast_to``/``squeeze`` type-check their argument in Cython, so
-    they never reach a Tracer; while tracing, they are wrapped to let Tracers through."""
+# Library functions that never reach a Tracer by themselves, wrapped while tracing to let Tracers through:
+# (module, attribute, fusec's FUNCTIONS name). CuPy's expand_dims/broadcast_to/squeeze/... type-check their
+# argument in Cython; SciPy's and cupyx's softmax family convert it to an array first.
+_CUPY_FUNCTIONS = ("expand_dims", "broadcast_to", "squeeze", "transpose", "where", "clip", "any", "all", "nansum",
+                   "nanmax", "nanmin", "count_nonzero", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin",
+                   "nanprod", "ptp", "round", "around", "round_", "zeros_like", "ones_like", "full_like", "isclose",
+                   "allclose")
+_SOFTMAX_FAMILY = ("logsumexp", "softmax", "log_softmax")
+WRAPPED: tuple[tuple[str, str, str], ...] = (
+    *(("cupy", name, name) for name in _CUPY_FUNCTIONS),
+    ("cupy.linalg", "norm", "linalg.norm"),
+    *(("scipy.special", name, name) for name in _SOFTMAX_FAMILY),
+    *(("cupyx.scipy.special", name, name) for name in _SOFTMAX_FAMILY),
+)
 
-    cp = sys.modules.get("cupy")
-    if cp is None:
-        return []
-    patched = []
-    for name in ("expand_dims", "broadcast_to", "squeeze", "transpose", "where", "clip", "any", "all", "nansum",
-                 "nanmax", "nanmin"):
-        original = getattr(cp, name, None)
-        if original is None:
+
+def _has_tracer(args: tuple, kwargs: dict) -> bool:
+    return any(isinstance(x, Tracer) for x in args) or any(isinstance(x, Tracer) for x in kwargs.values())
+
+
+def _wrapper(original: Any, qualified: str, impl: str) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _has_tracer(args, kwargs):
+            return call_checked(qualified, FUNCTIONS[impl], args, kwargs)
+        return original(*args, **kwargs)
+
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _patch_libraries(fn: Callable[..., Any]) -> list[tuple[Any, str, Any]]:
+    """Wrap the :data:`WRAPPED` functions of the libraries already imported, in their modules and where the
+    traced function's globals (``from scipy.special import softmax``) or closure cells hold them. A function
+    reached any other way (a default argument, another module's helper) is SciPy's own, and fails with
+    the tracer's error for converting a traced value. Returns what to restore."""
+    patched: list[tuple[Any, str, Any]] = []
+    originals: dict[int, Any] = {}
+    for module_name, name, impl in WRAPPED:
+        module = sys.modules.get(module_name)
+        original = getattr(module, name, None) if module is not None else None
+        if original is None or not callable(original):
             continue
-
-        def wrapper(a: Any, *args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
-            if isinstance(a, Tracer) or any(isinstance(x, Tracer) for x in args):
-                return FUNCTIONS[_name](a, *args, **kwargs)
-            return _original(a, *args, **kwargs)
-
-        patched.append((cp, name, original))
-        setattr(cp, name, wrapper)
+        wrapper = _wrapper(original, f"{module_name}.{name}", impl)
+        originals[id(original)] = wrapper
+        patched.append((module, name, original))
+        setattr(module, name, wrapper)
+    user_fn = inspect.unwrap(fn)
+    user_globals = getattr(user_fn, "__globals__", None)
+    if isinstance(user_globals, dict):
+        for key, value in list(user_globals.items()):
+            wrapper = originals.get(id(value))
+            if wrapper is not None:
+                patched.append((user_globals, key, value))
+                user_globals[key] = wrapper
+    for cell in getattr(user_fn, "__closure__", None) or ():  # a function captured by the traced closure
+        try:
+            wrapper = originals.get(id(cell.cell_contents))
+        except ValueError:  # an empty cell
+            continue
+        if wrapper is not None:
+            patched.append((cell, "cell_contents", cell.cell_contents))
+            cell.cell_contents = wrapper
     return patched
 
 
-def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]]) -> tuple[list[Node], Any, bool]:
+def _restore(patched: list[tuple[Any, str, Any]]) -> None:
+    for target, name, original in reversed(patched):
+        if isinstance(target, dict):
+            target[name] = original
+        else:
+            setattr(target, name, original)
+
+
+def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]],
+                   n_positional: int | None = None) -> tuple[list[Node], Any, bool]:
     """Call ``fn`` with a Tracer for every ``(name, ArraySpec-like)`` and the other values as given.
 
     ``params`` lists each argument by name: array-likes (anything with ``shape`` and ``dtype`` that
-    is not a scalar) become ``input`` nodes; everything else is passed through unchanged. Returns
-    the input nodes, the function's result (Tracers and constants, as returned), and whether it read
-    a concrete size (then its graph is only valid for these shapes).
+    is not a scalar) become ``input`` nodes; everything else is passed through unchanged. The first
+    ``n_positional`` (all by default) are passed by position, the others by keyword under their names
+    (keyword-only parameters, ``**kwargs``). Returns the input nodes, the function's result (Tracers and
+    constants, as returned), and whether it read a concrete size (then its graph is only valid for these
+    shapes). A raw TypeError or AttributeError raised while tracing (NumPy's dispatcher refusing
+    ``np.sum(x, dim=1)``, the user's own) becomes a FusecError at the user's line that raised it.
     """
     inputs: list[Node] = []
     call_args: list[Any] = []
@@ -691,15 +809,35 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]]) -> tup
             call_args.append(Tracer(node))
         else:
             call_args.append(value)
+    n = len(params) if n_positional is None else n_positional
+    keywords = {name: value for (name, _), value in zip(params[n:], call_args[n:])}
     with _trace_lock:
-        patched = _patch_cupy()
+        patched = _patch_libraries(fn)
         reset_shape_read()
         try:
-            result = fn(*call_args)
+            result = fn(*call_args[:n], **keywords)
+        except (TypeError, AttributeError) as exc:
+            if isinstance(exc, FusecError):
+                raise
+            raise _located(exc) from exc
         finally:
-            for module, name, original in patched:
-                setattr(module, name, original)
+            _restore(patched)
         return inputs, result, shape_was_read()
+
+
+def _located(exc: TypeError | AttributeError) -> FusecError:
+    """``exc`` as a FusecError of the same kind, at the innermost line of the user's that raised it."""
+    loc = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if not library_file(tb.tb_frame.f_code.co_filename):
+            loc = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    text = str(exc)
+    hint = next((h for key, h in KEYWORD_HINTS.items() if f"keyword argument '{key}'" in text), None)
+    if isinstance(exc, AttributeError):
+        return FusecAttributeError(text, loc=loc, hint=hint)
+    return FusecTypeError(text, loc=loc, hint=hint)
 
 
 def _is_array_like(value: Any) -> bool:
@@ -710,14 +848,64 @@ def _is_array_like(value: Any) -> bool:
     return hasattr(value, "shape") and hasattr(value, "dtype")
 
 
-def output_node(value: Any, index: int) -> Node:
-    """The node of one returned value (a Tracer, or a constant that becomes a 0-d const)."""
+def return_site(fn: Callable[..., Any], *, returning_dict: bool = False) -> str | None:
+    """``file:line`` of the ``return`` statement of ``fn`` that gave its result: the one returning a dict
+    display or ``dict(...)`` with ``returning_dict``, else the only one; the ``def`` (or ``lambda``) line
+    when that is not decided by the source, None without a code object."""
+    fn = inspect.unwrap(fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    fallback = f"{code.co_filename}:{code.co_firstlineno}"
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return fallback
+    defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not defs:
+        return fallback  # a lambda: its line is its return
+    returns = [n for n in _own_nodes(defs[0]) if isinstance(n, ast.Return)]
+    if returning_dict:
+        dicts = [r for r in returns if isinstance(r.value, (ast.Dict, ast.DictComp)) or (
+            isinstance(r.value, ast.Call) and isinstance(r.value.func, ast.Name) and r.value.func.id == "dict")]
+        returns = dicts or returns
+    if len(returns) != 1:
+        return fallback
+    return f"{code.co_filename}:{first + returns[0].lineno - 1}"
+
+
+def _own_nodes(function: ast.AST) -> list[ast.AST]:
+    """The nodes of ``function``'s body, not those of functions or lambdas defined inside it."""
+    out: list[ast.AST] = []
+    stack = list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def output_node(value: Any, index: int, loc: str | None = None) -> Node:
+    """The node of one returned value (a Tracer, or a constant that becomes a 0-d const); errors name
+    ``loc`` (the ``return`` line) when given."""
     if isinstance(value, Tracer):
         return value.node
     if value is None:
-        raise TraceError(f"output {index} of the fused function is None",
+        raise TraceError(f"output {index} of the fused function is None", loc=loc,
                          hint="return the arrays it computes (a tuple for several)")
-    x = _operand(value, f"output {index}")
+    if isinstance(value, dict):
+        raise UnsupportedError(f"output {index} of the fused function is a dict", loc=loc,
+                               hint="return a tuple (or a list) of arrays; name them at the call site")
+    try:
+        x = _operand(value, f"output {index}")
+    except FusecError as exc:
+        raise type(exc)(exc.message, loc=loc or exc.loc, hint=exc.hint) from None
     if isinstance(x, _Weak):
         return _const(x.value, np.result_type(type(x.value)))
     return x
+
+
+# the everyday functions built from the ops above (logsumexp, softmax, nanmean, ...) register themselves
+import fusec.ir.composite  # noqa: E402, F401

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 
-from fusec.codegen import cuda_ops, nvrtc, templates
+from fusec.codegen import cuda_ops, nvrtc, render, templates
 from fusec.errors import FusecTypeError, FusecValueError
 from fusec.ir import dtypes
 from fusec.ir.ops import OPS, Kind, elementwise_ops, reduction_identity, reduction_ops, ufunc_loops
@@ -42,7 +42,11 @@ def test_cuda_ops_every_reduction_has_a_cuda_entry() -> None:
 
 def test_cuda_ops_every_helper_is_defined_in_the_header() -> None:
     header = templates.render(cuda_ops.DEVICE_HEADER)
-    helpers = {c.helper for c in cuda_ops.ELEMENTWISE.values()}
+    for c in cuda_ops.ELEMENTWISE.values():  # helpers of their own header are there, and not in the common one
+        if c.header is not None:
+            assert re.search(rf"\b{c.helper}\b\s*\(", templates.render(c.header)), c.helper
+            assert not re.search(rf"\b{c.helper}\b\s*\(", header), c.helper
+    helpers = {c.helper for c in cuda_ops.ELEMENTWISE.values() if c.header is None}
     helpers |= {c.pair_helper for c in cuda_ops.REDUCTIONS.values() if c.pair_helper}
     helpers |= {c.next_helper for c in cuda_ops.REDUCTIONS.values() if c.next_helper}
     helpers |= set(cuda_ops._FLOAT_REDUCE_HELPERS.values())
@@ -256,6 +260,7 @@ def sweep_source(dt: np.dtype) -> str:
     outputs = "".join(f", {cuda_ops.ctype(d)}* __restrict__ out_{dtypes.short(d)}" for d in DTYPES)
     return (
         templates.render(cuda_ops.DEVICE_HEADER)
+        + render.extra_headers(cuda_ops.extra_headers(op.name for op in elementwise_ops()))
         + "\ntemplate <class Want, class Got> __device__ __forceinline__ Want typed(Got v) {\n"
         + '  static_assert(fc::same<Want, Got>::value, "expression has the wrong C++ type");\n'
         + "  return v;\n}\n\n"
@@ -289,10 +294,17 @@ def test_cuda_ops_sweep_covers_every_loop() -> None:
     assert stored > loops + len(DTYPES) ** 2  # every loop, every cast, plus constants and reductions
 
 
-def test_cuda_ops_header_renders_unchanged() -> None:
-    """The header has no Jinja syntax in it: rendering returns the file as written."""
-    path = templates._CHECKOUT_TEMPLATES / cuda_ops.DEVICE_HEADER
-    assert templates.render(cuda_ops.DEVICE_HEADER) == path.read_text()
+@pytest.mark.parametrize("name", [cuda_ops.DEVICE_HEADER, cuda_ops.SPECIAL_HEADER])
+def test_cuda_ops_header_renders_unchanged(name: str) -> None:
+    """The headers have no Jinja syntax in them: rendering returns the file as written."""
+    path = templates._CHECKOUT_TEMPLATES / name
+    assert templates.render(name) == path.read_text()
+
+
+def test_cuda_ops_extra_headers_only_for_ops_that_need_them() -> None:
+    assert cuda_ops.extra_headers(["add", "exp", "where"]) == ()
+    assert cuda_ops.extra_headers(["add", "erf", "erfc"]) == (cuda_ops.SPECIAL_HEADER,)
+    assert render.extra_headers([]) == ""
 
 
 def test_templates_render_is_strict() -> None:

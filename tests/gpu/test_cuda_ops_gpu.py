@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 import pytest
 
-from fusec.codegen import cuda_ops, nvrtc, templates
+from fusec.codegen import cuda_ops, nvrtc, render, templates
 from fusec.ir import dtypes
 from fusec.ir.ops import OPS, OpDef, elementwise_ops, reduction_ops, ufunc_loops
 from tests.helpers import GPU_ONLY, TOLERANCES, random_array, seed_of
@@ -125,7 +125,8 @@ def _ew_name(op_name: str) -> str:
 
 def elementwise_source(dt: np.dtype) -> str:
     """One kernel per elementwise op whose loop has inputs of ``dt``, and one per cast from ``dt``."""
-    parts = [templates.render(cuda_ops.DEVICE_HEADER)]
+    ops = [op.name for op in elementwise_ops()]
+    parts = [templates.render(cuda_ops.DEVICE_HEADER) + render.extra_headers(cuda_ops.extra_headers(ops))]
     for op in elementwise_ops():
         if op.name == "cast":
             for to in DTYPES:

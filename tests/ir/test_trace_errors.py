@@ -319,3 +319,127 @@ def test_trace_error_inside_a_helper_names_the_helper_line() -> None:
     with pytest.raises(fusec.UnsupportedError) as info:
         fusec.fuse(outer)(np.arange(4.0))
     assert f"{THIS_FILE}:{_marked_line(helper_with_error)}" in str(info.value)
+
+
+# --- issue 17: other libraries' spellings, unknown attributes, returns, true module names ---------
+def torch_dim_method(x):
+    return x.sum(dim=0)  # <- error
+
+
+def torch_dim_function(x):
+    return np.sum(x, dim=0)  # <- error
+
+
+def torch_keepdim_method(x):
+    return x.max(axis=0, keepdim=True)  # <- error
+
+
+def squeeze_dim(x):
+    return x.squeeze(dim=0)  # <- error
+
+
+@pytest.mark.parametrize("fn", [torch_dim_method, torch_dim_function, torch_keepdim_method, squeeze_dim],
+                         ids=lambda f: f.__name__)
+def test_trace_error_torch_keyword_is_type_error_with_numpy_spelling(fn: Callable[..., Any]) -> None:
+    error = _raises_at_marker(fn, fusec.FusecTypeError, np.ones((1, 3)))
+    assert "axis=" in str(error.hint) or "keepdims=" in str(error.hint), error.hint
+
+
+def swapaxes(x):
+    return x.swapaxes(0, 1)  # <- error
+
+
+def torch_unsqueeze(x):
+    return x.unsqueeze(0)  # <- error
+
+
+def misspelled(x):
+    return x.summ()  # <- error
+
+
+@pytest.mark.parametrize("fn,name", [(swapaxes, "swapaxes"), (torch_unsqueeze, "unsqueeze"), (misspelled, "summ")],
+                         ids=lambda v: getattr(v, "__name__", v))
+def test_trace_error_unknown_attribute_names_it_the_line_and_a_hint(fn: Callable[..., Any], name: str) -> None:
+    error = _raises_at_marker(fn, fusec.UnsupportedError, np.ones((2, 3)))
+    assert isinstance(error, AttributeError)  # hasattr() keeps working on traced arrays
+    assert f"'{name}'" in str(error) and error.hint
+
+
+def test_trace_error_hasattr_on_a_traced_array_is_false_not_an_error() -> None:
+    out = fusec.fuse(lambda x: x * 2 if not hasattr(x, "swapaxes") else x)(np.ones(3))
+    assert out.tolist() == [2.0, 2.0, 2.0]
+
+
+def returns_dict(x):
+    y = x + 1
+    if y.ndim > 5:
+        return (y,)
+    return {"y": y, "z": y * 2}  # <- error
+
+
+def returns_string_in_tuple(x):
+    y = x + 1
+    return y, "done"  # <- error
+
+
+@pytest.mark.parametrize("fn", [returns_dict, returns_string_in_tuple], ids=lambda f: f.__name__)
+def test_trace_error_bad_return_points_at_the_return_line(fn: Callable[..., Any]) -> None:
+    error = _raises_at_marker(fn, fusec.UnsupportedError)
+    if fn is returns_dict:
+        assert "dict" in str(error) and "return a tuple" in str(error.hint)
+
+
+def scipy_gamma(x):
+    import scipy.special
+
+    return scipy.special.gamma(x)  # <- error
+
+
+def test_trace_error_scipy_ufunc_is_named_by_its_true_module() -> None:
+    error = _raises_at_marker(scipy_gamma, fusec.UnsupportedError)
+    assert "scipy.special.gamma" in str(error) and "numpy.gamma" not in str(error)
+
+
+def scipy_erf_int_loop_dtype(x):
+    import scipy.special
+
+    return scipy.special.erf(x, dtype=np.int32)  # <- error
+
+
+def test_trace_error_scipy_erf_loop_error_names_scipy() -> None:
+    error = _raises_at_marker(scipy_erf_int_loop_dtype, fusec.FusecTypeError)
+    assert "scipy.special.erf" in str(error) and "numpy.erf" not in str(error)
+
+
+def keyword_only(x, *, eps=1e-5, scale=2.0):
+    return x * scale / (x.std() + eps)
+
+
+def test_trace_keyword_only_parameters_work_passed_or_not() -> None:
+    x = np.arange(5.0)
+    fused = fusec.fuse(keyword_only)
+    np.testing.assert_allclose(fused(x), keyword_only(x))
+    np.testing.assert_allclose(fused(x, eps=1.0, scale=3.0), keyword_only(x, eps=1.0, scale=3.0))
+    np.testing.assert_allclose(fused(x, scale=x), keyword_only(x, scale=x))  # an array by keyword
+
+
+def varargs_and_kwargs(x, *rest, scale=2.0, **named):
+    out = x * scale
+    for r in rest:
+        out = out + r
+    return out - named.get("shift", 0)
+
+
+def test_trace_varargs_keyword_only_and_kwargs_together() -> None:
+    x = np.arange(4.0)
+    fused = fusec.fuse(varargs_and_kwargs)
+    np.testing.assert_allclose(fused(x, x, x, scale=0.5, shift=x), varargs_and_kwargs(x, x, x, scale=0.5, shift=x))
+    np.testing.assert_allclose(fused(x), varargs_and_kwargs(x))
+
+
+def user_type_error(x):
+    return len(x, 2)  # <- error
+
+
+def test_trace_error_raw_type_error_in_user_code_becomes_a_fusec_error_at_its_line() -> None:
+    _raises_at_marker(user_type_error, fusec.FusecTypeError)
