@@ -37,7 +37,7 @@ from fusec.ir import dtypes
 from fusec.ir.graph import Graph, Node, attr_key
 from fusec.ir.infer import infer
 from fusec.ir.ops import OPS, Kind
-from fusec.ir.region import Region, make_regions
+from fusec.ir.region import Region, kind_problem, make_regions
 from fusec.ir.text import REGION_KINDS, _global, _layout
 
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
@@ -205,6 +205,8 @@ def _region_problems(graph: Graph, names: Mapping[Node, str]) -> list[str]:
         positions = [index[n] for n in r.nodes if n in index]
         if positions != sorted(set(positions)):
             problems.append(f"{label}: nodes are not in graph.nodes order (or repeat)")
+        elif r.kind in REGION_KINDS and all(n in index and n.op != "input" for n in r.nodes):
+            problems += _space_problems(r, label)
     expected_regions = make_regions([(r.name, r.kind, r.nodes) for r in graph.regions], graph.users,
                                     graph.outputs)
     for r, expected in zip(graph.regions, expected_regions):
@@ -225,6 +227,12 @@ def _region_problems(graph: Graph, names: Mapping[Node, str]) -> list[str]:
             problems.append(f"{names[node]} ({node.op}): is in regions {held}; only elementwise, layout and "
                             "source nodes may be recomputed")
     return problems + _quotient_problems(graph, names, member_of)
+
+
+def _space_problems(region: Region, label: str) -> list[str]:
+    """The region's nodes are one kernel (one iteration space) of the region's kind."""
+    problem = kind_problem(region)
+    return [f"{label}: {problem}"] if problem else []
 
 
 def _quotient_problems(graph: Graph, names: Mapping[Node, str],
