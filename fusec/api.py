@@ -24,10 +24,12 @@ from fusec.explain import Explanation
 from fusec.ir import dtypes
 from fusec.ir.graph import Graph, rebind
 from fusec.ir.trace import output_node, trace_function
+from fusec.lru import LRU
 from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
 from fusec.plan import Plan, execute_numpy, make_plan
 
 _SHAPES_KEPT = 64  # graphs kept per signature, one per distinct set of input shapes
+_SIGNATURES_KEPT = 64  # traces kept per Fused, the least recently used dropped (a new Python scalar is a new one)
 
 
 @dataclass
@@ -97,7 +99,7 @@ class Fused:
         self.fusion = bool(fusion)  # False: one kernel per op (see fuse)
         self.schedules = _forced_schedules(schedules)  # kernel name -> forced schedule (see fuse)
         self._signature = inspect.signature(fn)
-        self._traces: dict[tuple, TracedFunction] = {}
+        self._traces: LRU[tuple, TracedFunction] = LRU(_SIGNATURES_KEPT)
         self._plans: dict[tuple[Graph, bool], Plan] = {}
         self._fast: dict[tuple, Callable[[tuple], Any]] = {}  # exact GPU layouts -> runner
         self._lock = threading.RLock()
@@ -202,7 +204,7 @@ class Fused:
             if traced is None:
                 traced = self._trace_new(params)
                 traced.by_shapes[shapes] = traced.graph
-                self._traces[key] = traced
+                self._traces.put(key, traced)
             graph = traced.by_shapes.get(shapes)
             if graph is None:
                 # a new size of a known signature: re-infer shapes, unless the function read a size
