@@ -511,10 +511,9 @@ def _compile_failure(fused: Fused, exc: Exception) -> FusecError:
     line; the whole source is written to a file that the message names."""
     import hashlib
     import re
-    import tempfile
-    from pathlib import Path
 
     from fusec.codegen.nvrtc import CompileError, numbered_source
+    from fusec.cubin_cache import failed_sources_dir, write_private
 
     source = getattr(exc, "source", "") or ""
     log = getattr(exc, "log", None) or str(exc)
@@ -530,12 +529,11 @@ def _compile_failure(fused: Fused, exc: Exception) -> FusecError:
         detail = "\n\n".join([log.strip()] + [f"source around line {n}:\n{numbered_source(source, n)}"
                                                for n in lines])
     saved = ""
-    if source:
+    directory = failed_sources_dir() if source else None
+    if directory is not None:  # a directory of this user's, the name sanitized ("../x" stays inside it)
         digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-        path = Path(tempfile.gettempdir()) / "fusec" / f"{fused.name}.{kernel}.{digest}.cu"
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(source)
+            path = write_private(directory, f"{fused.name}.{kernel}.{digest}.cu", source.encode())
             saved = f"; its full source ({len(source.splitlines())} lines) is in {path}"
         except OSError:
             pass
