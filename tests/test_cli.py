@@ -150,7 +150,7 @@ def test_opt_verifier_error_names_file_and_node(capsys, tmp_path):
     bad.write_text("func @f(%x: f32[4]) -> f32[4] {\n  kernel @k0 pointwise {\n    %0 = abs %x : f32[4]\n  }\n"
                    "  %1 = neg %0 : f32[4]\n  return %1\n}\n")
     code, out, err = run_cli(capsys, "opt", str(bad))
-    assert_one_line_error(code, err, f"{bad}: func @f: 1 problem in the IR", "%1 (neg): is in no region")
+    assert_one_line_error(code, err, f"{bad}: func @f: 1 problem in the IR", f"%1 (neg, at {bad}:5): is in no region")
     assert out == ""
 
 
