@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 import fusec
-from fusec.errors import FusecError, VerifyError
+from fusec.errors import FusecError, VerifyError, entry_point
 from fusec.gpu import gpu_status as gpu_available
 from fusec.gpu import require_gpu
 from fusec.ir.ops import Kind
@@ -443,6 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@entry_point
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:

@@ -24,10 +24,12 @@ from fusec.explain import Explanation
 from fusec.ir import dtypes
 from fusec.ir.graph import Graph, rebind
 from fusec.ir.trace import Tracer, output_node, return_site, trace_function
+from fusec.lru import LRU
 from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
 from fusec.plan import Plan, execute_numpy, make_plan
 
 _SHAPES_KEPT = 64  # graphs kept per signature, one per distinct set of input shapes
+_SIGNATURES_KEPT = 64  # traces kept per Fused, the least recently used dropped (a new Python scalar is a new one)
 
 
 @dataclass
@@ -97,7 +99,7 @@ class Fused:
         self.fusion = bool(fusion)  # False: one kernel per op (see fuse)
         self.schedules = _forced_schedules(schedules)  # kernel name -> forced schedule (see fuse)
         self._signature = inspect.signature(fn)
-        self._traces: dict[tuple, TracedFunction] = {}
+        self._traces: LRU[tuple, TracedFunction] = LRU(_SIGNATURES_KEPT)
         self._plans: dict[tuple[Graph, bool], Plan] = {}
         self._fast: dict[tuple, Callable[[tuple], Any]] = {}  # exact GPU layouts -> runner
         self._lock = threading.RLock()
@@ -219,7 +221,7 @@ class Fused:
             if traced is None:
                 traced = self._trace_new(params)
                 traced.by_shapes[shapes] = traced.graph
-                self._traces[key] = traced
+                self._traces.put(key, traced)
             graph = traced.by_shapes.get(shapes)
             if graph is None:
                 # a new size of a known signature: re-infer shapes, unless the function read a size
@@ -530,10 +532,9 @@ def _compile_failure(fused: Fused, exc: Exception) -> FusecError:
     line; the whole source is written to a file that the message names."""
     import hashlib
     import re
-    import tempfile
-    from pathlib import Path
 
     from fusec.codegen.nvrtc import CompileError, numbered_source
+    from fusec.cubin_cache import failed_sources_dir, write_private
 
     source = getattr(exc, "source", "") or ""
     log = getattr(exc, "log", None) or str(exc)
@@ -549,12 +550,11 @@ def _compile_failure(fused: Fused, exc: Exception) -> FusecError:
         detail = "\n\n".join([log.strip()] + [f"source around line {n}:\n{numbered_source(source, n)}"
                                                for n in lines])
     saved = ""
-    if source:
+    directory = failed_sources_dir() if source else None
+    if directory is not None:  # a directory of this user's, the name sanitized ("../x" stays inside it)
         digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-        path = Path(tempfile.gettempdir()) / "fusec" / f"{fused.name}.{kernel}.{digest}.cu"
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(source)
+            path = write_private(directory, f"{fused.name}.{kernel}.{digest}.cu", source.encode())
             saved = f"; its full source ({len(source.splitlines())} lines) is in {path}"
         except OSError:
             pass

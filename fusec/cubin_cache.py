@@ -2,16 +2,30 @@
 
 ``cached_cubin(source, arch)`` returns the cubin of a kernel source for ``arch`` (``"sm_90"``): read from
 ``$FUSEC_CUBIN_CACHE`` (default ``$XDG_CACHE_HOME/fusec/cubin``, that is ``~/.cache/fusec/cubin``), or
-compiled with NVRTC (:func:`fusec.codegen.nvrtc.compile_cubin`, no GPU needed) and stored. Each entry
-carries its length and SHA-256, so a truncated or corrupt file is compiled again and overwritten; writes go
-to a temporary file renamed over the entry. :func:`precompile` fills the cache for many sources in parallel
-processes (the fuzzer's corpus, warm-ups). The runtime (:mod:`fusec.runtime`) loads the cubins.
+compiled with NVRTC (:func:`fusec.codegen.nvrtc.compile_cubin`, no GPU needed) and stored. :func:`precompile`
+fills the cache for many sources in parallel processes (the fuzzer's corpus, warm-ups). The runtime
+(:mod:`fusec.runtime`) loads the cubins.
+
+What is trusted: only entries this user's fusec wrote. The cache directory is created ``0700`` and used only
+when it is a real directory (not a symbolic link) owned by the current user; it holds a per-user secret,
+``cache.key`` (32 random bytes, created ``0600``, used only when owned by the user and readable by no one
+else). Each entry is a header (magic line, the cubin's length, HMAC-SHA256 under that secret of the entry's
+name and the cubin) and the cubin: an entry written by anyone without the secret (a foreign cubin under the
+right name, a bare ELF file, an entry of an older format), truncated or corrupt, is compiled again and
+overwritten, never loaded. Files are opened without following symbolic links; writes go to a temporary file
+(``O_EXCL``, a name of fusec's own making) renamed over the entry, and the temporary file is removed when a
+write fails (a full disk). A directory that fails these checks is not used at all: kernels are compiled
+each time. Copying the whole directory (with its ``cache.key``) to another machine keeps it valid there.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
+import re
+import secrets
+import stat
 import struct
 import threading
 from collections.abc import Iterable
@@ -34,26 +48,153 @@ def cubin_path(source: str, arch: str) -> Path:
 
 
 # A cache entry is a header, then the cubin: the magic line, the cubin's length (8 bytes, little-endian)
-# and its SHA-256, so that a truncated or corrupt file is caught before the driver sees it.
-CUBIN_MAGIC = b"fusec-cubin 1\n"
+# and the HMAC-SHA256 (under the cache's secret) of the entry's file name and the cubin.
+CUBIN_MAGIC = b"fusec-cubin 2\n"
 CUBIN_HEADER = struct.Struct("<Q32s")
+KEY_NAME = "cache.key"
+KEY_BYTES = 32
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
 
 
-def pack_cubin(cubin: bytes) -> bytes:
-    return CUBIN_MAGIC + CUBIN_HEADER.pack(len(cubin), hashlib.sha256(cubin).digest()) + cubin
-
-
-def unpack_cubin(data: bytes) -> bytes | None:
-    """The cubin of a cache entry, or None when the entry is truncated or corrupt. A bare cubin (written
-    before entries had a header) is accepted when its ELF tables end inside the file."""
-    if data.startswith(CUBIN_MAGIC):
-        start = len(CUBIN_MAGIC) + CUBIN_HEADER.size
-        if len(data) < start:
+def owned_dir(path: Path) -> Path | None:
+    """``path`` as a directory fusec may keep files in: created ``0700`` (with its parents) if missing; a real
+    directory (not a symbolic link) owned by the current user, made private (``0700``) if it was not. None when
+    it cannot be (another user's directory, a symbolic link, a file, no permission)."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(path)
+        if not stat.S_ISDIR(info.st_mode) or (hasattr(os, "getuid") and info.st_uid != os.getuid()):
             return None
-        length, digest = CUBIN_HEADER.unpack_from(data, len(CUBIN_MAGIC))
-        cubin = data[start:]
-        return cubin if len(cubin) == length and hashlib.sha256(cubin).digest() == digest else None
-    return data if elf_complete(data) else None
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            os.chmod(path, 0o700)
+    except OSError:
+        return None
+    return path
+
+
+def failed_sources_dir() -> Path | None:
+    """Where the source of a kernel that did not compile is written for the user to read: ``failed-kernels``
+    beside the cache directory's default place (``~/.cache/fusec/failed-kernels``), a directory of
+    :func:`owned_dir`; None when there is none to use."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fusec"
+    return owned_dir(base / "failed-kernels")
+
+
+def _read_private(path: Path, limit: int) -> bytes | None:
+    """The bytes of the regular file ``path`` (at most ``limit``), opened without following a symbolic link;
+    None when it is missing, a link, not a regular file, or unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _BINARY)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _safe_name(name: str) -> str:
+    """``name`` as one file name of fusec's own: letters, digits, ``_``, ``-`` and ``.`` only, no leading dot,
+    at most 80 characters (``../x`` becomes ``_.._x``)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80]
+    return "_" + cleaned if not cleaned or cleaned.startswith(".") else cleaned
+
+
+def write_private(directory: Path, name: str, data: bytes, *, replace: bool = True) -> Path:
+    """Write ``data`` to ``directory / name`` (``name`` sanitized, ``directory`` one of :func:`owned_dir`)
+    atomically: a new temporary file (``O_EXCL``, never following a link, ``0600``) renamed over the target;
+    the temporary file is removed if anything fails. ``replace=False`` leaves an existing target as it is.
+    Raises OSError."""
+    target = directory / _safe_name(name)
+    tmp = directory / f".{target.name}.{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _BINARY, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        if replace:
+            os.replace(tmp, target)
+        else:
+            os.link(tmp, target)  # fails if the target exists: never overwrites
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    if not replace:
+        os.unlink(tmp)
+    return target
+
+
+def cache_key(directory: Path) -> bytes | None:
+    """The secret of the cache in ``directory`` (a directory of :func:`owned_dir`), created if missing; None when
+    it cannot be trusted (not a regular file of this user readable by no one else, or of the wrong size)."""
+    path = directory / KEY_NAME
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _BINARY)
+        except FileNotFoundError:
+            try:
+                write_private(directory, KEY_NAME, secrets.token_bytes(KEY_BYTES), replace=False)
+            except FileExistsError:
+                pass  # another process made it first: read theirs
+            except OSError:
+                return None
+            continue
+        except OSError:
+            return None
+        try:
+            info = os.fstat(fd)
+            if (not stat.S_ISREG(info.st_mode) or stat.S_IMODE(info.st_mode) & 0o077
+                    or (hasattr(os, "getuid") and info.st_uid != os.getuid())):
+                return None
+            key = os.read(fd, KEY_BYTES + 1)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return key if len(key) == KEY_BYTES else None
+    return None
+
+
+def _trusted_cache() -> tuple[Path, bytes] | None:
+    """The cache directory and its secret, or None when the cache cannot be trusted (then nothing is cached)."""
+    directory = owned_dir(cubin_dir())
+    if directory is None:
+        return None
+    key = cache_key(directory)
+    return (directory, key) if key is not None else None
+
+
+def _mac(key: bytes, name: str, cubin: bytes) -> bytes:
+    return hmac.new(key, name.encode() + b"\0" + cubin, hashlib.sha256).digest()
+
+
+def pack_cubin(cubin: bytes, key: bytes, name: str) -> bytes:
+    """The cache entry ``name`` (its file name) holding ``cubin``, signed with the cache's ``key``."""
+    return CUBIN_MAGIC + CUBIN_HEADER.pack(len(cubin), _mac(key, name, cubin)) + cubin
+
+
+def unpack_cubin(data: bytes, key: bytes, name: str) -> bytes | None:
+    """The cubin of the cache entry ``name``, or None unless it is whole and signed with ``key`` for that name
+    (a bare ELF file, an older format, a foreign or corrupt entry)."""
+    start = len(CUBIN_MAGIC) + CUBIN_HEADER.size
+    if not data.startswith(CUBIN_MAGIC) or len(data) < start:
+        return None
+    length, mac = CUBIN_HEADER.unpack_from(data, len(CUBIN_MAGIC))
+    cubin = data[start:]
+    if len(cubin) != length or not hmac.compare_digest(mac, _mac(key, name, cubin)):
+        return None
+    return cubin if elf_complete(cubin) else None
 
 
 def elf_complete(data: bytes) -> bool:
@@ -73,13 +214,17 @@ def elf_complete(data: bytes) -> bool:
     return True
 
 
+_MAX_ENTRY_BYTES = 1 << 30
+
+
 def read_cubin(path: Path) -> bytes | None:
-    """The cubin stored at ``path``, or None when there is none or it is truncated or corrupt."""
-    try:
-        data = path.read_bytes()
-    except OSError:
+    """The cubin stored at ``path`` (an entry of the cache directory), or None when there is none, or it is not
+    whole and signed by this cache (see the module docstring), or the cache cannot be trusted."""
+    trusted = _trusted_cache()
+    if trusted is None or path.parent != trusted[0]:
         return None
-    return unpack_cubin(data)
+    data = _read_private(path, _MAX_ENTRY_BYTES)
+    return None if data is None else unpack_cubin(data, trusted[1], path.name)
 
 
 def is_cached(source: str, arch: str) -> bool:
@@ -89,24 +234,25 @@ def is_cached(source: str, arch: str) -> bool:
 
 def compile_and_store(source: str, arch: str) -> bytes:
     """Compile ``source`` with NVRTC and write (or overwrite) its cache entry, atomically (a temporary file
-    per process and thread, renamed over the entry)."""
+    of its own, renamed over the entry; removed if the write fails). Nothing is stored where the cache cannot
+    be trusted."""
     from fusec.codegen.nvrtc import compile_cubin
 
     path = cubin_path(source, arch)
     cubin = compile_cubin(source, arch).cubin
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
-        tmp.write_bytes(pack_cubin(cubin))
-        tmp.replace(path)
-    except OSError:
-        pass
+    trusted = _trusted_cache()
+    if trusted is not None:
+        try:
+            write_private(trusted[0], path.name, pack_cubin(cubin, trusted[1], path.name))
+        except OSError:
+            pass
     return cubin
 
 
 def cached_cubin(source: str, arch: str) -> tuple[bytes, int]:
     """The cubin of ``source`` for ``arch`` from the disk cache, or compiled (with NVRTC) and cached;
-    and 1 when it was compiled, else 0. A truncated or corrupt entry is compiled again and overwritten."""
+    and 1 when it was compiled, else 0. An entry not whole and signed by this cache is compiled again and
+    overwritten."""
     cubin = read_cubin(cubin_path(source, arch))
     if cubin is not None:
         return cubin, 0

@@ -12,9 +12,13 @@ import functools
 import importlib.util
 import os
 import sys
+import types
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
+F = TypeVar("F", bound=Callable[..., Any])
 _FUSEC_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -51,12 +55,24 @@ def library_file(filename: str) -> bool:
     return _library_file(filename, os.getcwd())
 
 
+_ENTRY_POINTS: set[types.CodeType] = set()  # fusec's own entry points (the command line's main)
+
+
+def entry_point(fn: F) -> F:
+    """Mark ``fn`` as an entry point of fusec: :func:`user_location` looks no further out than its frame (the
+    console script that calls the command line's ``main`` is not the user's code)."""
+    _ENTRY_POINTS.add(fn.__code__)  # type: ignore[attr-defined]
+    return fn
+
+
 def user_location() -> str | None:
     """The ``file:line`` of the innermost stack frame that is the user's (not fusec, NumPy, CuPy, nor
-    Python's own library)."""
+    Python's own library), looking no further out than an :func:`entry_point`."""
     cwd = os.getcwd()
     frame = sys._getframe(1)
     while frame is not None:
+        if frame.f_code in _ENTRY_POINTS:
+            return None
         filename = frame.f_code.co_filename
         if not _library_file(filename, cwd):
             return f"{filename}:{frame.f_lineno}"

@@ -45,10 +45,12 @@ from fusec.dispatch import PackedLaunch, PlanRunner, PlanStep, recycler_for
 from fusec.gpu import cupy_module
 from fusec.ir.graph import Node
 from fusec.ir.region import Region
+from fusec.lru import LRU
 from fusec.schedule import Schedule, layouts_of
 from fusec.schedule.device import device_properties
 
 POISON_BYTE = 0xAB  # what poisoned outputs are filled with, byte by byte
+MODULES_KEPT = 1024  # compiled modules a launcher keeps loaded, the least recently used dropped
 NULL_POINTER = np.uint64(0)  # the workspace argument of a one-block reduce-all, which uses none
 
 
@@ -96,8 +98,10 @@ class KernelLauncher:
         if self.compiler not in ("cupy", "nvrtc"):
             raise ValueError(f"compiler must be 'cupy' or 'nvrtc', not {self.compiler!r}")
         self.options = tuple(options)
-        self._modules: dict[tuple[str, int], Any] = {}  # (source, device) -> module-ish
-        self._functions: dict[tuple[str, str, int], Any] = {}
+        # (source, device) -> module-ish, and (source, name, device) -> function: bounded (a kernel in use stays
+        # loaded: its function holds its module)
+        self._modules: LRU[tuple[str, int], Any] = LRU(MODULES_KEPT)
+        self._functions: LRU[tuple[str, str, int], Any] = LRU(MODULES_KEPT)
         self._capacity: dict[tuple[int, int, int], int] = {}
         self._regions: dict[int, _RegionEntry] = {}  # id(region) -> entry, dropped with the region
         self._workspaces: dict[tuple[int, int], Any] = {}
@@ -126,7 +130,7 @@ class KernelLauncher:
             fn = self._functions.get(key)
             if fn is None:
                 fn = self._compile_function(source, name, device)
-                self._functions[key] = fn
+                self._functions.put(key, fn)
         return fn
 
     def _compile_function(self, source: str, name: str, device: int) -> Any:
@@ -143,7 +147,7 @@ class KernelLauncher:
             module = self._modules.get((source, device))
             if module is None:
                 module = cp.RawModule(code=source, options=self._compile_options())
-                self._modules[(source, device)] = module
+                self._modules.put((source, device), module)
                 self.compiles += 1
             return module.get_function(name).kernel
         return self._nvrtc_function(source, name, device)
@@ -165,7 +169,7 @@ class KernelLauncher:
                 module = cp.cuda.function.Module()
                 module.load(cubin)
             self.compiles += compiled
-            self._modules[(source, device)] = module
+            self._modules.put((source, device), module)
         return module.get_function(name)
 
     def capacity(self, function: Any, threads: int) -> int:

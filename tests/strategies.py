@@ -39,7 +39,7 @@ from fusec.errors import FusecError
 from fusec.ir import dtypes as fdt
 from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.ops import NO_IDENTITY, OPS, Kind, ufunc_loops
-from fusec.ir.region import make_regions
+from fusec.ir.region import Refusal, make_regions, region_space
 from fusec.ir.text import REGION_KINDS
 
 __all__ = ["graphs", "partitioned_graphs", "ALL_DTYPES", "FLOAT_DTYPES"]
@@ -241,9 +241,10 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
 @st.composite
 def partitioned_graphs(draw: st.DrawFn, **graph_options: object) -> Graph:
     """A graph from :func:`graphs` (``graph_options`` are passed on) with regions that are well formed
-    (they pass ``verify``) but not fusion-legal: contiguous runs of ``graph.nodes`` with random kinds,
-    each sometimes recomputing an elementwise or layout node of an earlier region; ``const`` nodes are
-    sometimes left at the top level. For the text form and the verifier, not for codegen."""
+    (they pass ``verify``) but not chosen by fusion: contiguous runs of ``graph.nodes`` (a run that is not
+    one kernel split into single nodes), each sometimes recomputing an elementwise or layout node of an
+    earlier region, and of the kind of their iteration space; ``const`` nodes are sometimes left at the top
+    level. For the text form and the verifier, not for codegen."""
     g = draw(graphs(**graph_options))  # type: ignore[arg-type]
     body = [n for n in g.nodes if n.op != "input"]
     runs: list[list[Node]] = []
@@ -253,10 +254,20 @@ def partitioned_graphs(draw: st.DrawFn, **graph_options: object) -> Graph:
         if not runs or draw(st.integers(0, 2)) == 0:
             runs.append([])
         runs[-1].append(node)
+    runs = [part for run in runs for part in ([run] if _space_kind(run) else [[n] for n in run])]
     index = {n: i for i, n in enumerate(g.nodes)}
     for i in range(1, len(runs)):
         earlier = [n for run in runs[:i] for n in run if n.kind in (Kind.ELEMENTWISE, Kind.LAYOUT)]
         if earlier and draw(st.integers(0, 2)) == 0:
-            runs[i] = sorted({*runs[i], draw(st.sampled_from(earlier))}, key=index.__getitem__)
-    specs = [(f"k{i}", draw(st.sampled_from(REGION_KINDS)), run) for i, run in enumerate(runs)]
+            wider = sorted({*runs[i], draw(st.sampled_from(earlier))}, key=index.__getitem__)
+            runs[i] = wider if _space_kind(wider) else runs[i]
+    specs = [(f"k{i}", _space_kind(run) or draw(st.sampled_from(REGION_KINDS)), run) for i, run in enumerate(runs)]
     return Graph(g.name, g.inputs, g.outputs, make_regions(specs, g.users, g.outputs))
+
+
+def _space_kind(nodes: list[Node]) -> str | None:
+    """The kind of the one iteration space of ``nodes``, or None (none, or only sources)."""
+    try:
+        return region_space(nodes).kind
+    except Refusal:
+        return None

@@ -17,7 +17,7 @@ LAYERS = ["base", "ir", "passes", "schedule", "codegen", "runtime", "front"]
 def layer_of(module: str) -> str:
     """The layer of ``fusec.<...>`` module ``module``."""
     parts = module.split(".")
-    if parts[:2] == ["fusec", "errors"]:
+    if parts[:2] in (["fusec", "errors"], ["fusec", "lru"]):
         return "base"
     if parts[:2] == ["fusec", "arrayspec"]:
         return "ir"  # an argument described by shape and dtype: plain data over the IR's dtypes

@@ -150,8 +150,58 @@ def test_opt_verifier_error_names_file_and_node(capsys, tmp_path):
     bad.write_text("func @f(%x: f32[4]) -> f32[4] {\n  kernel @k0 pointwise {\n    %0 = abs %x : f32[4]\n  }\n"
                    "  %1 = neg %0 : f32[4]\n  return %1\n}\n")
     code, out, err = run_cli(capsys, "opt", str(bad))
-    assert_one_line_error(code, err, f"{bad}: func @f: 1 problem in the IR", "%1 (neg): is in no region")
+    assert_one_line_error(code, err, f"{bad}: func @f: 1 problem in the IR", f"%1 (neg, at {bad}:5): is in no region")
     assert out == ""
+
+
+FULL_PIPELINE = "canonicalize,fold,cse,dce,fuse"
+
+
+@pytest.mark.parametrize("name, text, fragments", [
+    ("squeeze_negative_axis",  # was IndexError/KeyError in fuse: the squeeze's axes were never normalized
+     "func @f(%x: f32[4,1]) -> f32[4] {\n  %0 = sum %x {axes=[1], keepdims=true} : f32[4,1]\n"
+     "  %1 = squeeze %0 {axes=[-1]} : f32[4]\n  return %1\n}\n",
+     (":3: ", "squeeze axes must be sorted and non-negative")),
+    ("nested_attributes",  # was RecursionError in the parser
+     "func @f(%x: f32[4]) -> f32[4] {\n  %0 = neg %x {foo=" + "[" * 5000 + "1" + "]" * 5000 + "} : f32[4]\n"
+     "  return %0\n}\n", (":2: ", "nested more than 16 lists deep")),
+    ("dimension_2_63",  # was OverflowError under a reduction
+     "func @f(%x: f32[9223372036854775808]) -> f32[] {\n  %0 = sum %x {axes=[0], keepdims=false} : f32[]\n"
+     "  return %0\n}\n", (":1: ", "too big")),
+    ("int_const_nan",  # was a bare ValueError without a line
+     "func @f(%x: i32[4]) -> i32[4] {\n  %0 = const nan : i32[]\n  %1 = add %x, %0 : i32[4]\n  return %1\n}\n",
+     (":2: ", "nan is not a value of int32")),
+    ("const_none",  # was accepted as NaN
+     "func @f(%x: f32[4]) -> f32[4] {\n  %0 = const none : f32[]\n  %1 = add %x, %0 : f32[4]\n  return %1\n}\n",
+     (":2: ", "a constant is a number or a bool, not None")),
+    ("pointwise_kernel_holding_a_sum",  # was accepted (and re-partitioned as rows)
+     "func @f(%x: f32[4,8]) -> f32[4,1] {\n  kernel @k0 pointwise {\n"
+     "    %0 = sum %x {axes=[1], keepdims=true} : f32[4,1]\n  }\n  return %0\n}\n",
+     (":2: ", "kernel @k0 is a pointwise kernel but its nodes make a rows one")),
+    ("rank_33",
+     "func @f(%x: f32[" + ",".join(["1"] * 33) + "]) -> f32[" + ",".join(["1"] * 33) + "] {\n  return %x\n}\n",
+     (":1: ", "33 dimensions: fusec supports at most 32")),
+])
+def test_opt_bad_ir_is_one_line_error_with_its_line(capsys, tmp_path, name, text, fragments):
+    bad = tmp_path / f"{name}.fir"
+    bad.write_text(text)
+    code, out, err = run_cli(capsys, "opt", str(bad), "-p", FULL_PIPELINE)
+    assert_one_line_error(code, err, *fragments)
+    assert "internal error" not in err and "bin/fusec" not in err and out == ""
+
+
+def test_opt_error_location_never_names_the_console_script(fir):
+    """Through the installed ``fusec`` script: an error fusec raises without a location of its own (an
+    unknown pass) names no location, rather than the console script that called ``main`` (bin/fusec:8)."""
+    script = shutil.which("fusec")
+    if script is None:
+        pytest.skip("the fusec console script is not installed")
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    result = subprocess.run([script, "opt", str(fir), "-p", "frobnicate"], capture_output=True, text=True,
+                            env=env, timeout=120)
+    assert result.returncode != 0
+    assert result.stderr.startswith("fusec: error: unknown pass 'frobnicate'"), result.stderr
+    assert script not in result.stderr and "bin/fusec" not in result.stderr
 
 
 def test_opt_unknown_pass_is_one_line_error(capsys, fir):

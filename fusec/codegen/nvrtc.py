@@ -30,9 +30,11 @@ import functools
 import io
 import os
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fusec.errors import FusecError
 
@@ -86,6 +88,10 @@ class CompileResult:
         return self.kernels[self.lowered_names.get(name, name)]
 
 
+_INIT_LOCK = threading.RLock()  # the first use of NVRTC: imports and finding the headers, once per process
+_CUDA_CORE: tuple[Any, Any] | None = None
+
+
 # ---- finding cuda_fp16.h -----------------------------------------------------------------------------
 
 
@@ -137,9 +143,15 @@ def _toolkit_headers_dir() -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=1)
 def cuda_include_dirs() -> tuple[str, ...]:
-    """The include directory that gives NVRTC ``cuda_fp16.h`` (see the module docstring), or ``()``."""
+    """The include directory that gives NVRTC ``cuda_fp16.h`` (see the module docstring), or ``()``; found once
+    per process (under a lock: NVRTC's bundled headers are extracted by one thread)."""
+    with _INIT_LOCK:
+        return _find_include_dirs()
+
+
+@functools.lru_cache(maxsize=1)
+def _find_include_dirs() -> tuple[str, ...]:
     override = os.environ.get("FUSEC_CUDA_INCLUDE")
     if override:
         return (override,)
@@ -249,18 +261,28 @@ def _compile_error(log: str, source: str, arch: str) -> CompileError:
 # ---- compiling -------------------------------------------------------------------------------------------------
 
 
-def _cuda_core():
-    try:
-        from cuda.core import Program, ProgramOptions
-    except ImportError:
-        try:
-            from cuda.core.experimental import Program, ProgramOptions
-        except ImportError as exc:
-            raise CompileError(
-                "compiling CUDA needs the cuda-core, cuda-bindings and nvidia-cuda-nvrtc packages",
-                hint="pip install 'fusec[test]'",
-            ) from exc
-    return Program, ProgramOptions
+def _cuda_core() -> tuple[Any, Any]:
+    """``cuda.core``'s (Program, ProgramOptions), imported once, and the include directories found once, under a
+    lock: threads making their first compile at the same time saw a half-imported ``cuda.core`` (an ImportError,
+    reported as missing packages) and raced to extract NVRTC's headers."""
+    global _CUDA_CORE
+    if _CUDA_CORE is not None:
+        return _CUDA_CORE
+    with _INIT_LOCK:
+        if _CUDA_CORE is None:
+            try:
+                from cuda.core import Program, ProgramOptions
+            except ImportError:
+                try:
+                    from cuda.core.experimental import Program, ProgramOptions
+                except ImportError as exc:
+                    raise CompileError(
+                        "compiling CUDA needs the cuda-core, cuda-bindings and nvidia-cuda-nvrtc packages",
+                        hint="pip install 'fusec[test]'",
+                    ) from exc
+            cuda_include_dirs()
+            _CUDA_CORE = (Program, ProgramOptions)
+    return _CUDA_CORE
 
 
 def compile_cubin(source: str, arch: str = "sm_90", name_expressions: Sequence[str] = ()) -> CompileResult:

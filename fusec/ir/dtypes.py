@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fusec.errors import FusecOverflowError, FusecTypeError
+from fusec.errors import FusecOverflowError, FusecTypeError, FusecValueError
 
 SHORT_NAMES: dict[np.dtype, str] = {
     np.dtype(np.bool_): "bool",
@@ -93,7 +93,13 @@ def mean_dtype(dt: np.dtype) -> tuple[np.dtype, np.dtype]:
 
 
 def scalar_constant(value: object, dt: np.dtype) -> object:
-    """``value`` converted to a Python scalar of ``dt``, raising OverflowError as NumPy 2 does."""
+    """``value`` (a bool or a number) converted to a Python scalar of ``dt``, raising OverflowError as NumPy 2
+    does; NaN or an infinity for an integer or bool dtype is an error."""
+    if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+        raise FusecTypeError(f"a constant is a number or a bool, not {value!r}")
+    if dt.kind in "biu" and isinstance(value, (float, np.floating)) and not np.isfinite(value):
+        raise FusecValueError(f"{value!r} is not a value of {dt}",
+                              hint="NaN and infinities exist only in float dtypes")
     try:
         arr = np.asarray(value, dtype=dt)
     except OverflowError as exc:

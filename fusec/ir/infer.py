@@ -19,6 +19,25 @@ from fusec.ir.ops import NO_IDENTITY, OPS, Kind, OpDef
 
 Shape = tuple[int, ...]
 
+MAX_RANK = 32  # dimensions of an array fusec takes (NumPy's own limit is 64)
+MAX_ELEMENTS = 2**63 - 1  # elements, and bytes, of an array: NumPy's limit (a size must fit an intp)
+
+
+def check_shape(shape: Shape, dtype: np.dtype, what: str = "array") -> None:
+    """Raise a clear error for a shape fusec cannot index: a negative extent, more than :data:`MAX_RANK`
+    dimensions, or more than :data:`MAX_ELEMENTS` elements or bytes (as NumPy refuses "array is too big")."""
+    if len(shape) > MAX_RANK:
+        raise FusecValueError(f"{what} of {len(shape)} dimensions: fusec supports at most {MAX_RANK}",
+                              hint="reshape it to fewer dimensions before calling")
+    if any(d < 0 for d in shape):
+        raise FusecValueError(f"{what} shape {tuple(shape)} has a negative dimension")
+    size = 1
+    for d in shape:
+        size *= d
+    if size * max(1, dtype.itemsize) > MAX_ELEMENTS:
+        raise FusecValueError(f"{what} of shape {tuple(shape)} and dtype {dtype} is too big: more than 2**63 - 1 "
+                              "elements or bytes", hint="NumPy refuses such an array too")
+
 
 def broadcast_shapes(*shapes: Shape, what: str = "operands") -> Shape:
     """NumPy's broadcasting of ``shapes`` (right-aligned; each extent equal to the others or 1), with an
@@ -96,7 +115,21 @@ def _elementwise_dtype(op: OpDef, in_dtypes: list[np.dtype]) -> np.dtype:
 def infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: np.dtype | None,
           shape: Shape | None) -> tuple[np.dtype, Shape]:
     """The (dtype, shape) a node must have. ``dtype``/``shape`` are given for ops that need them
-    (``input``, ``const``, ``size``, ``cast`` need a dtype; ``input`` and ``broadcast_to`` a shape)."""
+    (``input``, ``const``, ``size``, ``cast`` need a dtype; ``input`` and ``broadcast_to`` a shape).
+    A shape beyond fusec's limits (:func:`check_shape`) is an error."""
+    out_dtype, out_shape = _infer(op_name, operands, attrs, dtype, shape)
+    if out_shape and op_name in _MAY_GROW:
+        check_shape(out_shape, out_dtype, "an input" if op_name == "input" else f"the result of {op_name}")
+    return out_dtype, out_shape
+
+
+# ops whose result may have more dimensions, elements or bytes than each operand
+_MAY_GROW = frozenset(n for n, op in OPS.items() if op.kind is Kind.ELEMENTWISE) | {"input", "broadcast_to",
+                                                                                    "expand_dims"}
+
+
+def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: np.dtype | None,
+           shape: Shape | None) -> tuple[np.dtype, Shape]:
     op = OPS.get(op_name)
     if op is None:
         raise FusecValueError(f"unknown op '{op_name}'")
@@ -155,6 +188,8 @@ def infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: np
         return x_dtype, tuple(1 if i in axes else next(it) for i in range(out_ndim))
     if op_name == "squeeze":
         axes = normalize_axes(list(attrs["axes"]), len(x_shape))
+        if tuple(attrs["axes"]) != axes:
+            raise FusecValueError(f"squeeze axes must be sorted and non-negative, got {attrs['axes']}")
         if any(x_shape[a] != 1 for a in axes):
             raise FusecValueError(f"cannot squeeze axes {axes} of shape {x_shape}: not of size 1")
         return x_dtype, tuple(d for i, d in enumerate(x_shape) if i not in axes)

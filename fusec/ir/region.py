@@ -284,6 +284,20 @@ class Region:
         return self.given_space if self.given_space is not None else region_space(self.nodes)
 
 
+def kind_problem(region: Region) -> str | None:
+    """Why ``region`` is not one kernel of its kind (its nodes have no one iteration space, or one of
+    another kind), or None. A region of sources only (constants) runs nothing: any kind will do."""
+    if all(n.kind is Kind.SOURCE for n in region.nodes):
+        return None
+    try:
+        space = region.space
+    except Refusal as exc:
+        return f"its nodes cannot be one kernel: {exc}"
+    if space.kind != region.kind:
+        return f"is a {region.kind} kernel but its nodes make a {space.kind} one"
+    return None
+
+
 def make_regions(specs: Iterable[tuple[str, str, Iterable[Node]]], users: Mapping[Node, list[Node]],
                  graph_outputs: Iterable[Node], spaces: Iterable[RegionSpace | None] | None = None,
                  ) -> tuple[Region, ...]:

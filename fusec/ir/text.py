@@ -33,7 +33,7 @@ from fusec.ir import dtypes
 from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.infer import Shape
 from fusec.ir.ops import OPS
-from fusec.ir.region import Region, make_regions
+from fusec.ir.region import Region, kind_problem, make_regions
 
 REGION_KINDS = ("pointwise", "reduce-all", "rows", "cols")
 _BARE_GLOBAL = re.compile(r"[A-Za-z0-9_.]+\Z")
@@ -46,6 +46,7 @@ _TOKEN = re.compile(r"""
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*)
   | (?P<punct>->|[()\[\]{},:=])
 """, re.VERBOSE)
+MAX_NESTING = 16  # lists inside lists in an attribute value (fusec's own attributes nest one deep)
 _WORDS = {"true": True, "false": False, "none": None, "inf": float("inf"), "nan": float("nan")}
 _Block = tuple[Region | None, list[Node]]
 
@@ -246,11 +247,13 @@ class _Line:
         self.take(text="[")
         return dtypes.FROM_SHORT[name], tuple(self.seq("]", self.dim))
 
-    def value(self) -> Any:
+    def value(self, depth: int = 0) -> Any:
         kind, tok = self.toks[self.i]
         self.i += 1
         if tok == "[":
-            return tuple(self.seq("]", self.value))
+            if depth >= MAX_NESTING:
+                raise self.error(f"a value nested more than {MAX_NESTING} lists deep")
+            return tuple(self.seq("]", lambda: self.value(depth + 1)))
         if kind == "num":
             return float(tok) if any(c in tok for c in ".eEin") else int(tok)
         if kind == "str":
@@ -309,7 +312,10 @@ def parse(text: str, filename: str | None = None) -> Graph:
         if arg in env:
             raise head.error(f"{arg} is already defined")
         attrs = {**head.attrs(), "name": arg[1:], "index": len(inputs)}
-        env[arg] = make_node("input", (), attrs, dtype=dt, shape=shape, loc=head.loc)
+        try:
+            env[arg] = make_node("input", (), attrs, dtype=dt, shape=shape, loc=head.loc)
+        except FusecError as exc:
+            raise head.error(f"{arg}: {exc.message}", hint=exc.hint) from exc
         inputs.append(env[arg])
 
     head.seq(")", param)
@@ -321,6 +327,7 @@ def parse(text: str, filename: str | None = None) -> Graph:
     defined_at: dict[str, int] = {}
     kernels: list[tuple[str, str, list[Node]]] | None = []  # None after 'no kernels'
     kernel: list[Node] | None = None
+    kernel_lines: list[_Line] = []
     outputs: list[Node] | None = None
     closed = None
     for ln in toks[1:]:
@@ -352,6 +359,7 @@ def parse(text: str, filename: str | None = None) -> Graph:
             ln.take(text="{")
             ln.end()
             kernels.append((kname, kind, kernel))
+            kernel_lines.append(ln)
         elif first == "no":
             ln.take()
             ln.take(text="kernels")
@@ -387,7 +395,11 @@ def parse(text: str, filename: str | None = None) -> Graph:
     index = {n: i for i, n in enumerate(graph.nodes)}
     specs = [(k, kind, sorted((n for n in set(ns) if n in index), key=index.__getitem__))
              for k, kind, ns in kernels]
-    return Graph(name, graph.inputs, graph.outputs, make_regions(specs, graph.users, graph.outputs))
+    regions = make_regions(specs, graph.users, graph.outputs)
+    for region, ln in zip(regions, kernel_lines):
+        if region.kind in REGION_KINDS and (problem := kind_problem(region)):
+            raise ln.error(f"kernel {_global(region.name)} {problem}")
+    return Graph(name, graph.inputs, graph.outputs, regions)
 
 
 def _parse_node(ln: _Line, env: dict[str, Node], defined_at: dict[str, int]) -> Node:

@@ -297,7 +297,10 @@ def reduction(name: str, a: Any, axis: Any = None, dtype: Any = None, out: Any =
         x = _const(x.value, np.result_type(type(x.value)))
     keepdims = bool(keepdims)
     is_arg = name in ("argmax", "argmin")
-    axes = normalize_axes(axis, x.ndim, allow_tuple=not is_arg)
+    if x.ndim == 0 and name not in ("mean", "var", "std") and _is_axis_zero_or_last(axis):
+        axes: tuple[int, ...] = ()  # NumPy's ufunc reductions take axis 0 (or -1) of a 0-d array as no axis
+    else:
+        axes = normalize_axes(axis, x.ndim, allow_tuple=not is_arg)
     acc = dtypes.as_dtype(dtype) if dtype is not None else None
 
     if name in ("sum", "prod", "nansum"):
@@ -322,6 +325,12 @@ def reduction(name: str, a: Any, axis: Any = None, dtype: Any = None, out: Any =
     if name in ("var", "std"):
         return Tracer(_variance(x, axes, keepdims, acc, ddof, name == "std"))
     raise UnsupportedError(f"numpy.{name} is not supported by fusec")
+
+
+def _is_axis_zero_or_last(axis: Any) -> bool:
+    """Whether ``axis`` is the integer 0 or -1 (not a tuple, not a bool)."""
+    return (isinstance(axis, (int, np.integer)) and not isinstance(axis, (bool, np.bool_))
+            and int(axis) in (0, -1))
 
 
 def _divide_by_count(total: Node, count: Node) -> Node:
@@ -437,6 +446,9 @@ def _no_inplace(symbol: str) -> Callable[[Tracer, Any], Tracer]:
         )
 
     return method
+
+
+_FAST_SCALAR_POWER = {(int, 2): np.square, (int, -1): np.reciprocal, (float, 0.5): np.sqrt}
 
 
 class Tracer:
@@ -660,7 +672,15 @@ class Tracer:
     __rfloordiv__ = _binary(np.floor_divide, True)
     __mod__ = _binary(np.remainder)
     __rmod__ = _binary(np.remainder, True)
-    __pow__ = _binary(np.power)
+    def __pow__(self, other: Any) -> Tracer:
+        """``x ** p``: NumPy's ``ndarray.__pow__`` takes a float array to the Python int 2 or -1 or the Python
+        float 0.5 with ``square``, ``reciprocal`` or ``sqrt`` (its fast_scalar_power), which differ from
+        ``power`` (float16 ``-0.0 ** 0.5`` is -0.0, ``-inf ** 0.5`` NaN); ``np.power(x, p)`` stays ``power``."""
+        fast = _FAST_SCALAR_POWER.get((type(other), other)) if type(other) in (int, float) else None
+        if fast is not None and self.dtype.kind == "f":
+            return apply_ufunc(fast, (self,))
+        return apply_ufunc(np.power, (self, other))
+
     __rpow__ = _binary(np.power, True)
     __and__ = _binary(np.bitwise_and)
     __rand__ = _binary(np.bitwise_and, True)

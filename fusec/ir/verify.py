@@ -37,7 +37,7 @@ from fusec.ir import dtypes
 from fusec.ir.graph import Graph, Node, attr_key
 from fusec.ir.infer import infer
 from fusec.ir.ops import OPS, Kind
-from fusec.ir.region import Region, make_regions
+from fusec.ir.region import Region, kind_problem, make_regions
 from fusec.ir.text import REGION_KINDS, _global, _layout
 
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
@@ -81,7 +81,7 @@ def verify(graph: Graph) -> None:
         found = _node_problems(node)
         if not found:
             continue
-        label = f"{names[node]} ({node.op}{', at ' + node.loc if node.loc else ''})"
+        label = _label(node, names)
         problems += [f"{label}: {p}" for p in found]
     problems += _input_problems(graph, names)
     if graph.regions is not None:
@@ -93,6 +93,11 @@ def verify(graph: Graph) -> None:
         count = f"{len(problems)} problem{'s' if len(problems) > 1 else ''}"
         raise VerifyError(f"{count} in the IR:\n  " + "\n  ".join(problems),
                           loc=f"func {_global(graph.name)}")
+
+
+def _label(node: Node, names: Mapping[Node, str]) -> str:
+    """``%3 (add, at FILE:LINE)``: the node as the printer names it, with where it was made when known."""
+    return f"{names.get(node, '?')} ({node.op}{', at ' + node.loc if node.loc else ''})"
 
 
 def _type(dt: Any, shape: tuple[int, ...]) -> str:
@@ -205,6 +210,8 @@ def _region_problems(graph: Graph, names: Mapping[Node, str]) -> list[str]:
         positions = [index[n] for n in r.nodes if n in index]
         if positions != sorted(set(positions)):
             problems.append(f"{label}: nodes are not in graph.nodes order (or repeat)")
+        elif r.kind in REGION_KINDS and all(n in index and n.op != "input" for n in r.nodes):
+            problems += _space_problems(r, label)
     expected_regions = make_regions([(r.name, r.kind, r.nodes) for r in graph.regions], graph.users,
                                     graph.outputs)
     for r, expected in zip(graph.regions, expected_regions):
@@ -219,12 +226,18 @@ def _region_problems(graph: Graph, names: Mapping[Node, str]) -> list[str]:
             continue
         regions = member_of.get(node, [])
         if not regions and node.kind is not Kind.SOURCE:
-            problems.append(f"{names[node]} ({node.op}): is in no region")
+            problems.append(f"{_label(node, names)}: is in no region")
         if len(regions) > 1 and node.kind not in (Kind.ELEMENTWISE, Kind.LAYOUT, Kind.SOURCE):
             held = ", ".join(_global(r.name) for r in regions)
-            problems.append(f"{names[node]} ({node.op}): is in regions {held}; only elementwise, layout and "
+            problems.append(f"{_label(node, names)}: is in regions {held}; only elementwise, layout and "
                             "source nodes may be recomputed")
     return problems + _quotient_problems(graph, names, member_of)
+
+
+def _space_problems(region: Region, label: str) -> list[str]:
+    """The region's nodes are one kernel (one iteration space) of the region's kind."""
+    problem = kind_problem(region)
+    return [f"{label}: {problem}"] if problem else []
 
 
 def _quotient_problems(graph: Graph, names: Mapping[Node, str],
@@ -249,5 +262,6 @@ def _quotient_problems(graph: Graph, names: Mapping[Node, str],
     if nx.is_directed_acyclic_graph(quotient):
         return []
     cycle = [a for a, _ in nx.find_cycle(quotient)]
-    path = [label.get(g) or names.get(g[1], "?") for g in cycle + cycle[:1]]  # type: ignore[call-overload]
+    path = [label.get(g) or (_label(g[1], names) if isinstance(g[1], Node) else "?")  # type: ignore[call-overload]
+            for g in cycle + cycle[:1]]
     return ["regions form a cycle: " + " -> ".join(path)]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +110,37 @@ ptxas         .     16 bytes stack frame, 0 bytes spill stores, 0 bytes spill lo
     report = nvrtc.parse_ptxas_report(log)
     assert report == {"k": nvrtc.KernelResources("k", 40, 288, 8, 12, 2048, 1)}
     assert nvrtc.parse_ptxas_report("no report here") is None
+
+
+FIRST_CALLS_SCRIPT = r"""
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+barrier = threading.Barrier(16)
+SOURCE = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] *= %d.0f; }'
+
+
+def first_call(i):
+    from fusec.codegen.nvrtc import compile_cubin
+
+    barrier.wait()  # every thread's first compile at once, in a process that has not used NVRTC yet
+    try:
+        return "ok" if compile_cubin(SOURCE % i, "sm_90").cubin[:4] == b"\x7fELF" else "not an ELF"
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+
+
+with ThreadPoolExecutor(16) as pool:
+    print("\n".join(pool.map(first_call, range(16))))
+"""
+
+
+@pytest.mark.parametrize("run", range(3))
+def test_nvrtc_sixteen_threads_first_compile_all_succeed(run: int) -> None:
+    """16 threads making their first compile in a fresh process: 1 to 15 of them failed with "compiling CUDA
+    needs the cuda-core packages" (the concurrent first import of cuda.core). Each run is a new process."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    result = subprocess.run([sys.executable, "-c", FIRST_CALLS_SCRIPT], capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["ok"] * 16, result.stdout

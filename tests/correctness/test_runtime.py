@@ -5,7 +5,12 @@ The GPU side of each is in ``tests/gpu/test_correctness_gpu.py``."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import stat
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -138,13 +143,125 @@ def test_cubin_cache_corrupt_or_truncated_entry_is_detected_and_rebuilt(cache_di
     assert cubin_cache.is_cached(SMALL_SOURCE, "sm_90")
 
 
-def test_cubin_cache_accepts_a_complete_bare_cubin_from_before_the_header(cache_dir: Path) -> None:
+def _assert_recompiled_not_loaded(path: Path, cubin: bytes) -> None:
+    """The entry at ``path`` is not loaded: the cache compiles the source again and overwrites the entry."""
+    assert not cubin_cache.is_cached(SMALL_SOURCE, "sm_90")
+    assert cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90") == (cubin, 1)
+    assert cubin_cache.is_cached(SMALL_SOURCE, "sm_90") and path.read_bytes() != cubin
+
+
+def test_cubin_cache_bare_elf_under_the_right_key_is_recompiled_not_loaded(cache_dir: Path) -> None:
+    """A bare cubin (any ELF file anyone could write) was loaded when its tables were complete."""
     cubin, _ = cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90")
     path = cubin_cache.cubin_path(SMALL_SOURCE, "sm_90")
-    path.write_bytes(cubin)  # the format of earlier caches (and of archived fuzz corpora)
-    assert cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90") == (cubin, 0)
-    for cut in (1, 64, len(cubin) // 3, len(cubin) - 8):  # wherever a bare cubin is cut, it is caught
-        assert cubin_cache.unpack_cubin(cubin[:cut]) is None, cut
+    from fusec.codegen.nvrtc import compile_cubin
+
+    path.write_bytes(compile_cubin(SMALL_SOURCE.replace("2.0f", "7.0f"), "sm_90").cubin)  # sound, but not ours
+    _assert_recompiled_not_loaded(path, cubin)
+
+
+@pytest.mark.parametrize("forger", ["other_secret", "old_sha256_header", "entry_of_another_source"])
+def test_cubin_cache_foreign_entry_under_the_right_key_is_recompiled_not_loaded(cache_dir: Path, forger: str) -> None:
+    """An entry in the cache's format but not signed with this cache's secret (another user's fusec, the
+    unkeyed SHA-256 header of before, a signed entry copied to another source's name) is compiled again."""
+    cubin, _ = cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90")
+    path = cubin_cache.cubin_path(SMALL_SOURCE, "sm_90")
+    from fusec.codegen.nvrtc import compile_cubin
+
+    other_source = SMALL_SOURCE.replace("2.0f", "7.0f")
+    evil = compile_cubin(other_source, "sm_90").cubin  # valid GPU code, not what the key names
+    if forger == "other_secret":
+        data = cubin_cache.pack_cubin(evil, b"\x01" * cubin_cache.KEY_BYTES, path.name)
+    elif forger == "old_sha256_header":
+        data = b"fusec-cubin 1\n" + cubin_cache.CUBIN_HEADER.pack(len(evil), hashlib.sha256(evil).digest()) + evil
+    else:
+        cubin_cache.cached_cubin(other_source, "sm_90")
+        data = cubin_cache.cubin_path(other_source, "sm_90").read_bytes()
+    path.write_bytes(data)
+    _assert_recompiled_not_loaded(path, cubin)
+
+
+def test_cubin_cache_directory_is_0700_and_its_secret_0600(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "new" / "cubins"
+    monkeypatch.setenv("FUSEC_CUBIN_CACHE", str(cache))
+    cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90")
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    key = cache / cubin_cache.KEY_NAME
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600 and len(key.read_bytes()) == cubin_cache.KEY_BYTES
+    assert stat.S_IMODE(cubin_cache.cubin_path(SMALL_SOURCE, "sm_90").stat().st_mode) == 0o600
+
+
+def test_cubin_cache_secret_readable_by_others_disables_the_cache(cache_dir: Path) -> None:
+    cubin, _ = cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90")
+    (cache_dir / cubin_cache.KEY_NAME).chmod(0o644)  # anyone could have read it, and signed entries with it
+    assert not cubin_cache.is_cached(SMALL_SOURCE, "sm_90")
+    assert cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90") == (cubin, 1)
+
+
+def test_cubin_cache_symlinked_directory_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(real)
+    monkeypatch.setenv("FUSEC_CUBIN_CACHE", str(tmp_path / "link"))
+    cubin, compiled = cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90")
+    assert compiled == 1 and cubin[:4] == b"\x7fELF"
+    assert list(real.iterdir()) == []  # nothing written through the link
+
+
+def test_cubin_cache_planted_symlinks_are_not_followed(cache_dir: Path,
+                                                      tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A symbolic link planted at an entry's name is neither read through nor written through: the entry
+    replaces the link, the file it pointed to is untouched."""
+    cubin, _ = cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90")
+    path = cubin_cache.cubin_path(SMALL_SOURCE, "sm_90")
+    victim = tmp_path_factory.mktemp("elsewhere") / "victim"
+    victim.write_bytes(path.read_bytes())  # even a sound entry, read through a link, is not used
+    path.unlink()
+    path.symlink_to(victim)
+    assert not cubin_cache.is_cached(SMALL_SOURCE, "sm_90")
+    assert cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90") == (cubin, 1)
+    assert not path.is_symlink() and victim.read_bytes() == path.read_bytes()
+    victim.write_bytes(b"precious")
+    path.unlink()
+    path.symlink_to(victim)
+    cubin_cache.compile_and_store(SMALL_SOURCE, "sm_90")
+    assert victim.read_bytes() == b"precious" and not path.is_symlink()
+
+
+def test_cubin_cache_failed_write_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """A write that fails (here the file size limit, as a full disk would) removes its temporary file."""
+    script = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from fusec.cubin_cache import owned_dir, write_private\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "d = owned_dir(Path(sys.argv[1]))\n"
+        "try:\n"
+        "    write_private(d, 'entry.cubin', b'x' * 100000)\n"
+        "except OSError as exc:\n"
+        "    print('failed', exc.errno)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "c")], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert result.stdout.startswith("failed"), result.stdout + result.stderr
+    assert list((tmp_path / "c").iterdir()) == []
+
+
+def test_compile_failure_source_dump_stays_inside_fusecs_directory(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    """The dump's file name is built from the function's name: ``name="../x"`` wrote outside the folder."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    break_kernels(monkeypatch)
+    fused = fusec.fuse(softmax, name="../../escaped")
+    with pytest.raises(CompileError) as info:
+        fused.ptxas(fusec.ArraySpec((64, 128), "float32"))
+    saved = Path(re.search(r"its full source \(\d+ lines\) is in (\S+\.cu)", str(info.value)).group(1))
+    folder = tmp_path / "cache" / "fusec" / "failed-kernels"
+    assert saved.parent == folder and saved.read_text() == info.value.source
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert sorted(p.name for p in tmp_path.rglob("*.cu")) == [saved.name]
 
 
 def test_precompile_skips_sound_entries_and_rebuilds_damaged_ones(cache_dir: Path) -> None:

@@ -128,6 +128,21 @@ def test_promotion_integer_to_negative_constant_power_raises_value_error(fn: Cal
         fusec.fuse(fn)(x)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("exponent", [0.5, 2, -1, 2.0, -1.0, 3, np.float64(0.5), np.float32(0.5)], ids=repr)
+def test_pow_operator_matches_numpy_at_negative_zero_and_infinities(dtype: str, exponent: Any) -> None:
+    """``x ** 0.5`` is NumPy's sqrt for float arrays (``**`` takes the Python scalars 2, -1 and 0.5 through
+    square, reciprocal and sqrt), so float16 -0.0 gives -0.0 and -inf NaN; fusec traced ``power``, which
+    gave 0.0 and inf. ``np.power(x, 0.5)`` is power, in fusec as in NumPy."""
+    x = np.array([-0.0, 0.0, -np.inf, np.inf, -1.0, 0.25, 4.0, np.nan], dtype=dtype)
+    for fn in (lambda a: a ** exponent, lambda a: np.power(a, exponent)):
+        with np.errstate(all="ignore"):
+            expected = fn(x)
+            actual = fusec.fuse(fn)(x)
+        assert_matches_numpy(actual, expected, exact=True)
+        assert np.array_equal(np.signbit(actual), np.signbit(expected))
+
+
 @pytest.mark.xfail(
     strict=True,
     raises=fusec.FusecOverflowError,

@@ -132,6 +132,27 @@ def test_zero_d_inputs_and_outputs_match_numpy() -> None:
     assert _check(lambda a, b: a + b, x, _array((3,))).shape == (3,)
 
 
+ZERO_D_AXIS_REDUCTIONS = ["sum", "prod", "max", "min", "amax", "amin", "nanmax", "nanmin", "nansum", "argmax",
+                          "argmin", "any", "all", "mean", "var", "std"]
+
+
+@pytest.mark.parametrize("name", ZERO_D_AXIS_REDUCTIONS)
+@pytest.mark.parametrize("axis", [0, -1, 1, (0,), ()], ids=str)
+def test_zero_d_reduction_axis_behaves_like_numpy(name: str, axis: Any) -> None:
+    """NumPy's ufunc reductions take ``axis=0`` (or -1) of a 0-d array as no axis (mean, var and std raise
+    AxisError); fusec raised AxisError for every one."""
+    fn = getattr(np, name)
+    x = np.array(2.5, dtype=np.float32)
+    try:
+        expected = _numpy(lambda a: fn(a, axis=axis), x)
+    except Exception as exc:
+        with pytest.raises(numpy_error_class(exc)):
+            fusec.fuse(lambda a: fn(a, axis=axis))(x)
+        return
+    actual = fusec.fuse(lambda a: fn(a, axis=axis))(x)
+    assert_matches_numpy(actual, expected, exact=True)
+
+
 @pytest.mark.parametrize("shape", [(1,), (1, 1), (1, 5), (5, 1), (1, 5, 1), (3, 1, 4)], ids=str)
 def test_size_one_dims_match_numpy(shape: tuple[int, ...]) -> None:
     x = _array(shape, special=True)

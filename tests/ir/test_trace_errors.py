@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -443,3 +444,22 @@ def user_type_error(x):
 
 def test_trace_error_raw_type_error_in_user_code_becomes_a_fusec_error_at_its_line() -> None:
     _raises_at_marker(user_type_error, fusec.FusecTypeError)
+
+
+@pytest.mark.parametrize("shape, fragment", [
+    ((1,) * 33, "an input of 33 dimensions: fusec supports at most 32"),
+    ((2**63,), "is too big: more than 2**63 - 1 elements or bytes"),
+    ((2**62, 2, 2), "is too big"),
+    ((2**61, 2), "is too big"),  # 2**62 elements of 4 bytes: 2**64 bytes
+], ids=["rank_33", "dim_2_63", "product_2_64", "bytes_2_64"])
+def test_trace_shape_beyond_limits_is_a_clear_error(shape: tuple[int, ...], fragment: str) -> None:
+    """Rank > 32 and sizes of 2**63 or more were an internal error (an OverflowError in codegen) or
+    planned as if fine; now a FusecValueError when the input is traced."""
+    with pytest.raises(fusec.FusecValueError, match=re.escape(fragment)):
+        fusec.fuse(lambda x: x.sum(0) + 1).plan(fusec.ArraySpec(shape, "float32"))
+
+
+def test_trace_broadcast_to_2_64_elements_is_a_clear_error() -> None:
+    spec_col, spec_row = fusec.ArraySpec((2**32, 1), "float32"), fusec.ArraySpec((1, 2**32), "float32")
+    with pytest.raises(fusec.FusecValueError, match="the result of add of shape .* is too big"):
+        fusec.fuse(lambda x, y: x + y).plan(spec_col, spec_row)
