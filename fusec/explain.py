@@ -118,7 +118,7 @@ class Explanation:
 
     def __repr__(self) -> str:
         p = self.plan
-        fused, unfused = format_bytes(p.bytes_moved, short=True), format_bytes(p.bytes_moved_unfused, short=True)
+        fused, unfused = format_bytes(self.bytes_moved, short=True), format_bytes(p.bytes_moved_unfused, short=True)
         return (f"<fusec.Explanation @{p.graph.name}: {len(p.kernels)} kernel(s), {fused} "
                 f"moved (unfused {unfused}); print() it for the report>")
 
@@ -142,8 +142,7 @@ class Explanation:
             out.append(c.kernel(i, k.label))
             out.append(f"  kind:   {k.kind} over {list(space.shape)}{reduced}")
             out.append(f"  nodes:  {', '.join(names[n] + ' ' + n.op for n in k.nodes)}")
-            reads = ", ".join(names[n] for n in k.inputs)
-            out.append(f"  reads:  {format_bytes(k.bytes_read)} from {reads}" if reads else "  reads:  nothing")
+            out.append(self._reads_text(i, names))
             writes = ", ".join(names[n] + self._destination(n) for n in k.outputs)
             out.append(f"  writes: {format_bytes(k.bytes_written)} to {writes}" if writes else "  writes: nothing")
             out.append(f"  schedule: {self._schedule_text(i)}")
@@ -158,7 +157,7 @@ class Explanation:
                                   f"{format_bytes(n.nbytes)}, written by {plan.kernels[writer].name}, read by {by}"))
         else:
             out.append("  none: no kernel reads what another one wrote")
-        fused, unfused = plan.bytes_moved, plan.bytes_moved_unfused
+        fused, unfused = self.bytes_moved, plan.bytes_moved_unfused
         ratio = f"{unfused / fused:.2f}x less" if fused else "n/a"
         out += ["", c.head("-- bytes moved --"),
                 f"  fused:   {len(plan.kernels)} kernel(s), {format_bytes(fused)}",
@@ -167,6 +166,35 @@ class Explanation:
         if self.timings is not None:
             out += [""] + self._render_timings(c)
         return "\n".join(out) + "\n"
+
+    @property
+    def bytes_moved(self) -> int:
+        """What the kernels really read and write: the plan's bytes, with each input counted once per pass
+        its kernel makes over it (:meth:`input_passes`)."""
+        total = 0
+        for i, k in enumerate(self.plan.kernels):
+            passes = self.input_passes(i)
+            total += sum(n.nbytes * passes.get(n, 1) for n in k.inputs) + k.bytes_written
+        return total
+
+    def input_passes(self, i: int) -> dict[Node, int]:
+        """How many times kernel ``i`` reads each of its input arrays (once each where it has no kernel)."""
+        kernel = self.kernels[i]
+        if isinstance(kernel, Exception):
+            return {n: 1 for n in self.plan.kernels[i].inputs}
+        return kernel.passes()
+
+    def _reads_text(self, i: int, names: Mapping[Node, str]) -> str:
+        """``reads: <bytes> from %a, %b`` with the passes over each array that the kernel reads more than once
+        (the bytes count every pass: what the kernel really reads)."""
+        passes = self.input_passes(i)
+        inputs = self.plan.kernels[i].inputs
+        if not inputs:
+            return "  reads:  nothing"
+        total = sum(n.nbytes * passes.get(n, 1) for n in inputs)
+        again = {1: "", 2: " (twice)"}
+        listed = ", ".join(names[n] + again.get(passes.get(n, 1), f" ({passes.get(n, 1)} times)") for n in inputs)
+        return f"  reads:  {format_bytes(total)} from {listed}"
 
     def _schedule_text(self, i: int) -> str:
         kernel = self.kernels[i]

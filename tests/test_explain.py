@@ -14,7 +14,9 @@ import pytest
 
 import fusec
 from fusec import ArraySpec
+from fusec.codegen.render import render_body
 from fusec.explain import Explanation, KernelTime, Timings
+from fusec.plan import format_bytes
 from tests.conftest import cuda_gpu_present
 
 F32 = "float32"
@@ -316,3 +318,42 @@ def test_explain_modules_import_no_gpu_library():
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
+
+
+# ---- the bytes explain reports are the bytes the kernel reads ------------------------------------------------
+
+
+def _clip_by_norm(x):
+    n = np.sqrt((x * x).sum())
+    return x * np.minimum(1.0, 1.0 / (n + 1e-6))
+
+
+def _softmax_rows(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("fn, shape, schedule, passes", [
+    (_clip_by_norm, (1 << 20,), "reduce-all:grid_barrier,loop=strided", 2),  # the norm, then the scaling
+    (_softmax_rows, (64, 5000), "rows:block", 2),  # max with the online sum of exp, then the outputs
+    (_softmax_rows, (64, 5000), "rows:block,one_pass=0", 3),  # max, sum of exp, outputs
+    (lambda x: x.sum(axis=0), (5000, 64), "cols:tiles", 1),
+], ids=["reduce_all_epilogue", "rows_one_pass", "rows_two_pass", "cols"])
+def test_explain_bytes_read_count_every_pass_the_kernel_makes(fn, shape, schedule, passes) -> None:
+    """The loads in the generated code (one scalar load of the input per loop under these schedules) are what
+    explain counts: its ``reads`` line and its bytes moved count the input once per pass."""
+    spec = fusec.ArraySpec(shape, "float32")
+    e = fusec.fuse(fn, schedules={"k0": schedule}).explain(spec)
+    (x,) = e.plan.kernels[0].inputs
+    body = render_body(e.kernels[0].spec)
+    assert sum("= in0[" in line for line in body.splitlines()) == passes
+    assert e.input_passes(0) == {x: passes}
+    reads = next(line for line in str(e).splitlines() if line.startswith("  reads:"))
+    assert format_bytes(passes * x.nbytes) in reads
+    assert e.bytes_moved == passes * x.nbytes + e.plan.kernels[0].bytes_written
+
+
+def test_explain_rows_held_in_registers_read_once() -> None:
+    e = fusec.fuse(_softmax_rows).explain(fusec.ArraySpec((64, 4096), "float32"))
+    assert e.kernels[0].schedule.in_registers and list(e.input_passes(0).values()) == [1]
+    assert e.bytes_moved == e.plan.bytes_moved

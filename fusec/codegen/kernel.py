@@ -35,6 +35,28 @@ class GeneratedKernel:
     def name(self) -> str:
         return self.spec.name
 
+    def passes(self) -> dict[Node, int]:
+        """How many times the kernel reads each input array from memory: once per loop that loads it (each
+        phase of a reduction that re-reads its rows, then the epilogue), once in all where the rows sit in
+        registers (read into them once), and once for what it reads per row or once per kernel."""
+        spec = self.spec
+        count = {f"in{k}": 0 for k in range(len(spec.inputs))}
+        if spec.held:
+            loops: list[tuple] = [spec.held]
+        else:
+            loops = [ph.loads for ph in spec.phases] + [spec.epilogue_loads]
+        for loads in loops:
+            for pointer in {a.pointer for a in loads if a.pointer in count}:
+                count[pointer] += 1
+        for a in (*spec.uniform_loads, *spec.row_loads):
+            if a.pointer in count and count[a.pointer] == 0:
+                count[a.pointer] = 1
+        return {node: count[f"in{k}"] for k, node in enumerate(spec.inputs)}
+
+    def bytes_read(self) -> int:
+        """The bytes the kernel reads from memory: each input's size times its :meth:`passes`."""
+        return sum(node.nbytes * n for node, n in self.passes().items())
+
 
 def generate(region: Region, layouts: Mapping[Node, ArrayLayout] | None = None, schedule: Any = None, *,
              device: DeviceProperties = H200, name: str | None = None) -> GeneratedKernel:
