@@ -441,6 +441,24 @@ def test_kernels_division_by_a_row_divisor_takes_the_hoisted_reciprocal_in_regis
         assert not getattr(other.schedule, "fast_division", False)
 
 
+def test_kernels_epilogue_of_short_rows_computes_only_in_row_elements() -> None:
+    """A row shorter than its bucket (softmax over 100 elements in 16 x 8 slots) leaves held values past its
+    end unset: the epilogue must not divide them, or fc::div_invariant meets garbage (or the zeros of an
+    unread slot), clears its flag and every row is written a second time with IEEE division."""
+    for fn, n in [(softmax, 100), (layernorm, 1000), (softmax, 63)]:
+        spec = _spec(fn, (5, n))
+        assert not spec.full_rows and spec.epilogue_exact, (fn.__name__, n)
+        epilogue = render_body(spec).split("// epilogue", 1)[1].splitlines()
+        guarded = False
+        for line in epilogue:
+            if "for (int j = 0;" in line:
+                guarded = False
+            elif "if (i0 + j < nr) {" in line:
+                guarded = True
+            elif "div_invariant(" in line or "fc::div(" in line:
+                assert guarded, (fn.__name__, n, line)
+
+
 def test_kernels_max_shares_the_argmax_pair_only_of_the_same_operand() -> None:
     shared = _spec(row_min_argmin, (64, 100), dtype="float64")
     assert [f.ctype for f in shared.phases[0].fields] == ["fc::ArgPair<double, index_t>"]
