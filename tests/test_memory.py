@@ -65,3 +65,28 @@ def test_lru_drops_the_least_recently_used():
     assert lru.get("b", -1) == -1
     with pytest.raises(ValueError):
         LRU(0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the RSS from /proc/self/status")
+def test_memory_new_shape_each_call_keeps_rss_growth_under_20_mb():
+    """20,000 calls, each with an array of a shape not seen before (one signature: shapes are re-inferred,
+    not traced again): the graphs and plans kept per shape are bounded too."""
+    gc.collect()
+    nodes_before = set(ir_graph._INTERN.values())
+    f = fusec.fuse(_scaled)
+    data = np.linspace(-1, 1, 3 * (CALLS + 402), dtype=np.float32)
+    for i in range(300):  # warm up with shapes of their own
+        f(data[: 3 * (CALLS + i + 2)].reshape(-1, 3), 0.5)
+    gc.collect()
+    before = _rss_mb()
+    for i in range(CALLS):
+        x = data[: 3 * (i + 2)].reshape(i + 2, 3)  # 2 rows and more: a dim of 1 is a signature of its own
+        result = f(x, 0.5)
+    gc.collect()
+    growth = _rss_mb() - before
+    np.testing.assert_array_equal(result, _scaled(x, 0.5))
+    assert len(f._traces) == 1
+    assert growth < RSS_GROWTH_LIMIT_MB, f"RSS grew {growth:.1f} MB over {CALLS} calls"
+    del f
+    gc.collect()
+    assert [n for n in ir_graph._INTERN.values() if n not in nodes_before] == []
