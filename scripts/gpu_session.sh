@@ -10,7 +10,8 @@
 set -u
 OUT=${OUT:-/tmp/fusec-gpu}
 mkdir -p "$OUT"
-export PYTHONPATH=. PYTHONUNBUFFERED=1 FUSEC_CUBIN_CACHE=${FUSEC_CUBIN_CACHE:-$PWD/.fuzz/cubin}
+# the checkout first, then whatever PYTHONPATH held (carried wheels installed with pip --target)
+export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 FUSEC_CUBIN_CACHE=${FUSEC_CUBIN_CACHE:-$PWD/.fuzz/cubin}
 export FUSEC_FUZZ_CORPUS=${FUSEC_FUZZ_CORPUS:-$PWD/.fuzz/corpus.fir}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 start=$(date +%s)
