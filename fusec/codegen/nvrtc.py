@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fusec import counters
 from fusec.errors import FusecError
 
 PROGRAM_NAME = "fusec_kernel.cu"
@@ -317,6 +318,7 @@ def compile_cubin(source: str, arch: str = "sm_90", name_expressions: Sequence[s
     if failure is not None:
         nvrtc_log = failure.split("compilation log:", 1)[1] if "compilation log:" in failure else failure
         raise _compile_error(nvrtc_log, source, arch)
+    counters.count("kernels_compiled")
     text = log.getvalue().replace("\x00", "")
     lowered = {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in (obj.symbol_mapping or {}).items()}
     return CompileResult(bytes(obj.code), arch, text, parse_ptxas_report(text), lowered)
