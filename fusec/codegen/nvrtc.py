@@ -40,6 +40,8 @@ from fusec import counters
 from fusec.errors import FusecError
 
 PROGRAM_NAME = "fusec_kernel.cu"
+INSTALL_HINT = ("install a GPU extra: pip install 'fusec[cuda13]' (CUDA 13 driver) or 'fusec[cuda12]' (CUDA 12 "
+                "driver); from a checkout, pip install -e '.[cuda13]'")
 _ARCH_RE = re.compile(r"^sm_\d+[af]?$")
 _CONTEXT_LINES = 3
 _MAX_ERRORS_SHOWN = 3
@@ -278,8 +280,9 @@ def _cuda_core() -> tuple[Any, Any]:
                     from cuda.core.experimental import Program, ProgramOptions
                 except ImportError as exc:
                     raise CompileError(
-                        "compiling CUDA needs the cuda-core, cuda-bindings and nvidia-cuda-nvrtc packages",
-                        hint="pip install 'fusec[test]'",
+                        "compiling CUDA needs the cuda-core, cuda-bindings and NVRTC packages, which a CPU-only "
+                        "install of fusec leaves out",
+                        hint=INSTALL_HINT,
                     ) from exc
             cuda_include_dirs()
             _CUDA_CORE = (Program, ProgramOptions)
