@@ -44,6 +44,21 @@ def emit(topic: str, message: str, *args: object) -> None:
     _LOGGERS[topic].info(message, *args)
 
 
+def layout_change(old: tuple, new: tuple) -> str:
+    """What differs between two launch-layout keys of one kernel (:meth:`fusec.runtime.KernelLauncher.
+    cached_recipe`'s: the device, the forced schedule, then per array its shape, strides, dtype and pointer
+    alignment): "array 0: strides (400, 4) -> (800, 4)"."""
+    if old[:2] != new[:2]:
+        return "another device or forced schedule"
+    fields = ("shape", "strides", "dtype", "alignment (pointer mod 16)")
+    out = []
+    for i, (a, b) in enumerate(zip(old[2:], new[2:])):
+        for name, x, y in zip(fields, a, b):
+            if x != y:
+                out.append(f"array {i}: {name} {x} -> {y}")
+    return "; ".join(out) or "another output layout"
+
+
 def parse_topics(text: str) -> tuple[list[str], list[str]]:
     """``FUSEC_LOG``'s value -> (topics turned on, in :data:`TOPICS` order; names not understood)."""
     wanted, unknown = set(), []

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from fusec import logs
 from fusec.codegen.kernel import ForcedSchedules, check_forced, generate
 from fusec.codegen.spec import KernelSpec
 from fusec.cubin_cache import cached_cubin, compile_and_store, compiled_with_cupy, precompile
@@ -234,6 +235,9 @@ class KernelLauncher:
             key += tuple((id(n), a.shape, a.strides, a.data.ptr & 15) for n, a in out.items())
         recipe = entry.recipes.get(key)
         if recipe is None:
+            if entry.recipes and logs.on("recompile"):  # the same kernel again, for arrays laid out anew
+                logs.emit("recompile", "%s: a new kernel for a new layout: %s", region.name,
+                          logs.layout_change(next(reversed(entry.recipes)), key))
             recipe = entry.recipes[key] = self.recipe(region, arrays, out, schedule)
         return recipe
 

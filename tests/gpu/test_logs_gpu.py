@@ -52,3 +52,19 @@ def test_gpu_first_call_logs_compiles_then_a_new_launcher_hits_the_disk_cache(
     assert (g.cache_info().kernels_compiled, g.cache_info().disk_hits) == (0, kernels)
     hits = [r.getMessage() for r in caplog.records if r.name == "fusec.compile"]
     assert len(hits) == kernels and all("disk cache hit" in m for m in hits)
+
+
+def test_gpu_new_layout_of_the_same_kernel_is_logged_as_a_recompile_with_what_changed(
+        caplog: pytest.LogCaptureFixture) -> None:
+    import cupy
+
+    caplog.set_level(logging.INFO, logger="fusec.recompile")
+    f = fusec.fuse(softmax)
+    base = np.random.default_rng(8).standard_normal((64, 200)).astype(np.float32)
+    dense = cupy.asarray(base[:, :100])  # C-contiguous, rows of 100
+    strided = cupy.asarray(base)[:, ::2]  # the same shape, every other element
+    np.testing.assert_allclose(cupy.asnumpy(f(dense)), softmax(base[:, :100].astype(np.float64)), rtol=2e-5)
+    np.testing.assert_allclose(cupy.asnumpy(f(strided)), softmax(base[:, ::2].astype(np.float64)), rtol=2e-5)
+    notes = [r.getMessage() for r in caplog.records if r.name == "fusec.recompile"]
+    assert len(notes) == 1 and notes[0].startswith("k0: a new kernel for a new layout: array 0: strides ")
+    assert f.cache_info().traces == 1  # the trace and the plan served both
