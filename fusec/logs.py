@@ -1,10 +1,11 @@
 """fusec's logging: the standard ``logging`` logger ``fusec`` and one child per topic.
 
 Topics (``TOPICS``): ``fusec.trace`` (each trace: the signature, the time, and why no earlier trace was
-reused), ``fusec.recompile`` (each trace after a function's first, with its reasons), ``fusec.compile``
+reused), ``fusec.recompile`` (each trace after a function's first, with its reasons; each kernel built
+again for a new layout of the same shapes, with what changed), ``fusec.compile``
 (each kernel compiled or loaded: time, disk cache hit or miss), ``fusec.schedule`` (each kernel's schedule,
 chosen by the heuristics or forced) and ``fusec.cache`` (a known signature re-inferred for new shapes, a new
-plan, cubins read from or written to the disk cache). Records are at level INFO, so nothing shows unless
+plan). Records are at level INFO, so nothing shows unless
 asked for:
 
 - ``FUSEC_LOG=trace,compile`` (any of the topics, comma-separated; ``all`` or ``+all`` for every one)
