@@ -1008,7 +1008,9 @@ def main(argv: list[str] | None = None) -> int:
         say(f"{ctx.stamp()} ceilings (1 GiB)")
         ctx.ceilings = report["ceilings"] = measure_ceilings(ctx)
         release_memory(ctx)
-    for w in selected:
+    from fusec.progress import progress
+
+    for w in progress(selected, "workloads", unit="workload"):
         report["workloads"].append(run_workload(ctx, w, peers))
     report["versions"] = ctx.versions()
     report["elapsed_s"] = ctx.elapsed()

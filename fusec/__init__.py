@@ -27,11 +27,18 @@ Public names:
   :class:`VerifyError` for IR text and graphs, :class:`ScheduleError` for a forced schedule that does
   not parse or does not fit its kernel (``fusec.fuse(f, schedules={"k0": "rows:warp"})``).
 
-The command line ``fusec`` (``python -m fusec``) has ``demo``, ``explain`` and ``opt``.
+- :func:`cache_info`: what fusec's caches did in this process (``f.cache_info()`` for one function);
+  :func:`set_logs` (or ``FUSEC_LOG=trace,recompile,compile,schedule,cache``) prints fusec's log records
+  (:mod:`fusec.logs`); :class:`RecompileWarning` is warned once when a function traces again more often
+  than ``FUSEC_RECOMPILE_LIMIT`` (default 8).
+
+The command line ``fusec`` (``python -m fusec``) has ``demo``, ``explain``, ``opt`` and ``cache``.
 """
 
+from fusec import logs as _logs
 from fusec.api import Fused, fuse
 from fusec.arrayspec import ArraySpec
+from fusec.counters import CacheInfo, cache_info
 from fusec.errors import (
     FusecAxisError,
     FusecError,
@@ -43,12 +50,17 @@ from fusec.errors import (
     UnsupportedError,
     VerifyError,
 )
+from fusec.logs import set_logs
+from fusec.recompile import RecompileWarning
 from fusec.schedule.kinds import ScheduleError
+
+_logs.configure_from_environment()
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ArraySpec",
+    "CacheInfo",
     "Fused",
     "FusecAxisError",
     "FusecError",
@@ -56,9 +68,12 @@ __all__ = [
     "FusecTypeError",
     "FusecValueError",
     "ParseError",
+    "RecompileWarning",
     "ScheduleError",
     "TraceError",
     "UnsupportedError",
     "VerifyError",
+    "cache_info",
     "fuse",
+    "set_logs",
 ]

@@ -1,9 +1,11 @@
-"""The ``fusec`` command line: ``opt``, ``explain`` and ``demo``.
+"""The ``fusec`` command line: ``opt``, ``explain``, ``demo`` (:mod:`fusec.cli_demo`) and ``cache``
+(:mod:`fusec.cli_cache`).
 
     fusec opt FILE.fir -p canonicalize,fold,cse,dce,fuse [--dump] [--no-verify]
-    fusec explain FILE.py:FUNC --arg f32[8192,8192] [--schedule K=S] [--svg OUT] [--source] [--ptxas] [--run]
-                  [--color WHEN]
-    fusec demo [--size N] [--no-gpu]
+    fusec explain FILE.py:FUNC --arg f32[8192,8192] [--scalar NAME=VALUE] [--schedule K=S] [--svg OUT]
+                  [--source] [--full] [--ptxas] [--run] [--color WHEN]
+    fusec demo [--size N] [--no-gpu] [--verbose]
+    fusec cache [clear]
 
 Every error a user can cause (a missing file, a bad spec, IR that does not parse or verify, an unknown
 pass, a function that does not trace or raises, ``--svg`` without Graphviz, ``--run`` without a GPU)
@@ -14,19 +16,20 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import os
 import sys
+import textwrap
 import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-import numpy as np
-
 import fusec
+from fusec import cli_cache, cli_demo
+from fusec.cli_demo import DEMO_CASES, cmd_demo, traffic  # noqa: F401  (the demo's pieces, as before)
 from fusec.errors import FusecError, VerifyError, entry_point
-from fusec.gpu import gpu_status as gpu_available
+from fusec.gpu import gpu_status as gpu_available  # noqa: F401  (tests and users import it from here)
 from fusec.gpu import require_gpu
-from fusec.ir.ops import Kind
 from fusec.schedule import ScheduleError
 
 PROG = "fusec"
@@ -73,6 +76,17 @@ def _read_text(path: str) -> tuple[str, str]:
             return f.read(), path
     except UnicodeDecodeError:
         raise CliError(f"'{path}' is not UTF-8 text") from None
+
+
+def passes_epilog() -> str:
+    """The registered passes, one line each, for ``fusec opt --help``."""
+    from fusec.passes.manager import DEFAULT_PIPELINE, PASSES, get_pass
+
+    get_pass(DEFAULT_PIPELINE[0])  # registers them all
+    width = max(len(n) for n in PASSES)
+    lines = [f"  {name:{width}}  {PASSES[name].summary}" for name in sorted(PASSES)]
+    return ("passes (-p, in the order given):\n" + "\n".join(lines) + "\n\n"
+            + textwrap.fill(f"fusec.fuse runs {','.join(DEFAULT_PIPELINE)}.", 100))
 
 
 def cmd_opt(args: argparse.Namespace) -> int:
@@ -183,9 +197,58 @@ def parse_schedules(texts: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def parse_scalars(texts: Sequence[str]) -> dict[str, Any]:
+    """``--scalar NAME=VALUE`` options -> {name: a Python number}: an int, a float (``nan``, ``inf``, ``1e-3``)
+    or a bool (``True``/``False``)."""
+    out: dict[str, Any] = {}
+    words = {"true": True, "false": False, "nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"),
+             "+inf": float("inf")}
+    for text in texts:
+        name, sep, value = (part.strip() for part in text.partition("="))
+        if not sep or not name.isidentifier() or not value:
+            raise CliError(f"bad --scalar '{text}': expected NAME=VALUE such as temperature=0.5")
+        if value.lower() in words:
+            out[name] = words[value.lower()]
+            continue
+        try:
+            out[name] = int(value, 0)
+        except ValueError:
+            try:
+                out[name] = float(value)
+            except ValueError:
+                raise CliError(f"bad --scalar '{text}': '{value}' is not a number (an int, a float such as 0.5 "
+                               "or nan, or True/False)") from None
+    return out
+
+
+def call_arguments(fused: fusec.Fused, specs: list[Any], scalars: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """The positional and keyword arguments of one call of ``fused``: its parameters in order, each named in
+    ``scalars`` taking that value, every other positional one the next of ``specs`` (``*args`` the rest)."""
+    params = inspect.signature(fused.fn).parameters
+    unknown = sorted(set(scalars) - set(params))
+    if unknown and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        raise CliError(f"--scalar {unknown[0]}: {fused.name} has no parameter '{unknown[0]}' (its parameters: "
+                       f"{', '.join(params)})")
+    positional, keywords, queue, left = [], {}, list(specs), dict(scalars)
+    for p in params.values():
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            if p.name in left:
+                positional.append(left.pop(p.name))
+            elif queue:
+                positional.append(queue.pop(0))
+            else:
+                break
+        elif p.kind is inspect.Parameter.VAR_POSITIONAL:
+            positional += queue
+            queue = []
+    positional += queue  # too many --arg: the call's own error says so
+    keywords.update(left)
+    return positional, keywords
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     fused = load_function(args.target)
-    specs = parse_specs(args.arg or [])
+    specs, scalars = call_arguments(fused, parse_specs(args.arg or []), parse_scalars(args.scalar or []))
     if args.svg:
         _check_drawing_path(args.svg)
     if args.measure:
@@ -193,7 +256,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     try:
         if args.schedule:
             fused = fused.with_schedules(parse_schedules(args.schedule))
-        explanation = fused.explain(*specs, run=args.measure)
+        explanation = fused.explain(*specs, run=args.measure, **scalars)
     except ScheduleError as exc:
         raise CliError(f"--schedule: {exc.message}") from None
     except FusecError:
@@ -205,10 +268,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
         raise CliError(f"{where}: {fused.name} raised {type(exc).__name__} while fusec traced it: "
                        f"{_one_line(exc)}") from None
     print(explanation.render(color=use_color(args.color, sys.stdout)))
-    if args.source:
-        print(fused.cuda_source(*specs))
+    if args.source or args.full:
+        print(fused.cuda_source(*specs, full=args.full, **scalars))
     if args.ptxas:
-        print(fused.ptxas(*specs))
+        print(fused.ptxas(*specs, **scalars))
     if args.svg:
         try:
             written, missing_graphviz = explanation._save(args.svg)
@@ -243,148 +306,6 @@ def _check_drawing_path(path: str) -> None:
         raise CliError(f"--svg '{path}': no such directory '{folder}'")
 
 
-# --- fusec demo ----------------------------------------------------------------------------------
-
-
-def _sum_abs(x: Any) -> Any:
-    return abs(x).sum()
-
-
-def _softmax(x: Any) -> Any:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def _np_softmax(x: np.ndarray) -> np.ndarray:
-    x64 = x.astype(np.float64)
-    e = np.exp(x64 - x64.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def _np_sum_abs(x: np.ndarray) -> np.ndarray:
-    return np.abs(x).sum(dtype=np.float64)
-
-
-# name, formula, function, reference on the host, shape for the 2^28-element traffic estimate
-DEMO_CASES = [
-    ("sum_abs", "abs(x).sum()", _sum_abs, _np_sum_abs, (1 << 28,)),
-    ("softmax", "exp(x - x.max(-1)) / sum over the row", _softmax, _np_softmax, (1 << 14, 1 << 14)),
-]
-
-
-def traffic(graph: Any) -> tuple[int, int, int]:
-    """(unfused kernels, unfused bytes, minimum bytes) of a graph.
-
-    Unfused: one CuPy call per elementwise or reduction node, each reading its operands and writing
-    its result (layout nodes are views; a broadcast operand is read at its stored size). Minimum:
-    every input read once and every output written once, which is what one fused kernel moves.
-    """
-
-    def stored(node: Any) -> Any:
-        while node.opdef.kind is Kind.LAYOUT:
-            node = node.operands[0]
-        return node
-
-    kernels = moved = 0
-    for node in graph.nodes:
-        if node.opdef.kind in (Kind.ELEMENTWISE, Kind.REDUCTION):
-            kernels += 1
-            moved += node.nbytes + sum(stored(o).nbytes for o in node.operands)
-    minimum = sum(n.nbytes for n in graph.inputs) + sum(stored(n).nbytes for n in set(graph.outputs))
-    return kernels, moved, minimum
-
-
-def _parse_size(text: str) -> int:
-    try:
-        value = 2 ** int(text[2:]) if text.startswith("2^") else int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer such as 67108864 or 2^26, got '{text}'"
-                                         ) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"the size must be at least 1, got {value}")
-    return value
-
-
-def _show_case(fused: fusec.Fused, name: str, formula: str, shape: tuple[int, ...]) -> None:
-    spec = fusec.ArraySpec(shape, "float32")
-    graph = fused.trace(spec)
-    print(f"== {name}: {formula}, x = {spec} ==")
-    print(graph)
-    print(fused.plan(spec))
-    print(fused.cuda_source(spec))
-    print()
-
-
-def _close(got: Any, want: Any, rtol: float, atol: float) -> tuple[bool, float]:
-    got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    err = float(np.max(np.abs(got64 - want64) / (atol + rtol * np.abs(want64)))) if got64.size else 0.0
-    return got64.shape == want64.shape and bool(np.all(np.isfinite(got64))) and err <= 1.0, err
-
-
-def _demo_numpy(fns: dict[str, fusec.Fused], size: int | None) -> bool:
-    rng = np.random.default_rng(0)
-    ok = True
-    for name, shape in (("sum_abs", (size or 1 << 16,)), ("softmax", (256, 512))):
-        x = rng.standard_normal(shape, dtype=np.float32)
-        reference = _np_sum_abs(x) if name == "sum_abs" else _np_softmax(x)
-        good, err = _close(fns[name](x), reference, rtol=1e-5, atol=1e-7)
-        ok &= good
-        label = f"{name} {fusec.ArraySpec(shape, 'float32')}"
-        print(f"  {label:24s} {'ok' if good else 'MISMATCH'} (worst error / tolerance = {err:.2g})")
-    return ok
-
-
-
-def _demo_gpu(fns: dict[str, fusec.Fused], size: int | None) -> bool:
-    import cupy
-
-    from fusec.explain_run import time_ms
-    from fusec.ir.interpret import interpret
-
-    name_dev = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"]
-    name_dev = name_dev.decode() if isinstance(name_dev, bytes) else name_dev
-    print(f"GPU: {name_dev}; median of 20 runs after warm-up, timed with CUDA events")
-    rows, ok = [], True
-    cases = [("sum_abs", (size or 1 << 26,)), ("softmax", (8192, 8192)), ("softmax", (4096, 4096))]
-    for name, shape in cases:
-        fused = fns[name]
-        x = cupy.random.standard_normal(shape, dtype=cupy.float32)
-        graph = fused.trace(x)
-        _, _, minimum = traffic(graph)
-        t_fused = time_ms(lambda f=fused, a=x: f(a), cupy, reps=20)
-        t_unfused = time_ms(lambda g=graph, a=x: interpret(g, [a], xp=cupy), cupy, reps=20)
-        xh = cupy.asnumpy(x)
-        reference = _np_sum_abs(xh) if name == "sum_abs" else _np_softmax(xh)
-        good, _ = _close(cupy.asnumpy(fused(x)), reference, rtol=1e-4, atol=1e-7)
-        ok &= good
-        label = f"{name} {fusec.ArraySpec(shape, 'float32')}"
-        rows.append((label, t_unfused, t_fused, minimum, "ok" if good else "MISMATCH"))
-        del x
-    print(f"{'case':28s} {'unfused ms':>10s} {'fused ms':>9s} {'speedup':>8s} {'fused GB/s':>10s}  check")
-    for label, tu, tf, nbytes, check in rows:
-        print(f"{label:28s} {tu:10.3f} {tf:9.3f} {tu / tf:7.2f}x {nbytes / tf / 1e6:10.1f}  {check}")
-    print("(GB/s: bytes a single fused kernel must move, each input read once and each output written once)")
-    return ok
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    fns = {name: fusec.fuse(fn, name=name) for name, _, fn, _, _ in DEMO_CASES}
-    print("fusec demo: trace sum(abs(x)) and a row softmax, show their IR, plan, bytes moved and CUDA source, "
-          "run and check them\n")
-    for name, formula, _, _, shape in DEMO_CASES:
-        _show_case(fns[name], name, formula, shape)
-    usable, why = (False, "--no-gpu given") if args.no_gpu else gpu_available()
-    if usable:
-        ok = _demo_gpu(fns, args.size)
-    else:
-        print(f"no CUDA GPU found: running the NumPy reference backend on small inputs ({why})")
-        ok = _demo_numpy(fns, args.size)
-    if not ok:
-        return _fail("a result differs from NumPy beyond the tolerance")
-    print("result checked against NumPy: OK")
-    return 0
-
-
 # --- the parser and main -------------------------------------------------------------------------
 
 
@@ -397,7 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     opt = sub.add_parser("opt", help="parse a .fir IR file, run passes, print the result",
                          description="Parse FILE (IR text; '-' reads stdin), verify it, run the passes named "
-                                     "with -p in order (verifying after each) and print the resulting IR.")
+                                     "with -p in order (verifying after each) and print the resulting IR.",
+                         epilog=passes_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     opt.add_argument("file", metavar="FILE.fir", help="IR text file, or '-' for stdin")
     opt.add_argument("-p", "--passes", metavar="P1,P2,...",
                      help="comma-separated passes to run, such as canonicalize,fold,cse,dce,fuse (default: none)")
@@ -414,8 +336,16 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("target", metavar="FILE.py:FUNC", help="the file and the function in it")
     explain.add_argument("--arg", action="append", metavar="SPEC",
                          help="one argument as DTYPE[DIMS], such as f32[8192,8192] or i64[]; repeat in order")
-    explain.add_argument("--source", action="store_true", help="also print the generated CUDA source")
-    explain.add_argument("--ptxas", action="store_true", help="also compile with NVRTC and print the ptxas report")
+    explain.add_argument("--scalar", action="append", metavar="NAME=VALUE",
+                         help="a Python-number parameter of FUNC, such as temperature=0.5 (an int, a float, nan, "
+                              "inf, True/False); repeat for others. --arg fills the other parameters in order")
+    explain.add_argument("--source", action="store_true",
+                         help="also print each kernel's CUDA source, its helper headers folded to one line")
+    explain.add_argument("--full", action="store_true",
+                         help="with --source (or alone): each kernel's exact translation unit, headers included")
+    explain.add_argument("--ptxas", action="store_true",
+                         help="also compile with NVRTC (no GPU needed) and print a table per kernel: registers, "
+                              "spills, stack, shared memory, threads, blocks and occupancy per SM")
     explain.add_argument("--svg", metavar="OUT",
                          help="draw the fused DAG (each kernel a coloured cluster) to OUT with Graphviz's dot; "
                               "the suffix picks the format: .svg, .png, .pdf, or .dot for the DOT text")
@@ -430,16 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="colour the report: auto (default) colours on a terminal unless NO_COLOR is set")
     explain.set_defaults(run=cmd_explain)
 
-    demo = sub.add_parser("demo", help="the main job: trace, fuse, run and check two functions",
-                          description="Trace sum(abs(x)) and a row softmax, print their IR, their plan (kernels "
-                                      "and bytes moved fused vs unfused) and their CUDA source, then run them: "
-                                      "on a CUDA GPU (CuPy), time fused vs one CuPy call per op; without one, "
-                                      "run the NumPy reference backend on small inputs. Every result is checked "
-                                      "against NumPy.")
-    demo.add_argument("--size", type=_parse_size, metavar="N",
-                      help="elements of the sum_abs input (default: 2^26 on a GPU, 2^16 on the CPU)")
-    demo.add_argument("--no-gpu", action="store_true", help="use the NumPy reference backend even if a GPU is there")
-    demo.set_defaults(run=cmd_demo)
+    cli_demo.add_parser(sub)
+    cli_cache.add_parser(sub)
     return parser
 
 

@@ -12,12 +12,14 @@ import inspect
 import math
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from fusec import counters, logs
 from fusec.arrayspec import ArraySpec
 from fusec.errors import FusecError, FusecTypeError, FusecValueError, TraceError, UnsupportedError
 from fusec.explain import Explanation
@@ -27,6 +29,7 @@ from fusec.ir.trace import Tracer, output_node, return_site, trace_function
 from fusec.lru import LRU
 from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
 from fusec.plan import Plan, execute_numpy, make_plan
+from fusec.recompile import RecompileTracker
 
 _SHAPES_KEPT = 64  # graphs kept per signature, one per distinct set of input shapes
 _SIGNATURES_KEPT = 64  # traces kept per Fused, the least recently used dropped (a new Python scalar is a new one)
@@ -103,6 +106,8 @@ class Fused:
         self._plans: dict[tuple[Graph, bool], Plan] = {}
         self._fast: dict[tuple, Callable[[tuple], Any]] = {}  # exact GPU layouts -> runner
         self._lock = threading.RLock()
+        self._counts = counters.Counters()  # what f.cache_info() reports
+        self._recompiles = RecompileTracker(self.name, self._counts)
 
     def __repr__(self) -> str:
         return f"<fusec.Fused {self.name}>"
@@ -219,20 +224,43 @@ class Fused:
         with self._lock:
             traced = self._traces.get(key)
             if traced is None:
-                traced = self._trace_new(params)
+                earlier = self._traces.keys()
+                traced = self._timed_trace(params, key, earlier)
                 traced.by_shapes[shapes] = traced.graph
                 self._traces.put(key, traced)
             graph = traced.by_shapes.get(shapes)
             if graph is None:
                 # a new size of a known signature: re-infer shapes, unless the function read a size
                 if traced.shape_specialized:
-                    graph = self._trace_new(params).graph
+                    graph = self._timed_trace(params, key, [key], size_read=True).graph
                 else:
                     graph = rebind(traced.graph, [tuple(s) for s in shapes])
+                    self._count("shape_reuses")
+                    if logs.on("cache"):
+                        logs.emit("cache", "%s: trace reused for new shapes %s (shapes re-inferred)", self.name,
+                                  list(shapes))
                 if len(traced.by_shapes) >= _SHAPES_KEPT:
                     traced.by_shapes.pop(next(iter(traced.by_shapes)))
                 traced.by_shapes[shapes] = graph
         return traced, graph
+
+    def _timed_trace(self, params: list[tuple[str, Any]], key: tuple, earlier: list[tuple],
+                     size_read: bool = False) -> TracedFunction:
+        """:meth:`_trace_new`, timed, logged and counted, with why no earlier trace served
+        (:class:`fusec.recompile.RecompileTracker`)."""
+        start = time.perf_counter()
+        traced = self._trace_new(params)
+        self._recompiles.traced([n for n, _ in params], key, earlier, time.perf_counter() - start, size_read)
+        return traced
+
+    def _count(self, name: str) -> None:
+        with counters.charging(self._counts):
+            counters.count(name)
+
+    def cache_info(self) -> counters.CacheInfo:
+        """What this function's caches did so far (:class:`fusec.counters.CacheInfo`): traces and retraces,
+        trace reuses for new shapes, plans, kernels compiled, compiled kernels read from the disk cache."""
+        return self._counts.info()
 
     def _trace_new(self, params: list[tuple[str, Any]]) -> TracedFunction:
         inputs, result, specialized = trace_function(self.fn, params, self._positional_count(params))
@@ -265,6 +293,10 @@ class Fused:
             plan = self._plans.get(key)
             if plan is None:
                 plan = make_plan(graph, DEFAULT_PIPELINE if key[1] else UNFUSED_PIPELINE)
+                self._count("plans")
+                if logs.on("cache"):
+                    logs.emit("cache", "%s: planned %d kernel(s) for %s", self.name, len(plan.kernels),
+                              [n.shape for n in graph.inputs])
                 if len(self._plans) >= _SHAPES_KEPT:
                     self._plans.pop(next(iter(self._plans)))
                 self._plans[key] = plan
@@ -317,9 +349,10 @@ class Fused:
         arrays = [v for _, v in params if _backend(v) is not None]
         outs = None if out is None else _check_out(self.name, out, plan.graph.outputs, backend)
         if backend == "cupy":
-            results = self._run_gpu(plan, arrays, outs)
-            if out is None and not kwargs and len(arrays) == len(args) and not _fusion_disabled():
-                self._remember_fast_path(args, traced, plan, arrays)
+            with counters.charging(self._counts):  # kernels compiled or read from disk count as this function's
+                results = self._run_gpu(plan, arrays, outs)
+                if out is None and not kwargs and len(arrays) == len(args) and not _fusion_disabled():
+                    self._remember_fast_path(args, traced, plan, arrays)
             return traced.pack(results)
         results = execute_numpy(plan, arrays, xp=np)
         if outs is not None:
@@ -362,26 +395,40 @@ class Fused:
                 self._fast.pop(next(iter(self._fast)))
             self._fast[_fast_key(args)] = fast
 
-    def cuda_source(self, *args: Any, **kwargs: Any) -> str:
-        """The CUDA C source of every kernel, exactly as compiled for these arguments (arrays, whose
-        layouts matter, or :class:`fusec.ArraySpec`, taken as C-contiguous). No GPU needed."""
-        return "\n".join(k.source for k in self._kernels(args, kwargs))
+    def cuda_source(self, *args: Any, full: bool = False, **kwargs: Any) -> str:
+        """The CUDA C source of every kernel for these arguments (arrays, whose layouts matter, or
+        :class:`fusec.ArraySpec`, taken as C-contiguous). No GPU needed. Each kernel's device-helper
+        headers (~700 lines) are folded to one ``// #include <fusec helpers: ...>`` note; ``full=True``
+        gives each kernel's exact translation unit, as compiled."""
+        from fusec.report import folded_source
 
-    def ptxas(self, *args: Any, arch: str = "sm_90", **kwargs: Any) -> str:
-        """The compiler's resource report of each kernel (registers, spills, stack, shared memory),
-        compiled with NVRTC for ``arch``. No GPU needed."""
+        kernels = self._kernels(args, kwargs)
+        return "\n".join(k.source for k in kernels) if full else folded_source(kernels)
+
+    def ptxas(self, *args: Any, arch: str = "sm_90", **kwargs: Any) -> Any:
+        """The compiler's resource report of each kernel, compiled with NVRTC for ``arch`` (no GPU needed):
+        a :class:`fusec.report.PtxasReport`, a list of rows (kernel, registers, spills, stack, shared memory,
+        threads, blocks and occupancy per SM) that prints as a table."""
         from fusec.codegen.nvrtc import compile_cubin
+        from fusec.progress import progress
+        from fusec.report import ptxas_rows
 
-        lines = []
-        for kernel in self._kernels(args, kwargs):
+        kernels, reports = [], []
+        for kernel in progress(self._kernels(args, kwargs), f"ptxas {self.name}", unit="kernel"):
+            start = time.perf_counter()
             try:
-                result = compile_cubin(kernel.source, arch)
+                with counters.charging(self._counts):
+                    result = compile_cubin(kernel.source, arch)
             except FusecError as exc:
                 exc.kernel = kernel.name
                 raise _compile_failure(self, exc) from None
-            for name, report in (result.kernels or {}).items():
-                lines.append(f"{name} ({arch}): {report}")
-        return "\n".join(lines)
+            if logs.on("compile"):
+                logs.emit("compile", "%s (%s): compiled with NVRTC for ptxas in %.3f s (not cached)", kernel.name,
+                          arch, time.perf_counter() - start)
+            for report in (result.kernels or {}).values():
+                kernels.append(kernel)
+                reports.append(report)
+        return ptxas_rows(kernels, reports, arch)
 
     def _kernels(self, args: tuple, kwargs: dict) -> list[Any]:
         """Every kernel these arguments run as (:class:`fusec.codegen.kernel.GeneratedKernel`: schedule, spec,
@@ -614,8 +661,11 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
       region, kernels with kind/nodes/bytes/launch, refusals to fuse with reasons, bytes fused vs
       unfused); ``print()`` it, ``.to_dot()``/``.save("f.svg")`` draw the fused DAG; ``run=True``
       also times each kernel on the GPU.
-    - ``f.cuda_source(*args)``: the generated CUDA C, exactly as compiled.
-    - ``f.ptxas(*args, arch="sm_90")``: NVRTC's register/spill/shared-memory report per kernel.
+    - ``f.cuda_source(*args, full=False)``: the generated CUDA C of each kernel, its helper headers folded to
+      a one-line note (``full=True``: exactly as compiled).
+    - ``f.ptxas(*args, arch="sm_90")``: NVRTC's register/spill/shared-memory report per kernel, with the
+      blocks and occupancy per SM (a list of rows that prints as a table).
+    - ``f.cache_info()``: traces, retraces, plans, kernels compiled, disk cache hits so far.
 
     Everything but calling with CuPy arrays (and ``explain(run=True)``) works without a GPU, and
     accepts :class:`fusec.ArraySpec` (shape and dtype, no data) in place of arrays:

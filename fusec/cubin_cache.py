@@ -28,8 +28,11 @@ import secrets
 import stat
 import struct
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
+
+from fusec import counters, logs
 
 
 def cubin_dir() -> Path:
@@ -249,14 +252,32 @@ def compile_and_store(source: str, arch: str) -> bytes:
     return cubin
 
 
-def cached_cubin(source: str, arch: str) -> tuple[bytes, int]:
+def cached_cubin(source: str, arch: str, name: str | None = None) -> tuple[bytes, int]:
     """The cubin of ``source`` for ``arch`` from the disk cache, or compiled (with NVRTC) and cached;
     and 1 when it was compiled, else 0. An entry not whole and signed by this cache is compiled again and
-    overwritten."""
-    cubin = read_cubin(cubin_path(source, arch))
+    overwritten. ``name`` (the kernel's) is for the ``fusec.compile`` log; a hit counts as a disk hit
+    (:mod:`fusec.counters`)."""
+    start = time.perf_counter()
+    path = cubin_path(source, arch)
+    cubin = read_cubin(path)
     if cubin is not None:
+        counters.count("disk_hits")
+        if logs.on("compile"):
+            logs.emit("compile", "%s (%s): disk cache hit, %s (%.3f s)", name or "kernel", arch, path.name[:16],
+                      time.perf_counter() - start)
         return cubin, 0
-    return compile_and_store(source, arch), 1
+    cubin = compile_and_store(source, arch)
+    if logs.on("compile"):
+        logs.emit("compile", "%s (%s): compiled with NVRTC in %.3f s (disk cache miss, stored as %s)",
+                  name or "kernel", arch, time.perf_counter() - start, path.name[:16])
+    return cubin, 1
+
+
+def compiled_with_cupy(name: str, seconds: float) -> None:
+    """Count and log a kernel compiled by CuPy's compiler (``FUSEC_COMPILER=cupy``; CuPy's own disk cache)."""
+    counters.count("kernels_compiled")
+    if logs.on("compile"):
+        logs.emit("compile", "%s: compiled with CuPy in %.3f s (CuPy's own cache)", name, seconds)
 
 
 def _compile_one(job: tuple[str, str]) -> int:

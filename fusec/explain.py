@@ -125,6 +125,13 @@ class Explanation:
     def __str__(self) -> str:
         return self.render(color=False)
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the fused DAG (with Graphviz), the plan as a table, the bytes, the whole report
+        folded (:mod:`fusec.explain_html`)."""
+        from fusec.explain_html import explanation_html
+
+        return explanation_html(self)
+
     def render(self, color: bool = False) -> str:
         """The report as text; ``color=True`` adds ANSI colour codes (for a terminal)."""
         plan = self.plan

@@ -107,13 +107,14 @@ def measure(plan: Plan, arrays: Sequence[Any], reps: int = 20, schedules: Mappin
     ``schedules`` forces kernels' schedules by name."""
     cupy = require_gpu()
     from fusec.ir.interpret import interpret
+    from fusec.progress import progress
     from fusec.runtime import default_launcher, run_plan
 
     launcher = default_launcher()
     memory: dict[Node, Any] = dict(zip(plan.graph.inputs, arrays))
     kernels = []
     device = cupy.cuda.runtime.getDevice()
-    for k in plan.kernels:
+    for k in progress(plan.kernels, "compile and time", unit="kernel"):
         schedule = (schedules or {}).get(k.name)
         recipe = launcher.cached_recipe(k.region, [memory[n] for n in k.inputs], device, schedule=schedule)
         launch = (lambda k=k, schedule=schedule: launcher.run_region(k.region, memory, schedule=schedule))

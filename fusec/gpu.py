@@ -22,7 +22,10 @@ def gpu_status() -> tuple[bool, str]:
     """Whether CuPy imports and sees a CUDA device, and if not, why (never raises)."""
     try:
         import cupy
-    except Exception as exc:  # ImportError, or a broken CUDA install
+    except ImportError:
+        return False, ("CuPy is not installed: pip install 'fusec[cuda13]' (CUDA 13 driver) or 'fusec[cuda12]' "
+                       "(CUDA 12 driver)")
+    except Exception as exc:  # a broken CUDA install
         return False, f"CuPy does not import ({type(exc).__name__})"
     try:
         count = cupy.cuda.runtime.getDeviceCount()

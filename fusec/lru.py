@@ -41,6 +41,9 @@ class LRU(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._entries)
 
+    def keys(self) -> list[K]:
+        return list(self._entries)
+
     def values(self) -> list[V]:
         return list(self._entries.values())
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,14 +39,16 @@ from typing import Any
 
 import numpy as np
 
+from fusec import logs
 from fusec.codegen.kernel import ForcedSchedules, check_forced, generate
 from fusec.codegen.spec import KernelSpec
-from fusec.cubin_cache import cached_cubin, compile_and_store, precompile
+from fusec.cubin_cache import cached_cubin, compile_and_store, compiled_with_cupy, precompile
 from fusec.dispatch import PackedLaunch, PlanRunner, PlanStep, recycler_for
 from fusec.gpu import cupy_module
 from fusec.ir.graph import Node
 from fusec.ir.region import Region
 from fusec.lru import LRU
+from fusec.progress import progress
 from fusec.schedule import Schedule, layouts_of
 from fusec.schedule.device import device_properties
 
@@ -146,9 +149,11 @@ class KernelLauncher:
         if self.compiler == "cupy":
             module = self._modules.get((source, device))
             if module is None:
+                start = time.perf_counter()
                 module = cp.RawModule(code=source, options=self._compile_options())
                 self._modules.put((source, device), module)
                 self.compiles += 1
+                compiled_with_cupy(name, time.perf_counter() - start)
             return module.get_function(name).kernel
         return self._nvrtc_function(source, name, device)
 
@@ -157,7 +162,7 @@ class KernelLauncher:
         module = self._modules.get((source, device))
         if module is None:
             arch = "sm_" + cp.cuda.Device(device).compute_capability
-            cubin, compiled = cached_cubin(source, arch)
+            cubin, compiled = cached_cubin(source, arch, name)
             module = cp.cuda.function.Module()
             try:
                 module.load(cubin)
@@ -230,6 +235,9 @@ class KernelLauncher:
             key += tuple((id(n), a.shape, a.strides, a.data.ptr & 15) for n, a in out.items())
         recipe = entry.recipes.get(key)
         if recipe is None:
+            if entry.recipes and logs.on("recompile"):  # the same kernel again, for arrays laid out anew
+                logs.emit("recompile", "%s: a new kernel for a new layout: %s", region.name,
+                          logs.layout_change(next(reversed(entry.recipes)), key))
             recipe = entry.recipes[key] = self.recipe(region, arrays, out, schedule)
         return recipe
 
@@ -388,7 +396,8 @@ def run_plan(plan: Any, arrays: list[Any], out: Mapping[Node, Any] | None = None
     launcher = launcher or default_launcher()
     check_forced(schedules, [k.name for k in plan.kernels])
     memory: dict[Node, Any] = dict(zip(plan.graph.inputs, arrays))
-    for kernel in plan.kernels:
+    # a bar only where several kernels take over a second (a first call compiling them), on a terminal
+    for kernel in progress(plan.kernels, f"compile {plan.graph.name}", unit="kernel", when=len(plan.kernels) > 1):
         targets = {n: out[n] for n in kernel.outputs if n in out} if out else None
         memory.update(launcher.run_region(kernel.region, memory, out=targets,
                                           schedule=(schedules or {}).get(kernel.name)))

@@ -117,7 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     spawn = multiprocessing.get_context("spawn")  # fresh processes parse the file as the GPU machine will
     with concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=spawn, initializer=_load_corpus,
                                                 initargs=(str(Path(args.out).resolve()),)) as pool:
-        results = [r for chunk in pool.map(_sources_of, chunks) for r in chunk]
+        from fusec.progress import progress
+
+        done = progress(pool.map(_sources_of, chunks), "plan and render", unit="chunk", total=len(chunks))
+        results = [r for chunk in done for r in chunk]
     results.sort()
     users: dict[str, list[int]] = {}
     launches = 0

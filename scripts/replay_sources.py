@@ -74,7 +74,7 @@ def _example_programs() -> Iterator[tuple[str, list[str]]]:
         fused = fn if isinstance(fn, fusec.Fused) else fusec.fuse(fn)
         for shape in shapes:
             specs = [fusec.ArraySpec(s, "float32") for s in arg_shapes(shape)]
-            yield f"examples/{name}/{'x'.join(map(str, shape))}", [fused.cuda_source(*specs)]
+            yield f"examples/{name}/{'x'.join(map(str, shape))}", [fused.cuda_source(*specs, full=True)]
 
 
 def _case_programs() -> Iterator[tuple[str, list[str]]]:
@@ -86,7 +86,7 @@ def _case_programs() -> Iterator[tuple[str, list[str]]]:
             continue
         call = case.make(np, np.random.default_rng(0))
         try:
-            source = fusec.fuse(case.fn).cuda_source(*call.args)
+            source = fusec.fuse(case.fn).cuda_source(*call.args, full=True)
         except Exception as exc:  # noqa: BLE001 - recorded as the program's result
             source = f"<{type(exc).__name__}>"
         yield f"cases/{case.id}", [source]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.helpers import seed_of
+from tests.helpers import GPU_SKIP_REASON, seed_of
 
 settings.register_profile("fusec", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", deadline=None, max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
@@ -21,7 +21,6 @@ def rng(request: pytest.FixtureRequest) -> np.random.Generator:
 
 # --- `gpu` tests: skipped, with the reason, where CuPy sees no CUDA device ----------------------
 
-GPU_SKIP_REASON = "no CUDA GPU: run `pytest -m gpu` on a machine with one"
 
 
 def cuda_gpu_present() -> bool:

@@ -147,4 +147,6 @@ def gpu_count() -> int:
 
 
 # pytestmark of every GPU test module: selected by ``-m gpu``, skipped with the reason where there is no GPU
-GPU_ONLY = [pytest.mark.gpu, pytest.mark.skipif(gpu_count() == 0, reason="no CUDA GPU visible to CuPy")]
+# (one reason for every GPU test, conftest's too: the one the README quotes)
+GPU_SKIP_REASON = "no CUDA GPU: run `pytest -m gpu` on a machine with one"
+GPU_ONLY = [pytest.mark.gpu, pytest.mark.skipif(gpu_count() == 0, reason=GPU_SKIP_REASON)]

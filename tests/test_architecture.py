@@ -17,7 +17,8 @@ LAYERS = ["base", "ir", "passes", "schedule", "codegen", "runtime", "front"]
 def layer_of(module: str) -> str:
     """The layer of ``fusec.<...>`` module ``module``."""
     parts = module.split(".")
-    if parts[:2] in (["fusec", "errors"], ["fusec", "lru"]):
+    if parts[:2] in (["fusec", "errors"], ["fusec", "lru"], ["fusec", "logs"], ["fusec", "counters"],
+                     ["fusec", "progress"]):
         return "base"
     if parts[:2] == ["fusec", "arrayspec"]:
         return "ir"  # an argument described by shape and dtype: plain data over the IR's dtypes
@@ -46,7 +47,8 @@ def fusec_imports(path: Path, module: str) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("fusec"))
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fusec"):
-            found.add(node.module)
+            if node.module != "fusec" or not all((PACKAGE / f"{a.name}.py").is_file() for a in node.names):
+                found.add(node.module)  # `from fusec import logs` imports fusec.logs alone (the package's own code)
             found.update(f"{node.module}.{a.name}" for a in node.names
                          if (PACKAGE.parent / node.module.replace(".", "/") / f"{a.name}.py").is_file())
     return found

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import fusec
@@ -306,7 +307,140 @@ def _nvrtc_importable() -> bool:
 def test_explain_ptxas_reports_registers(capsys):
     code, out, err = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[64,64]", "--ptxas")
     assert (code, err) == (0, "")
-    assert re.search(r"k0_rows_max_sub_exp_sum_div \(sm_90\): .*registers", out)
+    table = out[out.index("kernel  "):].splitlines()
+    assert table[0].split() == ["kernel", "arch", "registers", "spills", "(st/ld", "B)", "stack", "B", "smem", "B",
+                                "threads", "blocks/SM", "occupancy"]
+    row = table[1].split()
+    assert row[:2] == ["k0_rows_max_sub_exp_sum_div", "sm_90"] and 8 <= int(row[2]) <= 255
+    assert row[3] == "0/0" and row[6] == "256" and 1 <= int(row[7]) <= 8 and row[8].endswith("%")
+
+
+@pytest.mark.skipif(not _nvrtc_importable(), reason="cuda-core (NVRTC) is not installed: pip install -e '.[test]'")
+def test_ptxas_returns_rows_with_occupancy_from_the_report() -> None:
+    from fusec.report import PtxasRow, blocks_per_sm
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        from softmax import softmax
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    report = softmax.ptxas(fusec.ArraySpec((64, 64), "float32"))
+    assert len(report) == 1 and isinstance(report[0], PtxasRow)
+    row = report.row("k0")
+    assert row.kernel == "k0_rows_max_sub_exp_sum_div" and row.arch == "sm_90" and row.spills == 0
+    assert row.blocks_per_sm == blocks_per_sm(row.registers, row.shared_memory, row.threads)
+    assert row.occupancy == row.blocks_per_sm * row.threads / 2048
+    assert str(report).splitlines()[1].startswith("k0_rows_max_sub_exp_sum_div  sm_90")
+
+
+@pytest.mark.parametrize("registers, smem, threads, blocks", [
+    (32, 0, 256, 8),        # threads: 2048 / 256
+    (64, 0, 256, 4),        # registers: 65536 / (64 * 256)
+    (255, 0, 128, 2),       # 255 registers round to 256 per thread: 65536 / (256 * 128)
+    (16, 48 * 1024, 128, 4),  # shared memory: 228 KiB / 49 KiB
+    (16, 0, 32, 32),        # at most 32 blocks
+])
+def test_blocks_per_sm_takes_the_tightest_limit(registers, smem, threads, blocks) -> None:
+    from fusec.report import blocks_per_sm
+
+    assert blocks_per_sm(registers, smem, threads) == blocks
+
+
+def test_explain_source_folds_the_helper_headers_and_full_shows_them(capsys) -> None:
+    code, out, err = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[8192,8192]", "--source")
+    assert (code, err) == (0, "")
+    source = out[out.index("// #include <fusec helpers"):]
+    assert len(source.splitlines()) < 150 and source.count('extern "C" __global__') == 1
+    folded = int(re.search(r"\((\d+) lines folded", source).group(1))
+    code, full_out, _ = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[8192,8192]", "--full")
+    full = full_out[full_out.index(out[:out.index("// #include")].splitlines()[-1]):]
+    assert "fusec helpers" not in full_out and len(full_out.splitlines()) > 600
+    assert len(full_out.splitlines()) == len(out.splitlines()) - 1 + folded, "the note stands for exactly those lines"
+    assert full.rstrip().endswith(source.rstrip().splitlines()[-1])
+
+
+def test_cuda_source_full_is_exactly_what_compiles_and_folded_ends_with_each_body() -> None:
+    from fusec.codegen.kernel import generate_plan
+
+    f = fusec.fuse(lambda x, y: ((x - y.mean(axis=0)) ** 2).sum(axis=0) + np.exp(x).max(), name="two")
+    specs = (fusec.ArraySpec((33, 17), "float32"), fusec.ArraySpec((33, 17), "float32"))
+    kernels = generate_plan(f.plan(*specs), dict(zip(f.plan(*specs).graph.inputs, specs)))
+    assert f.cuda_source(*specs, full=True) == "\n".join(k.source for k in kernels)
+    folded = f.cuda_source(*specs)
+    assert folded.count("// #include <fusec helpers") == len(kernels) >= 2
+    for k in kernels:
+        assert k.source.splitlines()[-1] in folded.splitlines()
+
+
+def test_explain_scalar_sets_a_python_number_parameter(capsys, tmp_path) -> None:
+    src = tmp_path / "temp.py"
+    src.write_text("import numpy as np\n\ndef softmax_t(temperature, x, *, bias=0):\n"
+                   "    z = x / temperature + bias\n    return np.exp(z - z.max(axis=-1, keepdims=True))\n")
+    code, out, err = run_cli(capsys, "explain", f"{src}:softmax_t", "--scalar", "temperature=0.5", "--arg",
+                             "f32[4,8]", "--scalar", "bias=2", "--color", "never")
+    assert (code, err) == (0, "")
+    assert "const 0.5" in out or "0.5" in out.split("-- traced IR --")[1].split("--")[0]
+    assert "2" in out.split("-- traced IR --")[1].split("--")[0]
+    code, _, err = run_cli(capsys, "explain", f"{src}:softmax_t", "--arg", "f32[4,8]", "--scalar", "tau=1")
+    assert_one_line_error(code, err, "--scalar tau: softmax_t has no parameter 'tau'", "temperature, x, bias")
+    code, _, err = run_cli(capsys, "explain", f"{src}:softmax_t", "--arg", "f32[4,8]", "--scalar", "temperature=hot")
+    assert_one_line_error(code, err, "bad --scalar 'temperature=hot'", "not a number")
+
+
+@pytest.mark.parametrize("text, value", [("t=0.5", 0.5), ("t=3", 3), ("t=0x10", 16), ("t=True", True),
+                                         ("t=-inf", float("-inf")), ("t=1e-3", 1e-3)])
+def test_parse_scalars_reads_python_numbers(text, value) -> None:
+    from fusec.__main__ import parse_scalars
+
+    got = parse_scalars([text])["t"]
+    assert got == value and type(got) is type(value)
+    assert np.isnan(parse_scalars(["t=nan"])["t"])
+
+
+def test_opt_help_lists_every_registered_pass(capsys) -> None:
+    from fusec.passes.manager import PASSES
+
+    code, out, _ = run_cli(capsys, "opt", "--help")
+    assert code == 0
+    for name, p in PASSES.items():
+        assert f"  {name}" in out and p.summary in out
+    assert "fusec.fuse runs canonicalize,fold,cse,dce,fuse." in out
+
+
+CONSOLE_SCRIPT = """#!/usr/bin/env python
+# a copy of what pip writes for the fusec console script
+import re
+import sys
+from fusec.__main__ import main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(main())
+"""
+
+
+def test_cli_errors_never_name_the_console_script(tmp_path) -> None:
+    script = tmp_path / "bin" / "fusec"
+    script.parent.mkdir()
+    script.write_text(CONSOLE_SCRIPT)
+    user = tmp_path / "user.py"
+    user.write_text("import numpy as np\n\ndef f(x):\n    if x.sum() > 0:\n        return x\n    return x @ x\n\n"
+                    "def g(x, t):\n    return x * t\n")
+    bad_ir = tmp_path / "bad.fir"
+    bad_ir.write_text("func @f(%x: f32[4]) -> f32[4] {\n  %0 = abs %y : f32[4]\n  return %0\n}\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    cases = [(["explain", f"{user}:f", "--arg", "f32[4]"], f"{user}:4"),
+             (["explain", f"{user}:g", "--arg", "f32[4]"], None),
+             (["explain", f"{user}:g", "--arg", "f32[4"], None),
+             (["opt", str(bad_ir)], f"{bad_ir}:2"),
+             (["opt", str(bad_ir), "-p", "bogus"], None),
+             (["cache", "bogus"], None)]
+    for argv, where in cases:
+        proc = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, env=env,
+                              timeout=120)
+        assert proc.returncode != 0 and proc.stderr.startswith("fusec: error: "), (argv, proc.stderr)
+        assert str(script) not in proc.stderr and "bin/fusec" not in proc.stderr, (argv, proc.stderr)
+        if where:
+            assert proc.stderr.startswith(f"fusec: error: {where}: "), (argv, proc.stderr)
 
 
 def test_explain_prints_plain_text_when_piped(capsys, monkeypatch):
@@ -422,7 +556,15 @@ def test_demo_without_gpu_checks_against_numpy(capsys):
     assert "exp" in out and "abs" in out
     assert re.search(r"\b3\.00+ GiB", out) and re.search(r"\b1\.00+ GiB", out)  # sum_abs, unfused vs fused
     assert "plan for @sum_abs: 1 kernel(s)" in out and "plan for @softmax: 1 kernel(s)" in out
-    assert out.count('extern "C" __global__') >= 2  # the CUDA source of both
+    assert 'extern "C"' not in out and "--verbose adds the CUDA source" in out
+    assert len(out.splitlines()) <= 80
+    assert out.rstrip().endswith("result checked against NumPy: OK")
+
+
+def test_demo_verbose_adds_each_kernels_folded_source(capsys):
+    code, out, err = run_cli(capsys, "demo", "--no-gpu", "--verbose")
+    assert (code, err) == (0, "")
+    assert out.count('extern "C" __global__') == 2 and out.count("// #include <fusec helpers") == 2
     assert out.rstrip().endswith("result checked against NumPy: OK")
 
 
@@ -430,6 +572,7 @@ def test_demo_size_is_used(capsys):
     code, out, _ = run_cli(capsys, "demo", "--no-gpu", "--size", "2^10")
     assert code == 0
     assert "sum_abs f32[1024]" in out
+    assert "x = f32[1024] ==" in out and "func @sum_abs(%x: f32[1024])" in out  # shown as run
 
 
 @pytest.mark.parametrize("size", ["0", "-5", "lots", "2^x"])
@@ -461,7 +604,8 @@ def test_gpu_available_never_raises():
     assert usable or why
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["opt", "--help"], ["explain", "--help"], ["demo", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["opt", "--help"], ["explain", "--help"], ["demo", "--help"],
+                                  ["cache", "--help"]])
 def test_help_exits_zero(capsys, argv):
     code, out, _ = run_cli(capsys, *argv)
     assert code == 0
@@ -485,7 +629,7 @@ def test_python_m_fusec_help():
     proc = subprocess.run([sys.executable, "-m", "fusec", "--help"], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    for command in ("opt", "explain", "demo"):
+    for command in ("opt", "explain", "demo", "cache"):
         assert command in proc.stdout
 
 

@@ -5,10 +5,13 @@ name has a docstring (``help(fusec.fuse)`` tells a user everything)."""
 from __future__ import annotations
 
 import inspect
+import os
 import pydoc
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -164,3 +167,70 @@ def test_readme_picture_command_reproduces_the_picture(tmp_path, monkeypatch, ca
     argv[argv.index("--svg") + 1] = str(tmp_path / "again.svg")
     assert main(argv) == 0
     assert (tmp_path / "again.svg").read_text().count('class="cluster"') == 1
+
+
+# --- README: the demo's output, the logging example, the environment variables -------------------------
+
+
+def _block(name: str) -> str:
+    m = re.search(rf"<!-- {name}:begin -->\n(.*?)<!-- {name}:end -->", README.read_text(encoding="utf-8"), re.DOTALL)
+    assert m, f"README.md lacks the <!-- {name}:begin --> ... <!-- {name}:end --> block"
+    return m.group(1)
+
+
+def test_readme_demo_output_is_what_the_command_prints(capsys, monkeypatch):
+    m = re.fullmatch(r"```\n\$ (.*?)\n(.*?)```\n", _block("demo"), re.DOTALL)
+    assert m, "the demo block is ```$ COMMAND\\nOUTPUT```"
+    argv = shlex.split(m.group(1))
+    assert argv == ["fusec", "demo", "--no-gpu"]
+    monkeypatch.chdir(ROOT)
+    assert main(argv[1:]) == 0
+    printed = capsys.readouterr().out
+    assert m.group(2).rstrip("\n") == printed.rstrip("\n"), (
+        "README.md's demo output is stale: run `fusec demo --no-gpu` and paste its output into the block")
+    assert len(printed.splitlines()) <= 80
+
+
+def _seconds_elided(text: str) -> str:
+    return re.sub(r" in \d+\.\d+ s", " in N s", text)
+
+
+def test_readme_logging_example_prints_what_the_readme_shows(tmp_path):
+    m = re.fullmatch(r"```python\n(.*?)```\n\nprints\n\n```\n(.*?)```\n", _block("logs"), re.DOTALL)
+    assert m, "the logs block is a ```python``` program, 'prints', and its output"
+    script = tmp_path / "logs_example.py"
+    script.write_text(m.group(1))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("FUSEC_LOG", None)
+    done = subprocess.run([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout
+    assert _seconds_elided(done.stdout).rstrip("\n") == _seconds_elided(m.group(2)).rstrip("\n")
+
+
+SCANNED = ("fusec", "scripts", "benchmarks", "tests", ".ci")
+_READ = re.compile(r"""(?:environ\.get\(|environ\[|getenv\(|setenv\()\s*["']([A-Z][A-Z0-9_]*)["']"""
+                   r"""|\$\{?(FUSEC_[A-Z0-9_]+)""")
+
+
+def _code_files() -> list[Path]:
+    files = []
+    for folder in SCANNED:
+        base = ROOT / folder
+        files += [p for p in base.rglob("*") if p.is_file() and (p.suffix in (".py", ".sh") or base.name == ".ci")
+                  and p.name != "test_docs.py"]
+    return files
+
+
+def test_readme_environment_table_lists_every_variable_the_code_reads_and_no_other():
+    table = _block("env")
+    listed = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", "\n".join(
+        line.split("|")[1] for line in table.splitlines() if line.startswith("| `"))))
+    code = {p: p.read_text(encoding="utf-8", errors="replace") for p in _code_files()}
+    read = {a or b for text in code.values() for a, b in _READ.findall(text)}
+    fusec_read = {v for v in read if v.startswith("FUSEC_")}
+    assert not fusec_read - listed, f"read by the code but not in README.md's environment table: {fusec_read - listed}"
+    for name in listed:  # each one listed is read somewhere: as a string the code passes to the environment
+        assert any(f'"{name}"' in text or f"'{name}'" in text or f"${{{name}" in text or f"${name}" in text
+                   for text in code.values()), f"README.md lists {name}, which no code reads"
+    assert {"FUSEC_LOG", "FUSEC_COMPILER", "FUSEC_CUDA_INCLUDE", "FUSEC_TRACEBACK", "FUSEC_CUBIN_CACHE"} <= listed

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fusec import logs
 from fusec.codegen.lower import lower
 from fusec.codegen.render import render_kernel
 from fusec.codegen.spec import KernelSpec
@@ -67,6 +68,8 @@ def generate(region: Region, layouts: Mapping[Node, ArrayLayout] | None = None, 
     nest = analyze(region, layouts)
     chosen = resolve(nest, schedule, device)
     spec = lower(nest_for(nest, chosen), chosen, name)
+    if logs.on("schedule"):
+        logs.emit("schedule", "%s: %s (%s)", spec.name, chosen, "forced" if schedule is not None else "heuristics")
     return GeneratedKernel(chosen, spec, render_kernel(spec))
 
 

@@ -36,9 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fusec import counters
 from fusec.errors import FusecError
 
 PROGRAM_NAME = "fusec_kernel.cu"
+INSTALL_HINT = ("install a GPU extra: pip install 'fusec[cuda13]' (CUDA 13 driver) or 'fusec[cuda12]' (CUDA 12 "
+                "driver); from a checkout, pip install -e '.[cuda13]'")
 _ARCH_RE = re.compile(r"^sm_\d+[af]?$")
 _CONTEXT_LINES = 3
 _MAX_ERRORS_SHOWN = 3
@@ -277,8 +280,9 @@ def _cuda_core() -> tuple[Any, Any]:
                     from cuda.core.experimental import Program, ProgramOptions
                 except ImportError as exc:
                     raise CompileError(
-                        "compiling CUDA needs the cuda-core, cuda-bindings and nvidia-cuda-nvrtc packages",
-                        hint="pip install 'fusec[test]'",
+                        "compiling CUDA needs the cuda-core, cuda-bindings and NVRTC packages, which a CPU-only "
+                        "install of fusec leaves out",
+                        hint=INSTALL_HINT,
                     ) from exc
             cuda_include_dirs()
             _CUDA_CORE = (Program, ProgramOptions)
@@ -317,6 +321,7 @@ def compile_cubin(source: str, arch: str = "sm_90", name_expressions: Sequence[s
     if failure is not None:
         nvrtc_log = failure.split("compilation log:", 1)[1] if "compilation log:" in failure else failure
         raise _compile_error(nvrtc_log, source, arch)
+    counters.count("kernels_compiled")
     text = log.getvalue().replace("\x00", "")
     lowered = {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in (obj.symbol_mapping or {}).items()}
     return CompileResult(bytes(obj.code), arch, text, parse_ptxas_report(text), lowered)

@@ -354,7 +354,7 @@ def test_fusion_false_runs_one_kernel_per_op_with_the_same_results(workload: str
     # its kernels compile
     from fusec.codegen.nvrtc import compile_cubin
 
-    compile_cubin(unfused.cuda_source(*args))
+    compile_cubin(unfused.cuda_source(*args, full=True))
 
 
 def test_fusec_disable_fusion_environment_variable_runs_the_unfused_plan(monkeypatch: pytest.MonkeyPatch) -> None:
