@@ -1,0 +1,192 @@
+"""Basic indexing on traced values (issue 17, item 1): integers (negative too), slices of any step, None,
+Ellipsis, in any combination, on inputs and intermediates, through ``fusec.fuse`` on the NumPy backend against
+NumPy itself; kernel counts (a view is index arithmetic inside its consumer, never a kernel of its own); errors.
+``WORKLOADS`` is shared with ``tests/gpu/test_views_gpu.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusec
+from fusec.errors import FusecError, FusecIndexError, FusecTypeError, UnsupportedError
+from tests.helpers import assert_matches_numpy, random_array, seed_of
+
+KEYS = [
+    0, -1, 4, -5, np.int64(2),
+    slice(None, None, 2), slice(None, None, -1), slice(None, None, -2), slice(3, 1), slice(1, 3, -1),
+    slice(-100, 100), slice(100, None), slice(None, -100, -1), slice(5, None, -3), slice(1, -1),
+    (slice(None), 0), (Ellipsis, -1), (Ellipsis, slice(None, None, -3)), (1, 2, 3), (-1, -1, -1),
+    (Ellipsis,), (), (None,), (None, Ellipsis, None), (slice(None, None, -2), None, 4),
+    (None, slice(1, None), Ellipsis, None), (slice(None, None, 3), slice(None, None, -2), slice(1, -1)),
+    (0, Ellipsis, 0), (slice(2, 3), slice(0, 0)), (Ellipsis, None, 2, slice(6, 0, -4)),
+]
+
+
+def _ids(key: object) -> str:
+    return repr(key).replace(" ", "")
+
+
+@pytest.mark.parametrize("key", KEYS, ids=_ids)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+def test_index_of_input_matches_numpy(key: object, dtype: str) -> None:
+    x = random_array(np.random.default_rng(seed_of("index", _ids(key), dtype)), (5, 6, 7), dtype)
+    fused = fusec.fuse(lambda x: (x[key], -x[key]))
+    got = fused(x)
+    want = (x[key], -x[key])
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        assert_matches_numpy(g, w, exact=True)
+
+
+INTERMEDIATES = {
+    "affine": lambda x, y, key: (x * 2 + y)[key] - 1,
+    "exp": lambda x, y, key: np.exp(x * 2 + y)[key],
+    "keepdims_sum": lambda x, y, key: x.sum(axis=1, keepdims=True)[key],
+    "transpose": lambda x, y, key: x.transpose(2, 0, 1)[key] * 3,
+    "broadcast": lambda x, y, key: np.broadcast_to(y, (5, 6, 7))[key] + 0.5,
+}
+
+
+@pytest.mark.parametrize("key", KEYS, ids=_ids)
+@pytest.mark.parametrize("name", sorted(INTERMEDIATES))
+def test_index_of_intermediate_matches_numpy(name: str, key: object) -> None:
+    rng = np.random.default_rng(seed_of("index of intermediate", name, _ids(key)))
+    x, y = random_array(rng, (5, 6, 7), "float32"), random_array(rng, (6, 1), "float32")
+    fn = INTERMEDIATES[name]
+    fused = fusec.fuse(lambda x, y: fn(x, y, key))
+    with np.errstate(all="ignore"):
+        try:
+            want = fn(x, y, key)
+        except IndexError as exc:
+            with pytest.raises(IndexError, match=str(exc).split(" is out")[0]):
+                fused(x, y)
+            return
+        got = fused(x, y)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert_matches_numpy(got, want, rtol=1e-6, atol=1e-6)
+    assert len(fused.plan(x, y).kernels) <= 1
+
+
+def _logsumexp(x):
+    m = x.max(axis=1, keepdims=True)
+    return m[:, 0] + np.log(np.exp(x - m).sum(axis=1))
+
+
+WORKLOADS = {
+    "logsumexp": _logsumexp,
+    "first_k": lambda x: x[:, :5] * 2,
+    "every_other_row": lambda x: x[::2] + 1,
+    "last_column": lambda x: x[..., -1] * 3,
+    "difference": lambda x: x[1:] - x[:-1],
+    "reversed": lambda x: x[::-1, ::-3] - 0.5 * x[::-1, ::-3][:, ::-1],
+    "sliced_row_sum": lambda x: x[:, 1::2].sum(axis=1),
+    "sliced_column_max": lambda x: x[::-2, 3:].max(axis=0),
+    "view_of_intermediate": lambda x: (x * x)[:-1:2, 1:] + x[1::2, :-1],
+    "slice_of_reduction": lambda x: x.sum(axis=1)[::-2],
+    "scalar_element": lambda x: x[0, 0] * x + x[-1, -1],
+    "newaxis_outer": lambda x: x[:, None, 2] * x[None, 1:4, 0],
+    "empty": lambda x: x[3:1] + 1,
+    "transposed_slice": lambda x: x.T[1:, ::2] * 2,
+}
+
+
+@pytest.mark.parametrize("shape", [(9, 10), (1029, 17), (4, 8)], ids=str)
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_view_workload_matches_numpy_in_one_kernel(name: str, shape: tuple[int, int]) -> None:
+    x = random_array(np.random.default_rng(seed_of("view workload", name, shape)), shape, "float32")
+    fn = WORKLOADS[name]
+    fused = fusec.fuse(fn)
+    with np.errstate(all="ignore"):
+        want = fn(x)
+        got = fused(x)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert_matches_numpy(got, want, rtol=1e-6, atol=1e-6)
+    assert len(fused.plan(x).kernels) == 1
+
+
+def test_view_difference_kernel_reads_input_through_slices() -> None:
+    fused = fusec.fuse(lambda x: x[1:] - x[:-1])
+    plan = fused.plan(fusec.ArraySpec((100, 8), "float32"))
+    (kernel,) = plan.kernels
+    assert [n.op for n in kernel.nodes] == ["slice", "slice", "sub"]
+    assert [n.op for n in kernel.region.inputs] == ["input"]
+    source = fused.cuda_source(fusec.ArraySpec((100, 8), "float32"))
+    assert "in0 + ld0_o" in source and "in0 + ld1_o" in source
+
+
+def test_view_of_intermediate_moves_to_the_input() -> None:
+    """exp(x)[::2] computes the exponentials of the selected half only: the slice sinks to x."""
+    fused = fusec.fuse(lambda x: np.exp(x)[::2])
+    plan = fused.plan(fusec.ArraySpec((10, 4), "float32"))
+    (kernel,) = plan.kernels
+    assert [n.op for n in kernel.nodes] == ["slice", "exp"]
+    assert kernel.nodes[0].operands[0].op == "input"
+
+
+def test_view_new_size_reinfers_without_retracing() -> None:
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return x[1:] - x[:-1], x[::-2, -1]
+
+    fused = fusec.fuse(f)
+    for n in (5, 9, 2, 17, 1, 0):  # sizes 1 and 0 are signatures of their own (broadcast and empty)
+        x = random_array(np.random.default_rng(seed_of("rebind", n)), (n, 3), "float32") if n else \
+            np.zeros((0, 3), np.float32)
+        got = fused(x)
+        for g, w in zip(got, (x[1:] - x[:-1], x[::-2, -1])):
+            assert g.shape == w.shape
+            assert_matches_numpy(g, w, exact=True)
+    assert len(calls) == 3
+
+
+def test_view_integer_index_out_of_range_raises_index_error_with_the_line() -> None:
+    fused = fusec.fuse(lambda x: x[:, 7] * 2)
+    with pytest.raises(FusecIndexError, match="index 7 is out of bounds for axis 1 with size 7") as info:
+        fused(np.ones((3, 7), np.float32))
+    assert isinstance(info.value, IndexError)
+    assert "test_views.py" in str(info.value)
+    with pytest.raises(IndexError, match="index -4 is out of bounds for axis 0 with size 3"):
+        fusec.fuse(lambda x: x[-4])(np.ones(3, np.float32))
+
+
+def test_view_integer_index_out_of_range_after_a_new_size_raises_index_error() -> None:
+    fused = fusec.fuse(lambda x: x[5] + 1)
+    assert fused(np.arange(8, dtype=np.int32)) == 6
+    with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 3"):
+        fused(np.arange(3, dtype=np.int32))
+
+
+@pytest.mark.parametrize("key, error, text", [
+    ((0, 0, 0), FusecIndexError, "too many indices for array: array is 2-dimensional, but 3 were indexed"),
+    ((Ellipsis, 0, Ellipsis), FusecIndexError, "an index can only have a single ellipsis"),
+    (slice(None, None, 0), FusecError, "slice step cannot be zero"),
+    (slice(1.5, None), FusecTypeError, "slice indices must be integers or None"),
+    ([0, 1], UnsupportedError, "indexing with list is not supported"),
+    (True, UnsupportedError, "indexing with bool is not supported"),
+    (1.0, UnsupportedError, "indexing with float is not supported"),
+], ids=_ids)
+def test_view_bad_index_is_a_fusec_error_naming_the_line(key: object, error: type, text: str) -> None:
+    fused = fusec.fuse(lambda x: x[key])
+    with pytest.raises(error, match=text.replace("(", r"\(").replace(")", r"\)")) as info:
+        fused(np.ones((3, 4), np.float32))
+    assert "test_views.py" in str(info.value)
+
+
+def test_view_index_with_traced_array_is_refused_with_hint() -> None:
+    fused = fusec.fuse(lambda x, i: x[i])
+    with pytest.raises(UnsupportedError, match="indexing with a traced array") as info:
+        fused(np.ones(4, np.float32), np.zeros(2, np.int64))
+    assert "take_along_axis" in str(info.value)
+
+
+@pytest.mark.parametrize("key", [(), Ellipsis, None, (None, Ellipsis, None)], ids=_ids)
+def test_view_of_0d_input_matches_numpy(key: object) -> None:
+    x = np.array(2.5, np.float32)
+    got = fusec.fuse(lambda x: x[key] * 2)(x)
+    want = x[key] * 2
+    assert np.shape(got) == np.shape(want)
+    assert_matches_numpy(np.asarray(got), np.asarray(want), exact=True)
