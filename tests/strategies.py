@@ -15,9 +15,10 @@ together, then up to ``max_nodes`` steps, each building one op from the op table
 ``cast`` nodes inserted so each operand has the loop's dtype and scalar ``const`` operands now and
 then; reductions over random axes with random ``keepdims``; ``expand_dims``, ``squeeze``,
 ``transpose``, ``broadcast_to``, ``slice`` (any bounds and steps, integer indices); ``cast``;
-``size``; and variances as ``x.var`` traces them (a sum of squared deviations from the mean, which one-pass kernels
-take). It returns 1-``max_outputs`` outputs (sometimes an input, sometimes the same node twice). Every node is built with ``make_node``, so every graph
-passes ``verify``; a step that ``make_node`` refuses (a broadcast mismatch, an empty extent for a
+``size``; and variances as ``x.var`` traces them (a sum of squared deviations from the mean, which
+one-pass kernels take). It returns 1-``max_outputs`` outputs (sometimes an input, sometimes the same
+node twice). Every node is built with ``make_node``, so every graph passes ``verify``; a step that
+``make_node`` refuses (a broadcast mismatch, an empty extent for a
 reduction without identity) is skipped, so graphs are never filtered out and generation stays fast.
 
 Every node's dtype is in ``dtypes``: ops whose loops need other dtypes are not drawn, ``where``
