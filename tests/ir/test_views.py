@@ -190,3 +190,38 @@ def test_view_of_0d_input_matches_numpy(key: object) -> None:
     want = x[key] * 2
     assert np.shape(got) == np.shape(want)
     assert_matches_numpy(np.asarray(got), np.asarray(want), exact=True)
+
+
+def test_view_text_round_trip_keeps_python_bounds_and_integer_indices() -> None:
+    from fusec.ir.text import parse, print_graph
+
+    fused = fusec.fuse(lambda x: x[None, ::-3, ..., 5] - x[-1, 1:][None, :3])
+    graph = fused.trace(fusec.ArraySpec((9, 10), "float32"))
+    text = print_graph(graph)
+    assert "slice %x {start=[none, 5], step=[-3, 0], stop=[none, none]} : f32[3,1]" in text
+    assert parse(text) == graph and print_graph(parse(text)) == text
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ("start=[0], stop=[none], step=[1]", "start, stop and step for each of the 2 axes"),
+    ("start=[9, 0], stop=[none, none], step=[0, 1]", "index 9 is out of bounds for axis 0 with size 4"),
+    ("start=[1.5, 0], stop=[none, none], step=[1, 1]", "slice bounds must be integers or none"),
+    ("start=[none, 0], stop=[none, none], step=[0, 1]", "an integer index \\(step 0\\) needs a start"),
+])
+def test_view_parse_rejects_bad_slice_attributes(attrs: str, message: str) -> None:
+    from fusec.errors import ParseError
+    from fusec.ir.text import parse
+
+    text = f"func @f(%x: f32[4,5]) -> f32[1,5] {{\n  %0 = slice %x {{{attrs}}} : f32[1,5]\n  return %0\n}}\n"
+    with pytest.raises(ParseError, match=message):
+        parse(text)
+
+
+def test_view_verify_checks_slice_shape() -> None:
+    from fusec.ir.graph import Graph, make_node
+    from fusec.ir.verify import verify
+
+    x = make_node("input", (), {"name": "x", "index": 0}, dtype="f4", shape=(6,))
+    s = make_node("slice", [x], {"start": [None], "stop": [None], "step": [-2]})
+    assert s.shape == (3,)
+    verify(Graph("g", (x,), (s,)))
