@@ -692,9 +692,23 @@ class Tracer:
         raise FusecTypeError("round() of a traced array (NumPy arrays do not support Python's round either)",
                              hint="use np.round(x, decimals) or x.round(decimals)")
 
-    def reshape(self, *shape: Any, **kwargs: Any) -> Tracer:
-        raise UnsupportedError("reshape is not supported inside a fused function",
-                               hint="use x[None, :], np.expand_dims or squeeze, or reshape before the call")
+    def reshape(self, *shape: Any, order: str = "C", copy: Any = None) -> Tracer:
+        from fusec.ir.view_functions import reshape
+
+        return reshape(self, *shape, order=order)
+
+    def ravel(self, order: str = "C") -> Tracer:
+        return FUNCTIONS["ravel"](self, order)
+
+    def flatten(self, order: str = "C") -> Tracer:
+        return FUNCTIONS["ravel"](self, order)
+
+    def swapaxes(self, axis1: Any, axis2: Any) -> Tracer:
+        return FUNCTIONS["swapaxes"](self, axis1, axis2)
+
+    @property
+    def mT(self) -> Tracer:
+        return FUNCTIONS["matrix_transpose"](self)
 
     def __matmul__(self, other: Any) -> Tracer:
         raise UnsupportedError("matrix multiplication (@) is not supported by fusec",
@@ -765,7 +779,7 @@ for _sym, _name in (("+", "iadd"), ("-", "isub"), ("*", "imul"), ("/", "itruediv
 
 # argument mismatches of the methods are FusecTypeErrors (x.squeeze(dim=1), x.astype()), never raw TypeErrors
 for _name in ("sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "any", "all", "astype", "clip",
-              "transpose", "squeeze", "copy", "reshape", "round"):
+              "transpose", "squeeze", "copy", "reshape", "round", "ravel", "flatten", "swapaxes"):
     setattr(Tracer, _name, checked_method(_name, getattr(Tracer, _name)))
 
 # ``u8 + 300`` raises during const creation; keep the OverflowError class visible to users.
@@ -782,7 +796,8 @@ _trace_lock = threading.RLock()
 _CUPY_FUNCTIONS = ("expand_dims", "broadcast_to", "squeeze", "transpose", "where", "clip", "any", "all", "nansum",
                    "nanmax", "nanmin", "count_nonzero", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin",
                    "nanprod", "ptp", "round", "around", "round_", "zeros_like", "ones_like", "full_like", "isclose",
-                   "allclose")
+                   "allclose", "swapaxes", "moveaxis", "rollaxis", "flip", "broadcast_arrays", "split", "array_split",
+                   "reshape", "ravel")
 _SOFTMAX_FAMILY = ("logsumexp", "softmax", "log_softmax")
 WRAPPED: tuple[tuple[str, str, str], ...] = (
     *(("cupy", name, name) for name in _CUPY_FUNCTIONS),
@@ -971,3 +986,4 @@ def output_node(value: Any, index: int, loc: str | None = None) -> Node:
 
 # the everyday functions built from the ops above (logsumexp, softmax, nanmean, ...) register themselves
 import fusec.ir.composite  # noqa: E402, F401
+import fusec.ir.view_functions  # noqa: E402, F401

@@ -225,3 +225,68 @@ def test_view_verify_checks_slice_shape() -> None:
     s = make_node("slice", [x], {"start": [None], "stop": [None], "step": [-2]})
     assert s.shape == (3,)
     verify(Graph("g", (x,), (s,)))
+
+
+def _swiglu(x):
+    a, b = np.split(x, 2, axis=-1)
+    return a / (1 + np.exp(-a)) * b
+
+
+LAYOUT_FUNCTIONS = {
+    "swapaxes": lambda x: np.swapaxes(x, 0, 2) * 2,
+    "swapaxes_method": lambda x: x.swapaxes(1, -1) + 1,
+    "moveaxis": lambda x: np.moveaxis(x, 0, -1) * 2,
+    "moveaxis_lists": lambda x: np.moveaxis(x, [0, 1], [-1, 0]) * 2,
+    "rollaxis": lambda x: np.rollaxis(x, 2, 0) * 2,
+    "mT": lambda x: x.mT * 2,
+    "flip": lambda x: np.flip(x, 1) - np.flip(x),
+    "broadcast_arrays": lambda x: tuple(a * 1 for a in np.broadcast_arrays(x, x[:, :1, :1])),
+    "array_split": lambda x: tuple(np.array_split(x, 4, axis=-1)),
+    "split_indices": lambda x: tuple(p + 1 for p in np.split(x, [1, -2], axis=1)),
+    "swiglu_split": lambda x: _swiglu(x.swapaxes(1, 2)),
+    "reshape_size_one": lambda x: x[:, :1].reshape(4, 5, 1) * 2,
+    "reshape_minus_one": lambda x: x[0:1].reshape(-1, 5) + 1,
+    "ravel": lambda x: x[0, 0].ravel() * 2,
+    "np_ravel": lambda x: np.ravel(x[0, :, 2:3]) * 2,
+    "flatten": lambda x: x[0, :, :1].flatten() * 2,
+    "np_reshape": lambda x: np.reshape(x[:, 2], (1, 4, 1, 5)) * 2,
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUT_FUNCTIONS))
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_layout_function_matches_numpy(name: str, dtype: str) -> None:
+    x = random_array(np.random.default_rng(seed_of("layout function", name, dtype)), (4, 6, 5), dtype)
+    fn = LAYOUT_FUNCTIONS[name]
+    fused = fusec.fuse(fn)
+    with np.errstate(all="ignore"):
+        want, got = fn(x), fused(x)
+    if not isinstance(want, tuple):
+        want, got = (want,), (got,)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        assert_matches_numpy(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_swiglu_with_split_is_one_kernel() -> None:
+    plan = fusec.fuse(_swiglu).plan(fusec.ArraySpec((256, 1024), "float32"))
+    assert len(plan.kernels) == 1
+    assert [n.op for n in plan.kernels[0].nodes if n.op == "slice"] == ["slice", "slice"]
+
+
+@pytest.mark.parametrize("fn, error, text", [
+    (lambda x: x.reshape(4, 30), UnsupportedError, r"reshape from \(4, 6, 5\) to \(4, 30\) merges or splits axes"),
+    (lambda x: x.reshape(-1), UnsupportedError, "merges or splits axes"),
+    (lambda x: x.reshape(4, 5, 1, order="F"), UnsupportedError, "order='F'"),
+    (lambda x: x.reshape(7, -1), FusecError, "cannot reshape array of size 120"),
+    (lambda x: x.reshape(-1, -1), FusecError, "can only specify one unknown dimension"),
+    (lambda x: np.split(x, 4, axis=1), FusecError, "array split does not result in an equal division"),
+    (lambda x: np.moveaxis(x, 0, 3), FusecError, "out of bounds"),
+    (lambda x: x[0, 0].mT, FusecError, "matrix transpose with ndim < 2"),
+    (lambda x: np.take(x, [0], axis=1), UnsupportedError, "numpy.take is not supported"),
+    (lambda x: np.concatenate([x, x]), UnsupportedError, "numpy.concatenate is not supported"),
+], ids=lambda v: v if isinstance(v, str) else getattr(v, "__name__", ""))
+def test_layout_function_errors_name_the_line(fn, error: type, text: str) -> None:
+    with pytest.raises(error, match=text) as info:
+        fusec.fuse(fn)(np.ones((4, 6, 5), np.float32))
+    assert "test_views.py" in str(info.value)
