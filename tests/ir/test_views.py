@@ -290,3 +290,22 @@ def test_layout_function_errors_name_the_line(fn, error: type, text: str) -> Non
     with pytest.raises(error, match=text) as info:
         fusec.fuse(fn)(np.ones((4, 6, 5), np.float32))
     assert "test_views.py" in str(info.value)
+
+
+def test_view_bytes_count_the_elements_a_slice_reads() -> None:
+    spec = fusec.ArraySpec((1000, 64), "float32")
+    plan = fusec.fuse(lambda x: x[:, :16] * 2).plan(spec)
+    assert plan.kernels[0].bytes_read == 1000 * 16 * 4
+    assert plan.bytes_moved_unfused == 2 * 1000 * 16 * 4
+    overlapping = fusec.fuse(lambda x: x[1:] - x[:-1]).plan(spec)
+    assert overlapping.kernels[0].bytes_read == 1000 * 64 * 4  # at most the array
+
+
+def test_view_mean_of_slice_divides_by_the_slice_count() -> None:
+    x = random_array(np.random.default_rng(seed_of("mean of slice")), (7, 9), "float32")
+    fused = fusec.fuse(lambda x: (x[:, 1::2].mean(axis=1), x[::-3].var(axis=0), x[2:5, -1].std()))
+    with np.errstate(all="ignore"):  # NaN and inf among the random values
+        got, want = fused(x), (x[:, 1::2].mean(axis=1), x[::-3].var(axis=0), x[2:5, -1].std())
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        assert_matches_numpy(g, w, rtol=1e-6, atol=1e-6)
