@@ -19,17 +19,24 @@ from tests.helpers import seed_of
 from tests.ir.test_views import WORKLOADS
 
 
-def _layouts(shape: tuple[int, ...], dtype: str) -> dict[str, np.ndarray]:
-    """The same values of ``shape`` laid out several ways, each a view into a larger buffer."""
+def _layouts(shape: tuple[int, int], dtype: str) -> dict[str, np.ndarray]:
+    """Values of ``shape`` laid out several ways: fresh, a view at an offset into a larger buffer, every other
+    element of one, both axes reversed, and transposed (each with values of its own)."""
     rng = np.random.default_rng(seed_of("view layouts", shape, dtype))
-    big = (rng.standard_normal((2 * shape[0] + 3, 2 * shape[1] + 3)) * 100).astype(dtype)
-    return {
-        "contiguous": np.ascontiguousarray(big[: shape[0], : shape[1]]),
-        "offset": big[3: 3 + shape[0], 1: 1 + shape[1]],
-        "strided": big[1: 1 + 2 * shape[0]: 2, 2: 2 + 2 * shape[1]: 2],
-        "reversed": big[shape[0] - 1:: -1, 2 * shape[1]: shape[1]: -1][:, ::-1][:, ::-1],
-        "transposed": np.ascontiguousarray(big[: shape[1], : shape[0]]).T,
+    r, c = shape
+
+    def buffer(rows: int, cols: int) -> np.ndarray:
+        return (rng.standard_normal((rows, cols)) * 100).astype(dtype)
+
+    layouts = {
+        "contiguous": buffer(r, c),
+        "offset": buffer(r + 3, c + 1)[3:, 1:],
+        "strided": buffer(2 * r + 1, 2 * c + 2)[1::2, 2::2],
+        "reversed": buffer(r, c + 2)[::-1, c + 1:1:-1],
+        "transposed": buffer(c, r).T,
     }
+    assert all(a.shape == shape for a in layouts.values())
+    return layouts
 
 
 def _check_accesses(fn, x: np.ndarray) -> int:
