@@ -309,3 +309,20 @@ def test_view_mean_of_slice_divides_by_the_slice_count() -> None:
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype
         assert_matches_numpy(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_split_retraces_for_a_new_size_and_matches_numpy() -> None:
+    """Split points are resolved against the traced size, so a new size traces again (never reuses them)."""
+    calls = []
+
+    def halves(x):
+        calls.append(1)
+        a, b = np.split(x, 2, axis=-1)
+        return a * b
+
+    fused = fusec.fuse(halves)
+    for n in (4, 6, 10):
+        x = random_array(np.random.default_rng(seed_of("split sizes", n)), (3, n), "float32")
+        with np.errstate(all="ignore"):
+            assert_matches_numpy(fused(x), x[:, : n // 2] * x[:, n // 2:], exact=True)
+    assert len(calls) == 3
