@@ -123,6 +123,10 @@ class FusecAxisError(FusecError, np.exceptions.AxisError):
     """An axis out of range, as NumPy's ``AxisError``."""
 
 
+class FusecIndexError(FusecError, IndexError):
+    """An integer index out of range for its axis, as NumPy's ``IndexError``."""
+
+
 class FusecOverflowError(FusecError, OverflowError):
     """A Python integer that does not fit the dtype it combines with (``uint8 + 300``)."""
 

@@ -181,7 +181,7 @@ class Explanation:
         total = 0
         for i, k in enumerate(self.plan.kernels):
             passes = self.input_passes(i)
-            total += sum(n.nbytes * passes.get(n, 1) for n in k.inputs) + k.bytes_written
+            total += sum(k.read_bytes(n) * passes.get(n, 1) for n in k.inputs) + k.bytes_written
         return total
 
     def input_passes(self, i: int) -> dict[Node, int]:
@@ -198,7 +198,8 @@ class Explanation:
         inputs = self.plan.kernels[i].inputs
         if not inputs:
             return "  reads:  nothing"
-        total = sum(n.nbytes * passes.get(n, 1) for n in inputs)
+        kernel = self.plan.kernels[i]
+        total = sum(kernel.read_bytes(n) * passes.get(n, 1) for n in inputs)
         again = {1: "", 2: " (twice)"}
         listed = ", ".join(names[n] + again.get(passes.get(n, 1), f" ({passes.get(n, 1)} times)") for n in inputs)
         return f"  reads:  {format_bytes(total)} from {listed}"

@@ -26,8 +26,8 @@ def _is_array(node: Node) -> bool:
 
 
 def _base(node: Node) -> Node:
-    """The array a layout view reads (views move no bytes of their own)."""
-    while node.kind is Kind.LAYOUT:
+    """The array a layout view reads (views move no bytes of their own; a slice reads its own elements)."""
+    while node.kind is Kind.LAYOUT and node.op != "slice":
         node = node.operands[0]
     return node
 
@@ -57,9 +57,17 @@ class Kernel:
     def outputs(self) -> tuple[Node, ...]:
         return self.region.outputs
 
+    def read_bytes(self, node: Node) -> int:
+        """The bytes of input array ``node`` the kernel reads: all of it, or where every member reading it is a
+        slice, the elements of those slices (at most the array's)."""
+        readers = {n for n in self.region.nodes if node in n.operands}
+        if readers and all(n.op == "slice" for n in readers):
+            return min(node.nbytes, sum(n.nbytes for n in readers))
+        return node.nbytes
+
     @property
     def bytes_read(self) -> int:
-        return sum(n.nbytes for n in self.inputs)
+        return sum(self.read_bytes(n) for n in self.inputs)
 
     @property
     def bytes_written(self) -> int:

@@ -14,10 +14,11 @@ together, then up to ``max_nodes`` steps, each building one op from the op table
 (fan-out is common): elementwise ops through one of their NumPy loops (``ufunc_loops``), with
 ``cast`` nodes inserted so each operand has the loop's dtype and scalar ``const`` operands now and
 then; reductions over random axes with random ``keepdims``; ``expand_dims``, ``squeeze``,
-``transpose``, ``broadcast_to``; ``cast``; ``size``; and variances as ``x.var`` traces them (a sum of squared
-deviations from the mean, which one-pass kernels take). It returns 1-``max_outputs`` outputs (sometimes
-an input, sometimes the same node twice). Every node is built with ``make_node``, so every graph
-passes ``verify``; a step that ``make_node`` refuses (a broadcast mismatch, an empty extent for a
+``transpose``, ``broadcast_to``, ``slice`` (any bounds and steps, integer indices); ``cast``;
+``size``; and variances as ``x.var`` traces them (a sum of squared deviations from the mean, which
+one-pass kernels take). It returns 1-``max_outputs`` outputs (sometimes an input, sometimes the same
+node twice). Every node is built with ``make_node``, so every graph passes ``verify``; a step that
+``make_node`` refuses (a broadcast mismatch, an empty extent for a
 reduction without identity) is skipped, so graphs are never filtered out and generation stays fast.
 
 Every node's dtype is in ``dtypes``: ops whose loops need other dtypes are not drawn, ``where``
@@ -157,9 +158,27 @@ class _Builder:
             return make_node(op, (x,), {"axes": [a for a in ones if self.draw(st.booleans())] or ones[:1]})
         if op == "transpose":
             return make_node(op, (x,), {"perm": self.draw(st.permutations(range(x.ndim)))})
+        if op == "slice":
+            return make_node(op, (x,), self.slice_attrs(x.shape))
         lead = [self.draw(self.dims) for _ in range(self.draw(st.integers(0, 1)))]
         shape = lead + [self.draw(self.dims) if d == 1 else d for d in x.shape]
         return make_node(op, (x,), {"shape": shape})
+
+    def slice_attrs(self, shape: tuple[int, ...]) -> dict[str, list]:
+        """Per axis a Python slice (bounds past either end, negative, none; steps of either sign) or, now and
+        then, an integer index in range (step 0)."""
+        starts, stops, steps = [], [], []
+        for d in shape:
+            if d and self.draw(st.integers(0, 4)) == 0:
+                starts.append(self.draw(st.integers(-d, d - 1)))
+                stops.append(None)
+                steps.append(0)
+                continue
+            bound = st.none() | st.integers(-d - 2, d + 2)
+            starts.append(self.draw(bound))
+            stops.append(self.draw(bound))
+            steps.append(self.draw(st.sampled_from([None, 1, 1, 2, -1, -2, 3])))
+        return {"start": starts, "stop": stops, "step": steps}
 
     def size(self) -> Node:
         numeric = [dt for dt in self.dtype_list if dt.kind in "iuf"]

@@ -47,16 +47,21 @@ class GeneratedKernel:
         else:
             loops = [ph.loads for ph in spec.phases] + [spec.epilogue_loads]
         for loads in loops:
-            for pointer in {a.pointer for a in loads if a.pointer in count}:
+            for pointer in {_array(a.pointer) for a in loads if _array(a.pointer) in count}:
                 count[pointer] += 1
         for a in (*spec.uniform_loads, *spec.row_loads):
-            if a.pointer in count and count[a.pointer] == 0:
-                count[a.pointer] = 1
+            if _array(a.pointer) in count and count[_array(a.pointer)] == 0:
+                count[_array(a.pointer)] = 1
         return {node: count[f"in{k}"] for k, node in enumerate(spec.inputs)}
 
     def bytes_read(self) -> int:
         """The bytes the kernel reads from memory: each input's size times its :meth:`passes`."""
         return sum(node.nbytes * n for node, n in self.passes().items())
+
+
+def _array(pointer: str | None) -> str | None:
+    """The array parameter an access reads: ``in0`` for ``in0`` and for a view of it, ``in0_ld3``."""
+    return pointer.partition("_")[0] if pointer is not None else None
 
 
 def generate(region: Region, layouts: Mapping[Node, ArrayLayout] | None = None, schedule: Any = None, *,

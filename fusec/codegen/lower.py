@@ -16,6 +16,8 @@ of the kernel computes, and only then prints each decided statement from the op 
   (``body_exact``), which the kernel runs instead where an operand leaves that helper's checked range.
 - **Accesses.** Offsets as C++ expressions over the collapsed axes: ``i`` where one flat index addresses
   the array (contiguous loops, rows in registers), else coordinates times stride parameters.
+- **Views.** An array read through a slice gets a pointer of its own, the array's plus an offset parameter
+  (``in0_ld3 = in0 + ld3_o``), and strides times the slice's steps: a view costs no copy and no kernel.
 - **Parameters.** Arrays (``input``/``output``), the workspace where the schedule needs one, then scalars
   (extents, strides, ``size`` values), each with its role; the runtime passes arguments by role.
 
@@ -288,6 +290,8 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
     epilogue_loads = accesses(nest.split(epilogue_refs)[2])
 
     params = [Param(nest.pointer[n], cuda_ops.ctype(n.dtype), "input") for n in nest.array_inputs]
+    view_pointers = tuple((cuda_ops.ctype(info.dtype), built[info.var].pointer, info.pointer, f"{info.var}_o")
+                          for info in nest.infos if info.offset is not None)
     params += [Param(nest.out_pointer[n], cuda_ops.ctype(n.dtype), "output") for n in region.outputs]
     if schedule.workspace:
         params.append(Param("ws", "unsigned char", "workspace"))
@@ -318,7 +322,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         epilogue_loads=epilogue_loads, epilogue_body=epilogue_body, epilogue_exact=epilogue_exact,
         epilogue_stores=tuple(Store(built[nest.store_access(n).var], lo.value(n, None)) for n in nest.full_outputs),
         row_stores=tuple(Store(built[nest.store_access(n).var], lo.value(n, None)) for n in nest.row_outputs),
-        launch=_launch_policy(nest, schedule, lo.vec, phases), held=held,
+        launch=_launch_policy(nest, schedule, lo.vec, phases), held=held, view_pointers=view_pointers,
         held_values=tuple((cuda_ops.ctype(n.dtype), nest.var[n]) for n in lo.kept),
         full_rows=lo.regs and nest.n_loop == schedule.row_threads * schedule.elems, **loop_fields,
         headers=cuda_ops.extra_headers(n.op for n in nest.members) + (
@@ -346,7 +350,11 @@ def _access(lo: _Lowering, nest: LoopNest, i: int, info: AccessInfo, axes: list[
 
     ctype = cuda_ops.ctype(info.dtype) if info.dtype is not None else index_ctype
     kept = dot(nest.kept_idx)
-    return Access(info.var, info.pointer, ctype, kept, dot(nest.loop_idx),
+    pointer = info.pointer
+    if info.offset is not None:  # a read through a slice: its own pointer, the array's plus an offset parameter
+        scalar_params.append((Param(f"{info.var}_o", index_ctype, "scalar"), index_np(info.offset)))
+        pointer = f"{info.pointer}_{info.var}"
+    return Access(info.var, pointer, ctype, kept, dot(nest.loop_idx),
                   info.dtype.itemsize if info.dtype is not None else 0)
 
 

@@ -236,6 +236,9 @@ class KernelSpec:
     # templates/ headers of device helpers beyond the common ones that the kernel needs
     # (cuda_ops.extra_headers for the ops it calls, one_pass.cuh.j2 for one-pass statistics)
     headers: tuple[str, ...] = ()
+    # arrays read through a slice: (C++ type, the access's pointer, the array's pointer, the offset parameter),
+    # declared at the kernel's start as ``const T* __restrict__ in0_ld3 = in0 + ld3_o;``
+    view_pointers: tuple[tuple[str, str, str, str], ...] = ()
 
     @property
     def block(self) -> tuple[int, int]:

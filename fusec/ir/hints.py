@@ -16,14 +16,13 @@ import numpy as np
 
 from fusec.errors import FusecError, FusecTypeError
 
-_LATER_VIEWS = "views and reshapes are not traced yet: do it on the argument before the call, or on the result"
+_LATER_VIEWS = "not traced yet: do it on the argument before the call, or on the result"
 _NOT_CONCRETE = "the value is not known until the kernel runs: return it and convert the result"
 
 # function or method name -> what to write instead
 FUNCTION_HINTS: dict[str, str] = {
-    **dict.fromkeys(["reshape", "ravel", "flatten", "swapaxes", "moveaxis", "rollaxis", "view", "take",
-                     "take_along_axis", "concatenate", "stack", "hstack", "vstack", "split", "array_split",
-                     "repeat", "tile", "flip", "roll", "pad"], _LATER_VIEWS),
+    **dict.fromkeys(["view", "take", "take_along_axis", "concatenate", "stack", "hstack", "vstack", "repeat", "tile",
+                     "roll", "pad"], _LATER_VIEWS),
     **dict.fromkeys(["cumsum", "cumprod", "nancumsum", "nancumprod", "diff", "sort", "argsort", "partition",
                      "median", "percentile", "quantile", "nanmedian", "unique", "nonzero", "argwhere"],
                     "this needs a scan, sort or selection kernel, which fusec does not generate: call it "
@@ -79,7 +78,7 @@ def attribute_hint(name: str) -> str:
     if hasattr(np.ndarray, name):
         return ("ndarray." + name + " is not supported inside a fused function; traced arrays have the methods "
                 "the README lists (sum, prod, max, min, mean, var, std, argmax, argmin, any, all, astype, clip, "
-                "round, transpose, T, squeeze, copy)")
+                "round, transpose, T, mT, squeeze, swapaxes, reshape, ravel, flatten, copy)")
     return f"NumPy arrays have no attribute '{name}'"
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from fusec.errors import FusecAxisError, FusecTypeError, FusecValueError
+from fusec.errors import FusecAxisError, FusecIndexError, FusecTypeError, FusecValueError
 from fusec.ir import dtypes
 from fusec.ir.ops import NO_IDENTITY, OPS, Kind, OpDef
 
@@ -88,6 +88,49 @@ def reduced_shape(shape: Shape, axes: tuple[int, ...], keepdims: bool) -> Shape:
     if keepdims:
         return tuple(1 if i in axes else d for i, d in enumerate(shape))
     return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+Bound = tuple[int, int, int]  # (first element, step, count) along one axis
+
+
+def slice_bounds(shape: Shape, attrs: Mapping[str, Any]) -> list[Bound]:
+    """Each axis of a ``slice`` node's operand of ``shape`` as (first index, step, count), resolved as Python's
+    ``slice(start, stop, step).indices(extent)`` does (NumPy's basic indexing); step 0 is the integer index
+    ``start`` (negative counts from the end), one element, an :class:`IndexError` when out of range."""
+    starts, stops, steps = (list(attrs[k]) for k in ("start", "stop", "step"))
+    if not len(starts) == len(stops) == len(steps) == len(shape):
+        raise FusecValueError(f"slice needs start, stop and step for each of the {len(shape)} axes of {shape}, got "
+                              f"{len(starts)}, {len(stops)} and {len(steps)}")
+    out = []
+    for axis, (start, stop, step, extent) in enumerate(zip(starts, stops, steps, shape)):
+        for v in (start, stop, step):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+                raise FusecTypeError(f"slice bounds must be integers or none, got {v!r}")
+        if step == 0:
+            if start is None or stop is not None:
+                raise FusecValueError("an integer index (step 0) needs a start and no stop")
+            if not -extent <= start < extent:
+                raise FusecIndexError(f"index {start} is out of bounds for axis {axis} with size {extent}",
+                                      hint="an integer index must lie in [-size, size)")
+            out.append((int(start) % extent, 1, 1))
+            continue
+        first, end, stride = slice(start, stop, step).indices(extent)
+        count = len(range(first, end, stride))
+        out.append((first, stride, count) if count else (0, 1, 0))
+    return out
+
+
+def slice_attrs(bounds: list[Bound]) -> dict[str, list]:
+    """The canonical ``slice`` attributes of resolved ``bounds`` (an empty axis is ``0:0:1``)."""
+    starts, stops, steps = [], [], []
+    for first, step, count in bounds:
+        if count == 0:
+            first, step = 0, 1
+        stop = first + step * count
+        starts.append(first)
+        stops.append(stop if stop >= 0 else None)
+        steps.append(step)
+    return {"start": starts, "stop": stops, "step": steps}
 
 
 def _elementwise_dtype(op: OpDef, in_dtypes: list[np.dtype]) -> np.dtype:
@@ -198,6 +241,8 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
         if sorted(perm) != list(range(len(x_shape))):
             raise FusecValueError(f"axes {perm} don't match an array of dimension {len(x_shape)}")
         return x_dtype, tuple(x_shape[p] for p in perm)
+    if op_name == "slice":
+        return x_dtype, tuple(count for _, _, count in slice_bounds(x_shape, attrs))
     # broadcast_to
     target = tuple(attrs["shape"])
     if len(target) < len(x_shape) or broadcast_shapes(x_shape, target, what="broadcast_to") != target:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from fusec.ir.graph import Graph, Node
+from fusec.ir.infer import slice_bounds
 from fusec.ir.ops import Kind, reference
 
 
@@ -68,6 +69,9 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
         return xp.squeeze(x, tuple(node.attr("axes"))) if node.attr("axes") else x
     if node.op == "transpose":
         return xp.transpose(x, tuple(node.attr("perm")))
+    if node.op == "slice":
+        return x[tuple(slice(first, first + step * count if first + step * count >= 0 else None, step)
+                       if count else slice(0, 0) for first, step, count in slice_bounds(x.shape, dict(node.attrs)))]
     if node.op == "broadcast_to":
         return xp.broadcast_to(x, tuple(node.attr("shape")))
     raise AssertionError(f"no reference for {node.op}")

@@ -10,7 +10,7 @@ Kinds:
 - ``source``: no data operands read (``input``, ``const``, ``size``);
 - ``elementwise``: NumPy broadcasting of same-dtype operands (casts are explicit ``cast`` nodes);
 - ``reduction``: over ``axes``, with ``keepdims``;
-- ``layout``: index remapping only (``expand_dims``, ``squeeze``, ``transpose``, ``broadcast_to``).
+- ``layout``: index remapping only (``expand_dims``, ``squeeze``, ``transpose``, ``broadcast_to``, ``slice``).
 """
 
 from __future__ import annotations
@@ -190,6 +190,9 @@ _define(OpDef("expand_dims", Kind.LAYOUT, 1, cost=0, doc="insert size-1 axes at 
 _define(OpDef("squeeze", Kind.LAYOUT, 1, cost=0, doc="remove the size-1 axes `axes`"))
 _define(OpDef("transpose", Kind.LAYOUT, 1, cost=0, doc="permute axes: result axis i is operand axis perm[i]"))
 _define(OpDef("broadcast_to", Kind.LAYOUT, 1, cost=0, doc="broadcast to the node's shape"))
+_define(OpDef("slice", Kind.LAYOUT, 1, cost=0,
+              doc="basic indexing: per axis `start`/`stop`/`step` as Python slices resolve them (none: the end); "
+                  "step 0 is the integer index `start` (kept as a size-1 axis, out of range: IndexError)"))
 
 # reductions without an identity raise on an empty reduced extent, as NumPy does
 NO_IDENTITY = frozenset({"max", "min", "nanmax", "nanmin", "argmax", "argmin"})

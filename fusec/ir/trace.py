@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import operator
 import sys
 import textwrap
 import threading
@@ -26,6 +27,7 @@ import numpy as np
 from fusec.errors import (
     FusecAttributeError,
     FusecError,
+    FusecIndexError,
     FusecOverflowError,
     FusecTypeError,
     FusecValueError,
@@ -406,6 +408,72 @@ def transpose(a: Any, axes: Any = None) -> Tracer:
     return Tracer(_node("transpose", [x], {"perm": list(perm)}))
 
 
+def _index_bound(value: Any, what: str) -> int | None:
+    """A slice bound or an integer index as an int (NumPy's ``operator.index`` rule)."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        raise UnsupportedError(f"a boolean {what} ({value!r}) is not supported inside a fused function",
+                               hint="select with np.where(mask, x, other), or index before the call")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise FusecTypeError(f"slice indices must be integers or None, got {type(value).__name__} {value!r}",
+                             hint="use Python ints for indices and slice bounds") from None
+
+
+def basic_index(x: Node, key: Any) -> Node:
+    """``x[key]`` for NumPy's basic indexing: integers (negative too), slices of any step, None/np.newaxis and
+    one Ellipsis, in any combination. One ``slice`` node (integers as single-element ranges, step 0), then a
+    ``squeeze`` of the integer axes and an ``expand_dims`` of the new ones."""
+    keys = key if isinstance(key, tuple) else (key,)
+    for k in keys:
+        if k is None or k is Ellipsis or isinstance(k, slice):
+            continue
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+            what = "a traced array" if isinstance(k, Tracer) else type(k).__name__
+            raise UnsupportedError(
+                f"indexing with {what} is not supported inside a fused function (only integers, slices, "
+                "None/np.newaxis and ...)",
+                hint="select with np.where(mask, x, other); gathers (x[idx], take_along_axis) are not traced yet",
+            )
+    if sum(k is Ellipsis for k in keys) > 1:
+        raise FusecIndexError("an index can only have a single ellipsis ('...')")
+    n_real = sum(1 for k in keys if k is not None and k is not Ellipsis)
+    if n_real > x.ndim:
+        raise FusecIndexError(f"too many indices for array: array is {x.ndim}-dimensional, but {n_real} were indexed")
+    if Ellipsis not in keys:
+        keys = keys + (Ellipsis,)
+    expanded: list[Any] = []
+    for k in keys:
+        expanded.extend([slice(None)] * (x.ndim - n_real) if k is Ellipsis else [k])
+    starts: list[int | None] = []
+    stops: list[int | None] = []
+    steps: list[int | None] = []
+    squeezed, new_axes, out_axis = [], [], 0
+    for k in expanded:
+        if k is None:
+            new_axes.append(out_axis)
+            out_axis += 1
+        elif isinstance(k, slice):
+            step = _index_bound(k.step, "slice step")
+            if step == 0:
+                raise FusecValueError("slice step cannot be zero")
+            starts.append(_index_bound(k.start, "slice start"))
+            stops.append(_index_bound(k.stop, "slice stop"))
+            steps.append(step)
+            out_axis += 1
+        else:
+            squeezed.append(len(starts))
+            starts.append(_index_bound(k, "index"))
+            stops.append(None)
+            steps.append(0)
+    if any(not (a is None and b is None and c in (None, 1)) for a, b, c in zip(starts, stops, steps)):
+        x = _node("slice", [x], {"start": starts, "stop": stops, "step": steps})
+    x = _squeeze(x, tuple(squeezed))
+    return _node("expand_dims", [x], {"axes": new_axes}) if new_axes else x
+
+
 def _as_node(a: Any, what: str) -> Node:
     x = _operand(a, f"argument of {what}")
     if isinstance(x, _Weak):
@@ -553,33 +621,7 @@ class Tracer:
                                hint="use np.where(mask, v, x)")
 
     def __getitem__(self, key: Any) -> Tracer:
-        keys = key if isinstance(key, tuple) else (key,)
-        for k in keys:
-            plain_slice = isinstance(k, slice) and k == slice(None)
-            if not (k is None or k is Ellipsis or plain_slice):
-                raise UnsupportedError(
-                    f"indexing with {k!r} is not supported inside a fused function "
-                    "(only None/np.newaxis, ... and ':')",
-                    hint="slice the array before passing it to the fused function",
-                )
-        if sum(k is Ellipsis for k in keys) > 1:
-            raise FusecTypeError("an index can only have a single ellipsis ('...')")
-        n_real = sum(1 for k in keys if k is not None and k is not Ellipsis)
-        if n_real > self.ndim:
-            raise FusecTypeError(f"too many indices for array: array is {self.ndim}-dimensional, "
-                                 f"but {n_real} were indexed")
-        if Ellipsis not in keys:
-            keys = keys + (Ellipsis,)
-        expanded: list[Any] = []
-        for k in keys:
-            if k is Ellipsis:
-                expanded.extend([slice(None)] * (self.ndim - n_real))
-            else:
-                expanded.append(k)
-        new_axes = [i for i, k in enumerate(expanded) if k is None]
-        if not new_axes:
-            return self
-        return Tracer(_node("expand_dims", [self.node], {"axes": new_axes}))
+        return Tracer(basic_index(self.node, key))
 
     # -- methods CuPy's functions forward to, and ndarray's own
     def sum(self, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kw: Any) -> Tracer:
@@ -650,9 +692,23 @@ class Tracer:
         raise FusecTypeError("round() of a traced array (NumPy arrays do not support Python's round either)",
                              hint="use np.round(x, decimals) or x.round(decimals)")
 
-    def reshape(self, *shape: Any, **kwargs: Any) -> Tracer:
-        raise UnsupportedError("reshape is not supported inside a fused function",
-                               hint="use x[None, :], np.expand_dims or squeeze, or reshape before the call")
+    def reshape(self, *shape: Any, order: str = "C", copy: Any = None) -> Tracer:
+        from fusec.ir.view_functions import reshape
+
+        return reshape(self, *shape, order=order)
+
+    def ravel(self, order: str = "C") -> Tracer:
+        return FUNCTIONS["ravel"](self, order)
+
+    def flatten(self, order: str = "C") -> Tracer:
+        return FUNCTIONS["ravel"](self, order)
+
+    def swapaxes(self, axis1: Any, axis2: Any) -> Tracer:
+        return FUNCTIONS["swapaxes"](self, axis1, axis2)
+
+    @property
+    def mT(self) -> Tracer:
+        return FUNCTIONS["matrix_transpose"](self)
 
     def __matmul__(self, other: Any) -> Tracer:
         raise UnsupportedError("matrix multiplication (@) is not supported by fusec",
@@ -723,7 +779,7 @@ for _sym, _name in (("+", "iadd"), ("-", "isub"), ("*", "imul"), ("/", "itruediv
 
 # argument mismatches of the methods are FusecTypeErrors (x.squeeze(dim=1), x.astype()), never raw TypeErrors
 for _name in ("sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "any", "all", "astype", "clip",
-              "transpose", "squeeze", "copy", "reshape", "round"):
+              "transpose", "squeeze", "copy", "reshape", "round", "ravel", "flatten", "swapaxes"):
     setattr(Tracer, _name, checked_method(_name, getattr(Tracer, _name)))
 
 # ``u8 + 300`` raises during const creation; keep the OverflowError class visible to users.
@@ -740,7 +796,8 @@ _trace_lock = threading.RLock()
 _CUPY_FUNCTIONS = ("expand_dims", "broadcast_to", "squeeze", "transpose", "where", "clip", "any", "all", "nansum",
                    "nanmax", "nanmin", "count_nonzero", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin",
                    "nanprod", "ptp", "round", "around", "round_", "zeros_like", "ones_like", "full_like", "isclose",
-                   "allclose")
+                   "allclose", "swapaxes", "moveaxis", "rollaxis", "flip", "broadcast_arrays", "split", "array_split",
+                   "reshape", "ravel")
 _SOFTMAX_FAMILY = ("logsumexp", "softmax", "log_softmax")
 WRAPPED: tuple[tuple[str, str, str], ...] = (
     *(("cupy", name, name) for name in _CUPY_FUNCTIONS),
@@ -929,3 +986,4 @@ def output_node(value: Any, index: int, loc: str | None = None) -> Node:
 
 # the everyday functions built from the ops above (logsumexp, softmax, nanmean, ...) register themselves
 import fusec.ir.composite  # noqa: E402, F401
+import fusec.ir.view_functions  # noqa: E402, F401

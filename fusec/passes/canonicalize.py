@@ -21,6 +21,7 @@ from fusec.ir.graph import Graph, Node, make_node, rewrite
 from fusec.ir.ops import Kind
 from fusec.passes.manager import register
 from fusec.passes.patterns import P, Rule, RuleSet, apply_rules, const, var
+from fusec.passes.views import sink_slice
 
 x, y, c = var("x"), var("y"), var("c")
 
@@ -246,6 +247,8 @@ def _identity_layout(node: Node, x: Node) -> Node | None:
         return None
     if node.op in ("expand_dims", "squeeze") and node.attr("axes"):
         return None
+    if node.op == "slice":  # the same shape is not the same elements (x[::-1]): sink_slice knows
+        return None
     return _keep(node, x)
 
 
@@ -320,6 +323,8 @@ RULES: list[Rule] = [
     Rule("squeeze(expand_dims(x, a), a) -> x", P("squeeze", P("expand_dims", x)), _same_axes),
     Rule("expand_dims(squeeze(x, a), a) -> x", P("expand_dims", P("squeeze", x)), _same_axes),
     Rule("transpose(transpose(x)) -> one transpose", P("transpose", P("transpose", x)), _compose_transpose),
+    Rule("slice(f(x)) -> f(slice(x)): views sink to the arrays they read", P("slice", x),
+         lambda node, x: sink_slice(node)),
     Rule("identity layout op -> x", P(where=lambda n: n.kind is Kind.LAYOUT, name="_"),
          lambda node, _: _identity_layout(node, node.operands[0])),
 ]

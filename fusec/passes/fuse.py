@@ -43,14 +43,17 @@ from fusec.passes.canonicalize import keepdims_form, reduce_over_nothing, size_o
 from fusec.passes.group_order import GroupOrder
 from fusec.passes.manager import register
 from fusec.passes.recompute import Recomputation
+from fusec.passes.views import sink_slice
 
 
 def _fusion_form(node: Node) -> Node:
     """What fusion needs of every graph, canonicalized or not: no reductions over no axes (kernels
-    have nothing to reduce there), reductions in keepdims form, and ``size`` nodes that read an
-    input's shape rather than an intermediate."""
+    have nothing to reduce there), reductions in keepdims form, ``size`` nodes that read an
+    input's shape rather than an intermediate, and slices on the arrays they read (:mod:`views`)."""
     if node.op == "size":
         return size_of_input(node, node.operands[0]) or node
+    if node.op == "slice":
+        return sink_slice(node) or node
     if node.kind is Kind.REDUCTION:
         node = reduce_over_nothing(node, node.operands[0]) or node
     return keepdims_form(node) or node

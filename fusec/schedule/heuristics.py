@@ -257,7 +257,7 @@ def vector_width(nest: LoopNest) -> int:
     if width < 2:
         return 1
     for info in pointers:
-        if nest.layout(info.node).align < width * info.dtype.itemsize:
+        if nest.access_align(info) < width * info.dtype.itemsize:
             return 1
     return width
 
@@ -289,7 +289,7 @@ def _inner_vector_misfit(nest: LoopNest, vec: int) -> str | None:
             return f"{info.var} steps by {inner.strides[i]} along the innermost axis, not 1"
         if vec * info.dtype.itemsize > VECTOR_BYTES:
             return f"vec={vec} moves {vec * info.dtype.itemsize} bytes of {info.var} per step (at most {VECTOR_BYTES})"
-        if nest.layout(info.node).align < vec * info.dtype.itemsize or any(
+        if nest.access_align(info) < vec * info.dtype.itemsize or any(
                 g.strides[i] % vec for g in nest.axes[:-1]):
             return f"{info.var}'s start or strides are not aligned to vectors of {vec}"
     return None
@@ -313,7 +313,7 @@ def row_vector(nest: LoopNest, elems: int, itemsize: int | None = None) -> int:
     itemsize = itemsize or _row_itemsize(nest)
     vec = min(VECTOR_BYTES // itemsize, elems)
     while vec > 1:
-        if all(nest.layout(nest.infos[i].node).align >= vec * nest.infos[i].dtype.itemsize
+        if all(nest.access_align(nest.infos[i]) >= vec * nest.infos[i].dtype.itemsize
                and all(nest.axes[g].strides[i] % vec == 0 for g in nest.kept_idx) for i in arrays):
             break
         vec //= 2
@@ -473,8 +473,8 @@ def _check_flat_loop(nest: LoopNest, loop: str, vec: int, refuse: Any) -> None:
                 if vec * info.dtype.itemsize > VECTOR_BYTES:
                     refuse(f"vec={vec} moves {vec * info.dtype.itemsize} bytes of {info.var} per step "
                            f"(at most {VECTOR_BYTES})")
-                if nest.layout(info.node).align < vec * info.dtype.itemsize:
-                    refuse(f"{info.var} is {nest.layout(info.node).align}-byte aligned, vec={vec} needs "
+                if nest.access_align(info) < vec * info.dtype.itemsize:
+                    refuse(f"{info.var} is {nest.access_align(info)}-byte aligned, vec={vec} needs "
                            f"{vec * info.dtype.itemsize}")
     elif vec != 1:
         refuse(f"vec={vec} needs the vector loop")

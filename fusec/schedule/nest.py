@@ -35,9 +35,10 @@ from functools import cached_property
 import numpy as np
 
 from fusec.ir.graph import Node
+from fusec.ir.infer import slice_bounds
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region, operand_map
-from fusec.schedule.layout import ArrayLayout
+from fusec.schedule.layout import ArrayLayout, alignment
 from fusec.schedule.one_pass import OnePassSource, one_pass_sources
 
 # int32 index math while every extent and offset is below this: the 2**24 margin keeps grid-stride
@@ -67,6 +68,7 @@ class AccessInfo:
     pointer: str | None
     dtype: np.dtype | None
     vector: list[int]
+    offset: int | None = None  # elements from the array's start, for a read through a slice (else None)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -228,7 +230,7 @@ class LoopNest:
             return
         if is_array(node):
             assert user is not None
-            refs.add(self.load(node, operand_map(user, node, self.space)).var)
+            refs.add(self.load(node, operand_map(user, node, self.space), self.view(user, node)).var)
 
     def operand_refs(self, node: Node, refs: set) -> None:
         for o in node.operands:
@@ -263,10 +265,32 @@ class LoopNest:
             self.accesses[key] = info
         return info
 
-    def load(self, node: Node, amap: tuple) -> AccessInfo:
-        layout = self.layout(node)
-        return self._access(("ld", node, amap), "ld", node, self.pointer[node], node.dtype,
-                            self._vector(layout.strides, amap, node.shape))
+    @staticmethod
+    def view(user: Node | None, node: Node) -> tuple[tuple[int, int], ...] | None:
+        """(first index, step) per axis of array ``node`` where member ``user`` is a slice of it, else None."""
+        if user is None or user.op != "slice":
+            return None
+        return tuple((first, step) for first, step, _ in slice_bounds(node.shape, dict(user.attrs)))
+
+    def load(self, node: Node, amap: tuple, view: tuple[tuple[int, int], ...] | None = None) -> AccessInfo:
+        """The access reading array ``node`` under axis map ``amap``; through a slice (``view``: first index and
+        step per axis), its strides times the steps, from an offset (a pointer of its own in the kernel)."""
+        strides = self.layout(node).strides
+        offset = None
+        if view is not None:
+            offset = sum(first * s for (first, _), s in zip(view, strides))
+            strides = tuple(s * step for (_, step), s in zip(view, strides))
+        info = self._access(("ld", node, amap, view), "ld", node, self.pointer[node], node.dtype,
+                            self._vector(strides, amap, node.shape))
+        info.offset = offset
+        return info
+
+    def access_align(self, info: AccessInfo) -> int:
+        """The alignment in bytes of the address an access starts at: its array's pointer, and its offset."""
+        align = self.layout(info.node).align
+        if info.offset and info.dtype is not None:
+            align = min(align, alignment(info.offset * info.dtype.itemsize))
+        return align
 
     def store(self, node: Node) -> AccessInfo:
         layout = self.layout(node)
@@ -285,7 +309,7 @@ class LoopNest:
 
     def load_var(self, node: Node, user: Node) -> str:
         """The variable of the load through which member ``user`` reads array ``node``."""
-        return self.accesses[("ld", node, operand_map(user, node, self.space))].var
+        return self.accesses[("ld", node, operand_map(user, node, self.space), self.view(user, node))].var
 
     def store_access(self, node: Node) -> AccessInfo:
         return self.accesses[("st", node)]
@@ -316,7 +340,8 @@ class LoopNest:
         self.n_kept = math.prod(self.extents[k] for k in self.kept_idx)
         self.n_loop = math.prod(self.extents[k] for k in self.loop_idx)
         biggest = max([self.n_kept, self.n_loop, *self.extents] + [
-            sum(abs(g.strides[i]) * max(g.extent - 1, 0) for g in self.axes) for i in range(len(self.infos))],
+            (self.infos[i].offset or 0) + sum(abs(g.strides[i]) * max(g.extent - 1, 0) for g in self.axes)
+            for i in range(len(self.infos))],
             default=0)
         self.index_ctype = "int" if biggest < INT32_LIMIT else "long long"
         # contiguous: no kept axis, and one loop axis (or none) that every varying access steps along by 1

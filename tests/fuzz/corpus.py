@@ -19,7 +19,10 @@ options, so that NumPy defines every result exactly and an exact comparison is v
   which have no float loop) and only the exact reductions ``EXACT_REDUCTIONS`` (float sum/prod are
   tested elsewhere, with tolerances);
 - ``int_reduce``, ``float_reduce``: the same rules, with reductions drawn more often (no layout ops, a few
-  elementwise ops) and up to 16 steps, for rows/cols kernels and multi-phase reductions.
+  elementwise ops) and up to 16 steps, for rows/cols kernels and multi-phase reductions;
+- ``views``: slices (any bounds and steps, integer indices), transposes, squeeze/expand_dims of inputs and of
+  computed values beside the exact reductions and a few exact elementwise ops, up to 16 steps: slices moved
+  below reductions and elementwise ops, read through offsets and strides in every kernel kind.
 
 No family casts floats to integers (``float_to_int_casts=False``).
 
@@ -118,8 +121,14 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "float_reduce": dict(dtypes=_FLOAT_DTYPES, allow_layout=False, allow_size=False, max_nodes=16,
                          ops=EXACT_REDUCTIONS | {"add", "sub", "mul", "div", "maximum", "minimum", "fmax",
                                                  "where", "lt", "eq", "neg", "abs", "sqrt", "isnan"}),
+    # views: slices (any bounds and steps, integer indices) and transposes of inputs and of computed values, next
+    # to reductions and elementwise ops, so slices move below reductions and into rows and cols kernels
+    "views": dict(dtypes=("bool", "i32", "i64", "f16", "f32"), allow_size=False, max_nodes=16,
+                  ops=EXACT_REDUCTIONS | {"slice", "transpose", "expand_dims", "squeeze", "add", "sub", "mul",
+                                          "maximum", "where", "lt", "neg", "abs"}),
 }
-FAMILY_WEIGHTS = ("float",) * 3 + ("int",) * 2 + ("uint",) + ("int_reduce", "float_reduce") * 2  # drawn uniformly
+FAMILY_WEIGHTS = ("float",) * 3 + ("int",) * 2 + ("uint",) + ("int_reduce", "float_reduce") * 2 + ("views",) * 2
+# (drawn uniformly)
 COMMON_OPTIONS: dict[str, Any] = dict(float_to_int_casts=False)
 
 # ---- signs NumPy leaves free ---------------------------------------------------------------------------

@@ -1,0 +1,183 @@
+"""Array functions traced into the layout ops (``transpose``, ``squeeze``/``expand_dims``, ``slice``,
+``broadcast_to``): ``swapaxes``, ``moveaxis``, ``rollaxis``, ``.mT``, ``flip``, ``broadcast_arrays``,
+``split``/``array_split`` (slices) and ``reshape``/``ravel``/``flatten`` where the new shape only adds or drops
+size-1 axes. Each is a view in NumPy and index arithmetic in the kernel that reads it here.
+
+A reshape that merges or splits axes of more than one element (``(N, C, H, W) -> (N, G, C // G * H * W)``)
+is not traced yet: it raises :class:`~fusec.errors.UnsupportedError` with the shapes, and the README says so.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+import numpy as np
+
+from fusec.errors import FusecTypeError, FusecValueError, UnsupportedError
+from fusec.ir import trace as _trace
+from fusec.ir.graph import Node
+from fusec.ir.infer import broadcast_shapes, normalize_axes
+from fusec.ir.trace import Tracer, _as_node, _mark_shape_read, _node, _squeeze, basic_index, transpose
+
+
+def _axis(axis: Any, ndim: int) -> int:
+    (a,) = normalize_axes(axis, ndim, allow_tuple=False)
+    return a
+
+
+def swapaxes(a: Any, axis1: Any, axis2: Any) -> Tracer:
+    x = _as_node(a, "swapaxes")
+    i, j = _axis(axis1, x.ndim), _axis(axis2, x.ndim)
+    perm = list(range(x.ndim))
+    perm[i], perm[j] = perm[j], perm[i]
+    return transpose(Tracer(x), perm)
+
+
+def moveaxis(a: Any, source: Any, destination: Any) -> Tracer:
+    x = _as_node(a, "moveaxis")
+    src = [source] if isinstance(source, (int, np.integer)) else list(source)
+    dst = [destination] if isinstance(destination, (int, np.integer)) else list(destination)
+    if len(src) != len(dst):
+        raise FusecValueError("`source` and `destination` arguments must have the same number of elements")
+    src = [_axis(s, x.ndim) for s in src]
+    dst = [_axis(d, x.ndim) for d in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise FusecValueError("repeated axis in `source` or `destination` argument")
+    order = [n for n in range(x.ndim) if n not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(Tracer(x), order)
+
+
+def rollaxis(a: Any, axis: Any, start: Any = 0) -> Tracer:
+    x = _as_node(a, "rollaxis")
+    n = x.ndim
+    axis = _axis(axis, n)
+    start = operator.index(start)
+    if start < 0:
+        start += n
+    if not 0 <= start < n + 1:
+        raise FusecValueError(f"'start' arg requires {-n} <= start < {n + 1}, but {start} was passed in")
+    if axis < start:
+        start -= 1
+    if axis == start:
+        return Tracer(x)
+    order = [i for i in range(n) if i != axis]
+    order.insert(start, axis)
+    return transpose(Tracer(x), order)
+
+
+def matrix_transpose(a: Any) -> Tracer:
+    """``x.mT``: the last two axes swapped."""
+    x = _as_node(a, "mT")
+    if x.ndim < 2:
+        raise FusecValueError("matrix transpose with ndim < 2 is undefined")
+    return swapaxes(Tracer(x), -1, -2)
+
+
+def flip(m: Any, axis: Any = None) -> Tracer:
+    x = _as_node(m, "flip")
+    axes = set(normalize_axes(axis, x.ndim))
+    return Tracer(basic_index(x, tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(x.ndim))))
+
+
+def broadcast_arrays(*args: Any, subok: bool = False) -> tuple[Tracer, ...]:
+    nodes = [_as_node(a, "broadcast_arrays") for a in args]
+    _mark_shape_read()  # the common shape is a broadcast_to attribute
+    shape = broadcast_shapes(*(n.shape for n in nodes), what="arguments of broadcast_arrays")
+    return tuple(Tracer(n if n.shape == shape else _node("broadcast_to", [n], {"shape": list(shape)}))
+                 for n in nodes)
+
+
+def _sections(x: Node, indices_or_sections: Any, axis: Any, equal: bool) -> list[Tracer]:
+    a = _axis(axis, x.ndim)
+    n = x.shape[a]
+    _mark_shape_read()  # the split points are slice bounds resolved against this size
+    if isinstance(indices_or_sections, (int, np.integer)) and not isinstance(indices_or_sections, bool):
+        k = int(indices_or_sections)
+        if k <= 0:
+            raise FusecValueError("number sections must be larger than 0.")
+        if equal and n % k:
+            raise FusecValueError("array split does not result in an equal division")
+        each, extra = divmod(n, k)
+        bounds = [0]
+        for i in range(k):
+            bounds.append(bounds[-1] + each + (1 if i < extra else 0))
+    else:
+        bounds = [0, *(operator.index(i) for i in indices_or_sections), n]
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        key = tuple(slice(lo, hi) if i == a else slice(None) for i in range(x.ndim))
+        out.append(Tracer(basic_index(x, key)))
+    return out
+
+
+def split(ary: Any, indices_or_sections: Any, axis: Any = 0) -> list[Tracer]:
+    return _sections(_as_node(ary, "split"), indices_or_sections, axis, equal=True)
+
+
+def array_split(ary: Any, indices_or_sections: Any, axis: Any = 0) -> list[Tracer]:
+    return _sections(_as_node(ary, "array_split"), indices_or_sections, axis, equal=False)
+
+
+def _target_shape(shape: Any, size: int) -> tuple[int, ...]:
+    dims = [operator.index(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,))]
+    unknown = [i for i, d in enumerate(dims) if d == -1]
+    if len(unknown) > 1:
+        raise FusecValueError("can only specify one unknown dimension")
+    if any(d < -1 for d in dims):
+        raise FusecValueError("negative dimensions not allowed")
+    known = math.prod(d for d in dims if d != -1)
+    if unknown:
+        if known == 0 or size % known:
+            raise FusecValueError(f"cannot reshape array of size {size} into shape {tuple(dims)}")
+        dims[unknown[0]] = size // known
+    if math.prod(dims) != size:
+        raise FusecValueError(f"cannot reshape array of size {size} into shape {tuple(dims)}")
+    return tuple(dims)
+
+
+def reshape(a: Any, *shape: Any, order: str = "C") -> Tracer:
+    """``reshape`` in C (or 'A') order where the new shape only drops and adds size-1 axes: a ``squeeze`` and
+    an ``expand_dims``. Merging or splitting axes of more than one element is not traced yet."""
+    x = _as_node(a, "reshape")
+    if order not in ("C", "A"):
+        raise UnsupportedError(f"reshape with order={order!r} is not supported inside a fused function",
+                               hint="use order='C' (the default), or reshape the argument before the call")
+    if len(shape) == 1:
+        shape = shape[0]
+    _mark_shape_read()  # the target's extents are attributes
+    target = _target_shape(shape, x.size)
+    if [d for d in x.shape if d != 1] != [d for d in target if d != 1]:
+        raise UnsupportedError(
+            f"reshape from {x.shape} to {target} merges or splits axes, which is not traced yet (only reshapes "
+            "that add or drop size-1 axes are)",
+            hint="reshape the argument before the call (a view), or the result after it")
+    node = _squeeze(x, tuple(i for i, d in enumerate(x.shape) if d == 1))
+    new = [i for i, d in enumerate(target) if d == 1]
+    return Tracer(_node("expand_dims", [node], {"axes": new}) if new else node)
+
+
+def ravel(a: Any, order: str = "C") -> Tracer:
+    x = _as_node(a, "ravel")
+    return reshape(Tracer(x), (x.size,), order=order)
+
+
+def _numpy_reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: Any = None) -> Tracer:
+    if shape is None:
+        shape = newshape
+    if shape is None:
+        raise FusecTypeError("reshape() missing the shape argument")
+    return reshape(a, shape, order=order)
+
+
+FUNCTIONS = {
+    "swapaxes": swapaxes, "moveaxis": moveaxis, "rollaxis": rollaxis, "flip": flip,
+    "broadcast_arrays": broadcast_arrays, "split": split, "array_split": array_split,
+    "reshape": _numpy_reshape, "ravel": ravel, "matrix_transpose": matrix_transpose,
+}
+DOCUMENTED = {"numpy": ("swapaxes", "moveaxis", "rollaxis", "flip", "broadcast_arrays", "split", "array_split",
+                        "reshape", "ravel")}
+_trace.FUNCTIONS.update(FUNCTIONS)

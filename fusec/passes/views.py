@@ -1,0 +1,109 @@
+"""Views sink to the arrays they read: ``slice(f(a, b))`` becomes ``f(slice(a), slice(b))``.
+
+A ``slice`` of a function input is index arithmetic inside the kernel that reads it (an offset and strides:
+:mod:`fusec.schedule.nest`), but a slice of a value computed in the same kernel would need elements other
+threads compute. So every slice is moved down to the arrays: through elementwise ops (each operand sliced
+along its own axes; a broadcast axis stays as it is), ``broadcast_to``, ``transpose``, ``expand_dims``,
+``squeeze``, another slice (composed into one) and reductions (the kept axes sliced, the reduced ones
+whole). What is computed then is only the selected part: ``exp(x)[::2]`` computes half the exponentials.
+A slice selecting nothing becomes an empty constant; one selecting everything disappears. After this,
+slices sit on function inputs only (fusion's form, which ``fuse`` applies to every graph).
+"""
+
+from __future__ import annotations
+
+from fusec.ir.graph import Node, make_node
+from fusec.ir.infer import Bound, slice_attrs, slice_bounds
+from fusec.ir.ops import Kind
+
+Bounds = tuple[Bound, ...]
+
+
+def _whole(n: Node) -> Bounds:
+    return tuple((0, 1, d) for d in n.shape)
+
+
+def _is_identity(n: Node, bounds: Bounds) -> bool:
+    return all(b == (0, 1, d) or (d == 0 and b[2] == 0) for b, d in zip(bounds, n.shape))
+
+
+def _operand_bounds(y: Node, bounds: Bounds) -> list[tuple[Node, Bounds | None]] | None:
+    """Each operand of ``y`` with the bounds that select what ``y[bounds]`` reads of it (None: the operand
+    as it is, a 0-d value), or None when the slice cannot move below ``y``."""
+    if y.kind is Kind.ELEMENTWISE or y.op == "broadcast_to":
+        out = []
+        for o in y.operands:
+            off = y.ndim - o.ndim
+            ob = tuple(bounds[j + off] if o.shape[j] == y.shape[j + off] else (0, 1, o.shape[j])
+                       for j in range(o.ndim))
+            out.append((o, ob if o.ndim else None))
+        return out
+    (x,) = y.operands if len(y.operands) == 1 else (None,)
+    if x is None:
+        return None
+    if y.op == "transpose":
+        xb: list = [None] * x.ndim
+        for k, p in enumerate(y.attr("perm")):
+            xb[p] = bounds[k]
+        return [(x, tuple(xb))]
+    if y.op == "expand_dims":
+        new = set(y.attr("axes"))
+        return [(x, tuple(b for k, b in enumerate(bounds) if k not in new))]
+    if y.op == "squeeze":
+        gone = set(y.attr("axes"))
+        it = iter(bounds)
+        return [(x, tuple((0, 1, 1) if j in gone else next(it) for j in range(x.ndim)))]
+    if y.op == "slice":
+        inner = slice_bounds(x.shape, dict(y.attrs))
+        return [(x, tuple((f + s * f2, s * s2, c2) for (f, s, _), (f2, s2, c2) in zip(inner, bounds)))]
+    if y.kind is Kind.REDUCTION:
+        axes = set(y.attr("axes"))
+        if y.attr("keepdims"):
+            return [(x, tuple((0, 1, x.shape[j]) if j in axes else bounds[j] for j in range(x.ndim)))]
+        it = iter(bounds)
+        return [(x, tuple((0, 1, x.shape[j]) if j in axes else next(it) for j in range(x.ndim)))]
+    return None
+
+
+def _rebuilt(y: Node, operands: list[Node], bounds: Bounds) -> Node:
+    if y.op == "slice":  # composed into its operand's slice
+        return operands[0]
+    attrs = dict(y.attrs)
+    if y.op == "broadcast_to":
+        attrs["shape"] = [c for _, _, c in bounds]
+    dtype = y.dtype if y.op in ("cast", "const", "size") else None
+    return make_node(y.op, operands, attrs, dtype=dtype, loc=y.loc)
+
+
+def sink_slice(node: Node) -> Node | None:
+    """``node`` (a ``slice``) with the slice moved down to the arrays it reads; None when it already sits on
+    one. Iterative (no recursion proportional to the graph), each (value, bounds) pair built once."""
+    if node.op != "slice":
+        return None
+    x = node.operands[0]
+    root = tuple(slice_bounds(x.shape, dict(node.attrs)))
+    if 0 in node.shape:
+        zero = make_node("const", (), {"value": 0}, dtype=node.dtype, loc=node.loc)
+        return make_node("broadcast_to", [zero], {"shape": list(node.shape)}, loc=node.loc)
+    if _operand_bounds(x, root) is None and not _is_identity(x, root):  # on an array already: canonical bounds
+        canonical = make_node("slice", [x], slice_attrs(list(root)), loc=node.loc)
+        return None if canonical is node else canonical
+    done: dict[tuple[Node, Bounds], Node] = {}
+    stack: list[tuple[Node, Bounds, bool]] = [(x, root, False)]
+    while stack:
+        y, bounds, expanded = stack.pop()
+        key = (y, bounds)
+        if key in done:
+            continue
+        if _is_identity(y, bounds):
+            done[key] = y
+            continue
+        kids = _operand_bounds(y, bounds)
+        if kids is None:
+            done[key] = make_node("slice", [y], slice_attrs(list(bounds)), loc=node.loc)
+        elif not expanded:
+            stack.append((y, bounds, True))
+            stack.extend((o, ob, False) for o, ob in kids if ob is not None and (o, ob) not in done)
+        else:
+            done[key] = _rebuilt(y, [o if ob is None else done[(o, ob)] for o, ob in kids], bounds)
+    return done[(x, root)]

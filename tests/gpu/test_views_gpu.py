@@ -1,0 +1,73 @@
+"""Views (issue 17, item 1) on the GPU: ``tests/ir/test_views.py``'s workloads and indexing keys through
+``fusec.fuse`` with CuPy arrays, against NumPy on the same data, in float32, float16 and int32, for inputs laid
+out several ways (contiguous, offset, strided, reversed, transposed): ``pytest -m gpu tests/gpu/test_views_gpu.py``
+(skipped where CuPy sees no GPU). Outputs are poisoned before each launch (the launcher's ``poison``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusec
+from fusec.runtime import KernelLauncher
+from tests.helpers import GPU_ONLY, assert_matches_numpy
+from tests.ir.test_views import KEYS, WORKLOADS, _ids
+from tests.schedule.test_view_accesses import _layouts
+
+cupy = pytest.importorskip("cupy")
+
+pytestmark = GPU_ONLY
+
+LAYOUTS = ["contiguous", "offset", "strided", "reversed", "transposed"]
+TOLERANCE = {"float32": (4e-6, 1e-5), "float16": (4e-3, 1e-3)}
+
+
+def _device_copy(x: np.ndarray) -> object:
+    """``x`` on the GPU with the same strides and offset into a larger buffer as on the host."""
+    base = x
+    while base.base is not None:
+        base = base.base
+    dev = cupy.asarray(base)
+    offset = x.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    return cupy.ndarray(x.shape, x.dtype, dev.data + offset, x.strides)
+
+
+def _check(fn, x: np.ndarray, dtype: str) -> None:
+    fused = fusec.fuse(fn)
+    with np.errstate(all="ignore"):
+        want = fn(x)
+    xd = _device_copy(x)
+    assert np.array_equal(cupy.asnumpy(xd), x)
+    got = fusec.runtime.run_plan(fused.plan(xd), [xd], launcher=KernelLauncher(poison=True))[0]
+    got = cupy.asnumpy(got)
+    assert got.shape == want.shape
+    if want.dtype.kind == "f":
+        rtol, atol = TOLERANCE[str(want.dtype)] if str(want.dtype) in TOLERANCE else (1e-7, 1e-7)
+        if dtype == "float16":  # sums of thousands of float16 values: a few ULP of the largest result
+            atol = max(atol, 4e-3 * float(np.abs(want.astype(np.float32)).max(initial=0)))
+        assert_matches_numpy(got, want, rtol=rtol, atol=atol)
+    else:
+        assert_matches_numpy(got, want, exact=True)
+    assert len(fused.plan(xd).kernels) <= 1
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_view_workload_gpu_matches_numpy(name: str, dtype: str, layout: str) -> None:
+    if dtype == "int32" and name == "logsumexp":
+        pytest.skip("logsumexp computes in float")
+    for shape in [(1029, 33), (64, 4099), (9, 10)]:
+        _check(WORKLOADS[name], _layouts(shape, dtype)[layout], dtype)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "transposed"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+@pytest.mark.parametrize("key", [k for k in KEYS if not isinstance(k, tuple) or len([a for a in k if a is not None
+                                                                                       and a is not Ellipsis]) <= 2],
+                         ids=_ids)
+def test_view_index_gpu_matches_numpy(key: object, dtype: str, layout: str) -> None:
+    x = _layouts((37, 45), dtype)[layout]
+    _check(lambda x: x[key] * 2, x, dtype)
+    _check(lambda x: x[key].astype(np.float64).sum(), x, dtype)
