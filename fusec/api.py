@@ -1,8 +1,10 @@
 """The public face: ``@fusec.fuse`` and the :class:`Fused` object it returns.
 
 A Fused object traces its function once per *signature* (each argument's dtype, rank and which
-dims are 0 or 1; Python scalars by value), keeps the traced graph, and re-infers shapes for a new
-size of the same signature instead of tracing again (unless the function read a concrete size).
+dims are 0 or 1; a runtime scalar's class, a static one's value), keeps the traced graph, and re-infers
+shapes for a new size of the same signature instead of tracing again (unless the function read a
+concrete size). Python and NumPy scalar arguments are runtime scalars (kernel inputs, see
+:mod:`fusec.ir.scalars`) unless named static or used where their value decides the trace.
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from fusec.errors import FusecError, FusecTypeError, FusecValueError, TraceError
 from fusec.explain import Explanation
 from fusec.ir import dtypes
 from fusec.ir.graph import Graph, rebind
+from fusec.ir.scalars import NeedsConcrete, Scalar, is_runtime_candidate, scalar_class
 from fusec.ir.trace import Tracer, output_node, return_site, trace_function
 from fusec.lru import LRU
 from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
 from fusec.plan import Plan, execute_numpy, make_plan
 
 _SHAPES_KEPT = 64  # graphs kept per signature, one per distinct set of input shapes
-_SIGNATURES_KEPT = 64  # traces kept per Fused, the least recently used dropped (a new Python scalar is a new one)
+_SIGNATURES_KEPT = 64  # traces kept per Fused, the least recently used dropped (a new static scalar is a new one)
 
 
 @dataclass
@@ -39,7 +42,23 @@ class TracedFunction:
     graph: Graph
     structure: str  # "single" | "tuple" | "list"
     shape_specialized: bool
+    scalars: tuple[Scalar, ...] = ()  # the runtime scalars that are graph inputs, after the arrays
     by_shapes: dict[tuple, Graph] = field(default_factory=dict)
+
+    def scalar_values(self, args: Mapping[str, Any]) -> list[np.ndarray] | None:
+        """The runtime scalars' values for a call's arguments (by name), as 0-d arrays of their inputs'
+        dtypes; None when one computed from the arguments (``step + 1``) left the class it was traced with."""
+        values = []
+        for s in self.scalars:
+            value = s.compute(args)
+            if scalar_class(value) != s.cls:
+                return None
+            values.append(np.asarray(value, dtype=s.node_.dtype))
+        return values
+
+    def changed_class(self, args: Mapping[str, Any]) -> frozenset[str]:
+        """The arguments of the runtime scalars whose class changed (see :meth:`scalar_values`)."""
+        return frozenset().union(*(s.names for s in self.scalars if scalar_class(s.compute(args)) != s.cls))
 
     def pack(self, values: list[Any]) -> Any:
         if self.structure == "single":
@@ -90,7 +109,8 @@ class Fused:
     """
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None, fusion: bool = True,
-                 schedules: Mapping[str, Any] | None = None):
+                 schedules: Mapping[str, Any] | None = None, static_argnames: Any = None,
+                 static_argnums: Any = None):
         if not callable(fn):
             raise FusecTypeError(f"fusec.fuse needs a function, got {type(fn).__name__}")
         functools.update_wrapper(self, fn)
@@ -99,6 +119,8 @@ class Fused:
         self.fusion = bool(fusion)  # False: one kernel per op (see fuse)
         self.schedules = _forced_schedules(schedules)  # kernel name -> forced schedule (see fuse)
         self._signature = inspect.signature(fn)
+        self.static_argnames = _static_names(self._signature, self.name, static_argnames, static_argnums)
+        self._auto_static: frozenset[str] = frozenset()  # runtime scalars found to decide the trace
         self._traces: LRU[tuple, TracedFunction] = LRU(_SIGNATURES_KEPT)
         self._plans: dict[tuple[Graph, bool], Plan] = {}
         self._fast: dict[tuple, Callable[[tuple], Any]] = {}  # exact GPU layouts -> runner
@@ -111,7 +133,8 @@ class Fused:
         """The same function with these kernels' schedules forced (kernel name -> a schedule or its text,
         such as ``{"k0": "rows:block_regs,threads=512"}``; fields left out are the heuristics' for that
         kernel), added to the ones already forced. ``explain`` prints each kernel's schedule."""
-        return Fused(self.fn, name=self.name, fusion=self.fusion, schedules={**self.schedules, **schedules})
+        return Fused(self.fn, name=self.name, fusion=self.fusion, schedules={**self.schedules, **schedules},
+                     static_argnames=self.static_argnames)
 
     # -- arguments -----------------------------------------------------------------------------
     def _params(self, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
@@ -193,11 +216,21 @@ class Fused:
                     _check_device(self.name, f"argument '{name}'", value)
         return next(iter(seen), "numpy")
 
-    def _key(self, params: list[tuple[str, Any]]) -> tuple:
+    def _runtime(self, params: list[tuple[str, Any]]) -> frozenset[str]:
+        """The scalar arguments traced as runtime scalars: Python and NumPy numbers passed in the call (a
+        parameter left at its default is folded), not static."""
+        static = self.static_argnames | self._auto_static
+        defaults = self._signature.parameters
+        return frozenset(name for name, value in params if name not in static and is_runtime_candidate(value)
+                         and (name not in defaults or value is not defaults[name].default))
+
+    def _key(self, params: list[tuple[str, Any]], runtime: frozenset[str]) -> tuple:
         key = []
-        for _, value in params:
+        for name, value in params:
             if _backend(value) is not None or (isinstance(value, np.ndarray)):
                 key.append(("array", np.dtype(value.dtype).str, _dim_pattern(tuple(value.shape))))
+            elif name in runtime:
+                key.append(("scalar", scalar_class(value)))
             else:
                 key.append(("value", _scalar_key(value)))
         return tuple(key)
@@ -213,29 +246,52 @@ class Fused:
     def _graph(self, params: list[tuple[str, Any]]) -> Graph:
         return self._traced(params)[1]
 
-    def _traced(self, params: list[tuple[str, Any]]) -> tuple[TracedFunction, Graph]:
-        key = self._key(params)
+    def _traced(self, params: list[tuple[str, Any]]) -> tuple[TracedFunction, Graph, list[np.ndarray]]:
+        """The trace for these arguments, its graph for their shapes, and the runtime scalars' values
+        (0-d NumPy arrays, the graph's inputs after the arrays). A runtime scalar that turns out to decide
+        the trace (used as an axis, in an ``if``, ...) becomes static for good, and the function is traced
+        again."""
+        named = dict(params)
         shapes = tuple(tuple(v.shape) for _, v in params if _backend(v) is not None)
-        with self._lock:
-            traced = self._traces.get(key)
-            if traced is None:
-                traced = self._trace_new(params)
-                traced.by_shapes[shapes] = traced.graph
-                self._traces.put(key, traced)
-            graph = traced.by_shapes.get(shapes)
-            if graph is None:
-                # a new size of a known signature: re-infer shapes, unless the function read a size
-                if traced.shape_specialized:
-                    graph = self._trace_new(params).graph
-                else:
-                    graph = rebind(traced.graph, [tuple(s) for s in shapes])
-                if len(traced.by_shapes) >= _SHAPES_KEPT:
-                    traced.by_shapes.pop(next(iter(traced.by_shapes)))
-                traced.by_shapes[shapes] = graph
-        return traced, graph
+        while True:
+            runtime = self._runtime(params)
+            key = self._key(params, runtime)
+            with self._lock:
+                traced = self._traces.get(key)
+                if traced is None:
+                    try:
+                        traced = self._trace_new(params, runtime)
+                    except NeedsConcrete as signal:
+                        self._auto_static |= signal.names
+                        continue
+                    except FusecError:
+                        if not runtime:
+                            raise
+                        # a check of fusec's that wants a plain number: as before runtime scalars, or its error
+                        traced = self._trace_new(params, frozenset())
+                        self._auto_static |= runtime
+                        key = self._key(params, frozenset())
+                    traced.by_shapes[shapes] = traced.graph
+                    self._traces.put(key, traced)
+                values = traced.scalar_values(named)
+                if values is None:  # ``step - 5`` changed sign, say: trace those arguments by value
+                    self._auto_static |= traced.changed_class(named)
+                    continue
+                graph = traced.by_shapes.get(shapes)
+                if graph is None:
+                    # a new size of a known signature: re-infer shapes, unless the function read a size
+                    if traced.shape_specialized:
+                        graph = self._trace_new(params, runtime if traced.scalars else frozenset()).graph
+                    else:
+                        graph = rebind(traced.graph, [tuple(s) for s in shapes] + [()] * len(values))
+                    if len(traced.by_shapes) >= _SHAPES_KEPT:
+                        traced.by_shapes.pop(next(iter(traced.by_shapes)))
+                    traced.by_shapes[shapes] = graph
+            return traced, graph, values
 
-    def _trace_new(self, params: list[tuple[str, Any]]) -> TracedFunction:
-        inputs, result, specialized = trace_function(self.fn, params, self._positional_count(params))
+    def _trace_new(self, params: list[tuple[str, Any]], runtime: frozenset[str]) -> TracedFunction:
+        inputs, result, specialized, scalars = trace_function(self.fn, params, self._positional_count(params),
+                                                              runtime)
         if isinstance(result, dict):
             raise UnsupportedError(f"{self.name} returned a dict", loc=return_site(self.fn, returning_dict=True),
                                    hint="return a tuple (or a list) of arrays; name them at the call site")
@@ -250,7 +306,7 @@ class Fused:
         loc = None if all(isinstance(v, Tracer) for v in values) else return_site(self.fn)
         outputs = tuple(output_node(v, i, loc) for i, v in enumerate(values))
         graph = Graph(self.name, tuple(inputs), outputs)
-        return TracedFunction(graph, structure, specialized)
+        return TracedFunction(graph, structure, specialized, tuple(scalars))
 
     def plan(self, *args: Any, **kwargs: Any) -> Plan:
         """The kernels these arguments (arrays or :class:`fusec.ArraySpec`) run as, with bytes moved."""
@@ -258,8 +314,9 @@ class Fused:
         self._check_arguments(params)
         return self._plan(params)[1]
 
-    def _plan(self, params: list[tuple[str, Any]]) -> tuple[TracedFunction, Plan]:
-        traced, graph = self._traced(params)
+    def _plan(self, params: list[tuple[str, Any]]) -> tuple[TracedFunction, Plan, list[np.ndarray]]:
+        """The trace, its plan for these arguments' shapes, and the runtime scalars' values (0-d arrays)."""
+        traced, graph, scalars = self._traced(params)
         key = (graph, self.fusion and not _fusion_disabled())
         with self._lock:
             plan = self._plans.get(key)
@@ -268,7 +325,7 @@ class Fused:
                 if len(self._plans) >= _SHAPES_KEPT:
                     self._plans.pop(next(iter(self._plans)))
                 self._plans[key] = plan
-        return traced, plan
+        return traced, plan, scalars
 
     def explain(self, *args: Any, run: bool = False, **kwargs: Any) -> Explanation:
         """What fusec makes of this function for these arguments, as an :class:`fusec.explain.Explanation`.
@@ -291,8 +348,8 @@ class Fused:
         cupy = require_gpu() if run else None
         if cupy is not None:
             params = [(name, to_device(value, cupy, seed=i)) for i, (name, value) in enumerate(params)]
-        _, plan = self._plan(params)
-        values = [v for _, v in params if _backend(v) is not None]
+        _, plan, scalars = self._plan(params)
+        values = [v for _, v in params if _backend(v) is not None] + _on_device(scalars, cupy)
         passes = DEFAULT_PIPELINE if self.fusion and not _fusion_disabled() else UNFUSED_PIPELINE
         timings = measure(plan, values, schedules=self.schedules) if cupy is not None else None
         return Explanation.of(plan, values, timings, passes, self.schedules)
@@ -313,15 +370,17 @@ class Fused:
                 f"{self.name} was called with an ArraySpec, which describes an array but holds no data",
                 hint="call it with arrays; use .explain/.trace with ArraySpec arguments",
             )
-        traced, plan = self._plan(params)
+        traced, plan, scalars = self._plan(params)
         arrays = [v for _, v in params if _backend(v) is not None]
         outs = None if out is None else _check_out(self.name, out, plan.graph.outputs, backend)
         if backend == "cupy":
-            results = self._run_gpu(plan, arrays, outs)
+            import cupy
+
+            results = self._run_gpu(plan, arrays + _on_device(scalars, cupy), outs)
             if out is None and not kwargs and len(arrays) == len(args) and not _fusion_disabled():
                 self._remember_fast_path(args, traced, plan, arrays)
             return traced.pack(results)
-        results = execute_numpy(plan, arrays, xp=np)
+        results = execute_numpy(plan, arrays + scalars, xp=np)
         if outs is not None:
             results = _write_out(results, outs, np)
         return traced.pack(results)
@@ -390,9 +449,35 @@ class Fused:
 
         params = self._params(args, kwargs)
         self._check_arguments(params)
-        _, plan = self._plan(params)
-        values = dict(zip(plan.graph.inputs, [v for _, v in params if _backend(v) is not None]))
+        _, plan, scalars = self._plan(params)
+        values = dict(zip(plan.graph.inputs, [v for _, v in params if _backend(v) is not None] + scalars))
         return generate_plan(plan, values, self.schedules)
+
+
+def _on_device(scalars: list[np.ndarray], cupy: Any) -> list[Any]:
+    """The runtime scalars' 0-d arrays on the GPU (with CuPy) or as they are."""
+    return [cupy.asarray(s) for s in scalars] if cupy is not None else scalars
+
+
+def _static_names(signature: inspect.Signature, name: str, names: Any, nums: Any) -> frozenset[str]:
+    """``static_argnames`` and ``static_argnums`` of :func:`fuse` as one set of parameter names, checked."""
+    as_list = (lambda v: [] if v is None else [v] if isinstance(v, (str, int)) else list(v))
+    params = list(signature.parameters.values())
+    positional = [p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                                       inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    out = set()
+    for n in as_list(names):
+        if not isinstance(n, str) or (n not in signature.parameters and not any(
+                p.kind is inspect.Parameter.VAR_KEYWORD for p in params)):
+            raise FusecValueError(f"static_argnames: {n!r} is not a parameter of {name}{signature}",
+                                  hint=f"name parameters of {name}: {', '.join(signature.parameters)}")
+        out.add(n)
+    for i in as_list(nums):
+        if not isinstance(i, int) or isinstance(i, bool) or not -len(positional) <= i < len(positional):
+            raise FusecValueError(f"static_argnums: {i!r} is not the position of a parameter of {name}{signature}",
+                                  hint=f"{name} has {len(positional)} positional parameters")
+        out.add(positional[i])
+    return frozenset(out)
 
 
 def _fast_key(args: tuple) -> tuple:
@@ -567,7 +652,7 @@ def _compile_failure(fused: Fused, exc: Exception) -> FusecError:
 
 
 def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusion: bool = True,
-         schedules: Mapping[str, Any] | None = None) -> Any:
+         schedules: Mapping[str, Any] | None = None, static_argnames: Any = None, static_argnums: Any = None) -> Any:
     """Compile a NumPy/CuPy-style function into fused GPU kernels; returns a :class:`fusec.Fused`.
 
     Use it as a decorator, bare or with options, or call it on a function::
@@ -599,13 +684,16 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
       any fields (``explain`` prints each kernel's whole schedule in this form); fields left out are the
       heuristics' for that kernel. A schedule that does not fit its kernel raises
       :class:`fusec.ScheduleError` saying why. ``f.with_schedules({...})`` forces more on a copy.
+    - ``static_argnames`` / ``static_argnums``: scalar parameters (by name / position) folded into the
+      trace as constants, one trace per value, instead of passed at run time. Scalars used where their
+      value decides the trace (an axis, an ``if``, an exponent, ``range(n)``) become static by themselves.
 
     The returned :class:`fusec.Fused` object ``f``:
 
     - ``f(*args)``: with CuPy arrays, runs the fused kernels on the GPU and returns CuPy arrays; with
       NumPy arrays, runs the NumPy reference backend on the CPU and returns NumPy arrays (a full
-      reduction gives a 0-d array). Don't mix the two. Python numbers are compile-time constants:
-      each new value traces again, so pass a value that changes every call as a 0-d array.
+      reduction gives a 0-d array). Don't mix the two. Python and NumPy scalar arguments are runtime
+      scalars: new values neither trace nor compile again (README: "Scalars at run time").
     - ``f(*args, out=arrays)``: writes the results into ``out`` (one array, or a tuple for several
       results; same-kind casting, as NumPy's ``out=``) and returns them.
     - ``f.trace(*args)``: the traced IR :class:`Graph` (prints as IR text).
@@ -622,15 +710,17 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
     ``print(softmax.explain(fusec.ArraySpec((8192, 8192), "float32")))``.
 
     Tracing happens on the first call with each new signature (dtypes, ranks, which dims are 0 or
-    1, Python scalars by value); a new size of a known signature re-infers shapes without tracing,
+    1, scalars' types, static scalars by value); a new size of a known signature re-infers shapes without tracing,
     and compiled kernels are cached in memory and on disk.
 
     Environment: ``FUSEC_DISABLE_FUSION=1`` runs every fused function unfused, as ``fusion=False``
     (read when a call plans; set it before the first call).
     """
+    options = dict(name=name, fusion=fusion, schedules=schedules, static_argnames=static_argnames,
+                   static_argnums=static_argnums)
     if fn is None:
-        return lambda f: Fused(f, name=name, fusion=fusion, schedules=schedules)
-    return Fused(fn, name=name, fusion=fusion, schedules=schedules)
+        return lambda f: Fused(f, **options)
+    return Fused(fn, **options)
 
 
 __all__ = ["Fused", "fuse", "FusecError"]
