@@ -30,6 +30,7 @@ from fusec.ir.trace import Tracer, output_node, return_site, trace_function
 from fusec.lru import LRU
 from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
 from fusec.plan import Plan, execute_numpy, make_plan
+from fusec.update import check_updated, direct_updates, write_back
 
 _SHAPES_KEPT = 64  # graphs kept per signature, one per distinct set of input shapes
 _SIGNATURES_KEPT = 64  # traces kept per Fused, the least recently used dropped (a new static scalar is a new one)
@@ -40,10 +41,16 @@ class TracedFunction:
     """One signature's trace: the graph, how outputs are packed, and graphs re-inferred per shape."""
 
     graph: Graph
-    structure: str  # "single" | "tuple" | "list"
+    structure: str  # "single" | "tuple" | "list" | "none" (it only updates arguments in place)
     shape_specialized: bool
     scalars: tuple[Scalar, ...] = ()  # the runtime scalars that are graph inputs, after the arrays
+    updates: tuple[int, ...] = ()  # array inputs updated in place: the graph's last outputs are their values
     by_shapes: dict[tuple, Graph] = field(default_factory=dict)
+
+    @property
+    def n_results(self) -> int:
+        """How many of the graph's outputs the function returns (the in-place updates follow them)."""
+        return len(self.graph.outputs) - len(self.updates)
 
     def scalar_values(self, args: Mapping[str, Any]) -> list[np.ndarray] | None:
         """The runtime scalars' values for a call's arguments (by name), as 0-d arrays of their inputs'
@@ -61,6 +68,9 @@ class TracedFunction:
         return frozenset().union(*(s.names for s in self.scalars if scalar_class(s.compute(args)) != s.cls))
 
     def pack(self, values: list[Any]) -> Any:
+        values = values[:self.n_results]
+        if self.structure == "none":
+            return None
         if self.structure == "single":
             return values[0]
         return tuple(values) if self.structure == "tuple" else list(values)
@@ -259,6 +269,7 @@ class Fused:
             with self._lock:
                 traced = self._traces.get(key)
                 if traced is None:
+                    failed = False
                     try:
                         traced = self._trace_new(params, runtime)
                     except NeedsConcrete as signal:
@@ -267,7 +278,8 @@ class Fused:
                     except FusecError:
                         if not runtime:
                             raise
-                        # a check of fusec's that wants a plain number: as before runtime scalars, or its error
+                        failed = True
+                    if failed:  # a check of fusec's that wants a plain number: as before runtime scalars, or its error
                         traced = self._trace_new(params, frozenset())
                         self._auto_static |= runtime
                         key = self._key(params, frozenset())
@@ -290,12 +302,14 @@ class Fused:
             return traced, graph, values
 
     def _trace_new(self, params: list[tuple[str, Any]], runtime: frozenset[str]) -> TracedFunction:
-        inputs, result, specialized, scalars = trace_function(self.fn, params, self._positional_count(params),
-                                                              runtime)
+        inputs, result, specialized, scalars, updates = trace_function(
+            self.fn, params, self._positional_count(params), runtime)
         if isinstance(result, dict):
             raise UnsupportedError(f"{self.name} returned a dict", loc=return_site(self.fn, returning_dict=True),
                                    hint="return a tuple (or a list) of arrays; name them at the call site")
-        if isinstance(result, (tuple, list)):
+        if result is None and updates:  # a function that only updates its arguments in place
+            structure, values = "none", []
+        elif isinstance(result, (tuple, list)):
             structure = "tuple" if isinstance(result, tuple) else "list"
             values = list(result)
             if not values:
@@ -305,8 +319,8 @@ class Fused:
             structure, values = "single", [result]
         loc = None if all(isinstance(v, Tracer) for v in values) else return_site(self.fn)
         outputs = tuple(output_node(v, i, loc) for i, v in enumerate(values))
-        graph = Graph(self.name, tuple(inputs), outputs)
-        return TracedFunction(graph, structure, specialized, tuple(scalars))
+        graph = Graph(self.name, tuple(inputs), outputs + tuple(node for _, node in updates))
+        return TracedFunction(graph, structure, specialized, tuple(scalars), tuple(i for i, _ in updates))
 
     def plan(self, *args: Any, **kwargs: Any) -> Plan:
         """The kernels these arguments (arrays or :class:`fusec.ArraySpec`) run as, with bytes moved."""
@@ -372,25 +386,31 @@ class Fused:
             )
         traced, plan, scalars = self._plan(params)
         arrays = [v for _, v in params if _backend(v) is not None]
-        outs = None if out is None else _check_out(self.name, out, plan.graph.outputs, backend)
+        n = traced.n_results
+        outs = None if out is None else _check_out(self.name, out, plan.graph.outputs[:n], backend)
+        if traced.updates:
+            check_updated(self.name, params, traced.updates, backend)
         if backend == "cupy":
             import cupy
 
-            results = self._run_gpu(plan, arrays + _on_device(scalars, cupy), outs)
-            if out is None and not kwargs and len(arrays) == len(args) and not _fusion_disabled():
+            results = self._run_gpu(plan, arrays + _on_device(scalars, cupy), outs, traced)
+            if (out is None and not kwargs and len(arrays) == len(args) and not _fusion_disabled()
+                    and not traced.updates):
                 self._remember_fast_path(args, traced, plan, arrays)
             return traced.pack(results)
         results = execute_numpy(plan, arrays + scalars, xp=np)
+        if traced.updates:
+            results = write_back(plan, traced.updates, arrays, results, np)
         if outs is not None:
-            results = _write_out(results, outs, np)
+            results = _write_out(results[:n], outs, np)
         return traced.pack(results)
 
-    def _run_gpu(self, plan: Plan, arrays: list[Any], outs: list[Any] | None) -> list[Any]:
+    def _run_gpu(self, plan: Plan, arrays: list[Any], outs: list[Any] | None, traced: TracedFunction) -> list[Any]:
         import cupy
 
         from fusec.runtime import run_plan
 
-        direct = {}
+        direct = direct_updates(plan, traced.updates, arrays, cupy)  # kernels that write updated inputs themselves
         for node, dst in zip(plan.graph.outputs, outs or ()):
             if (dst.dtype == node.dtype and node not in direct
                     and not any(cupy.may_share_memory(dst, a) for a in arrays)):
@@ -401,6 +421,9 @@ class Fused:
             if type(exc).__name__ not in ("CompileError", "CompileException"):
                 raise
             raise _compile_failure(self, exc) from None
+        if traced.updates:
+            results = write_back(plan, traced.updates, arrays, results, cupy)
+        results = results[:traced.n_results]
         if outs is None:
             return results
         if any(r is not dst for r, dst in zip(results, outs)):

@@ -19,7 +19,7 @@ import sys
 import textwrap
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -469,12 +469,12 @@ _FAST_SCALAR_POWER = {(int, 2): np.square, (int, -1): np.reciprocal, (float, 0.5
 class Tracer:
     """A traced array: what the user's function sees in place of each array argument."""
 
-    __slots__ = ("node", "base", "__weakref__")  # base: the Tracer this one is a view of (fusec.ir.inplace)
+    __slots__ = ("node", "_view_of", "__weakref__")  # the Tracer this one is a view of (fusec.ir.inplace)
     __array_priority__ = 1000
 
     def __init__(self, node: Node):
         self.node = node  # rebound by in-place updates (x += 1), which every reference to this Tracer sees
-        self.base: Tracer | None = None
+        self._view_of: Tracer | None = None
 
     # -- introspection
     @property
@@ -816,8 +816,20 @@ def _restore(patched: list[tuple[Any, str, Any]]) -> None:
             setattr(target, name, original)
 
 
+class Traced(NamedTuple):
+    """What :func:`trace_function` found: the graph's inputs (arrays, then runtime scalars), the function's
+    result as returned, whether it read a concrete size, the runtime scalars that are inputs (in input
+    order), and the inputs it updated in place: ``(input index, new value)``."""
+
+    inputs: list[Node]
+    result: Any
+    shape_read: bool
+    scalars: list[Scalar]
+    updates: list[tuple[int, Node]]
+
+
 def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_positional: int | None = None,
-                   runtime: frozenset[str] = frozenset()) -> tuple[list[Node], Any, bool, list[Scalar]]:
+                   runtime: frozenset[str] = frozenset()) -> Traced:
     """Call ``fn`` with a Tracer for every ``(name, ArraySpec-like)`` and the other values as given.
 
     ``params`` lists each argument by name: array-likes (anything with ``shape`` and ``dtype`` that
@@ -825,14 +837,13 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
     :class:`fusec.ir.scalars.Scalar` values (graph inputs after the arrays, where they meet an array);
     everything else is passed through unchanged. The first ``n_positional`` (all by default) are passed
     by position, the others by keyword under their names (keyword-only parameters, ``**kwargs``). Returns
-    the input nodes (arrays, then runtime scalars), the function's result (Tracers and constants, as
-    returned), whether it read a concrete size (then its graph is only valid for these shapes), and the
-    runtime scalars that are graph inputs, in input order. A use of a runtime scalar that needs its
-    value raises :class:`fusec.ir.scalars.NeedsConcrete`. A raw TypeError or AttributeError raised while
-    tracing (NumPy's dispatcher refusing ``np.sum(x, dim=1)``, the user's own) becomes a FusecError at the
-    user's line that raised it.
+    a :class:`Traced` (a graph only valid for these shapes when it read a size). A use of a runtime
+    scalar that needs its value raises :class:`fusec.ir.scalars.NeedsConcrete`. A raw TypeError or
+    AttributeError raised while tracing (NumPy's dispatcher refusing ``np.sum(x, dim=1)``, the user's own)
+    becomes a FusecError at the user's line that raised it.
     """
     inputs: list[Node] = []
+    tracers: list[Tracer] = []
     call_args: list[Any] = []
     for name, value in params:
         if name in runtime:
@@ -841,7 +852,8 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
             node = make_node("input", (), {"name": name, "index": len(inputs)},
                              dtype=dtypes.as_dtype(value.dtype), shape=tuple(value.shape))
             inputs.append(node)
-            call_args.append(Tracer(node))
+            tracers.append(Tracer(node))
+            call_args.append(tracers[-1])
         else:
             call_args.append(value)
     n = len(params) if n_positional is None else n_positional
@@ -850,6 +862,7 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
         patched = _patch_libraries(fn)
         reset_shape_read()
         scalars.begin(len(inputs), _scalar_input, {name for name, _ in params})
+        fusec.ir.inplace.begin()
         try:
             result = fn(*call_args[:n], **keywords)
             for value in result if isinstance(result, (tuple, list)) else (result,):
@@ -861,8 +874,10 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
             raise _located(exc) from exc
         finally:
             runtime_inputs = scalars.end()
+            fusec.ir.inplace.end()
             _restore(patched)
-        return inputs + [s.node() for s in runtime_inputs], result, shape_was_read(), runtime_inputs
+        updates = [(i, t.node) for i, t in enumerate(tracers) if t.node is not inputs[i]]
+        return Traced(inputs + [s.node() for s in runtime_inputs], result, shape_was_read(), runtime_inputs, updates)
 
 
 def _scalar_input(name: str, index: int, dt: np.dtype) -> Node:
@@ -954,4 +969,4 @@ def output_node(value: Any, index: int, loc: str | None = None) -> Node:
 # the everyday functions built from the ops above (logsumexp, softmax, nanmean, ...) register themselves,
 # and so do in-place updates (x += 1, x[mask] = v) and the view bookkeeping they need
 import fusec.ir.composite  # noqa: E402, F401
-# import fusec.ir.inplace  # noqa: E402, F401 TODO
+import fusec.ir.inplace  # noqa: E402, F401
