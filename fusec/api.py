@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from fusec import foreign
 from fusec.arrayspec import ArraySpec
 from fusec.errors import FusecError, FusecTypeError, FusecValueError, TraceError, UnsupportedError
 from fusec.explain import Explanation
@@ -165,7 +166,8 @@ class Fused:
                 params.extend(value.items())
             else:
                 params.append((name, value))
-        return params
+        # a torch tensor (or another DLPack array) given to trace/plan/explain: its NumPy or CuPy view
+        return [(n, foreign.as_native(v, f"argument '{n}'") if foreign.is_foreign(v) else v) for n, v in params]
 
     def _positional_count(self, params: list[tuple[str, Any]]) -> int:
         """How many of ``params`` (in :meth:`_params`' order) the function takes by position: its positional
@@ -377,6 +379,9 @@ class Fused:
             fast = self._fast.get(key)
             if fast is not None:
                 return fast(args)
+        if foreign.any_foreign(args, kwargs) or foreign.any_foreign(tuple(out) if isinstance(out, (tuple, list))
+                                                                    else (out,), {}):
+            return foreign.call(self, args, kwargs, out)  # torch tensors: as NumPy/CuPy views, results back
         params = self._params(args, kwargs)
         backend = self._check_arguments(params)
         if backend == "spec":
