@@ -9,6 +9,7 @@ concrete size). Python and NumPy scalar arguments are runtime scalars (kernel in
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import math
@@ -46,7 +47,8 @@ class TracedFunction:
     shape_specialized: bool
     scalars: tuple[Scalar, ...] = ()  # the runtime scalars that are graph inputs, after the arrays
     updates: tuple[int, ...] = ()  # array inputs updated in place: the graph's last outputs are their values
-    by_shapes: dict[tuple, Graph] = field(default_factory=dict)
+    runtime: frozenset[str] = frozenset()  # the arguments traced as runtime scalars
+    by_shapes: dict[tuple, TracedFunction] = field(default_factory=dict)  # this trace for each set of shapes
 
     @property
     def n_results(self) -> int:
@@ -275,6 +277,8 @@ class Fused:
                     try:
                         traced = self._trace_new(params, runtime)
                     except NeedsConcrete as signal:
+                        if signal.names <= self._auto_static:  # cannot happen: static arguments are no Scalars
+                            raise TraceError(f"{signal} while tracing {self.name}, though static") from None
                         self._auto_static |= signal.names
                         continue
                     except FusecError:
@@ -285,23 +289,25 @@ class Fused:
                         traced = self._trace_new(params, frozenset())
                         self._auto_static |= runtime
                         key = self._key(params, frozenset())
-                    traced.by_shapes[shapes] = traced.graph
+                    traced.by_shapes[shapes] = traced
                     self._traces.put(key, traced)
-                values = traced.scalar_values(named)
-                if values is None:  # ``step - 5`` changed sign, say: trace those arguments by value
-                    self._auto_static |= traced.changed_class(named)
-                    continue
-                graph = traced.by_shapes.get(shapes)
-                if graph is None:
-                    # a new size of a known signature: re-infer shapes, unless the function read a size
+                entry = traced.by_shapes.get(shapes)
+                if entry is None:
+                    # a new size of a known signature: re-infer shapes, unless the function read a size (then
+                    # its runtime scalars may hold sizes too: ``lr / x.shape[0]``)
                     if traced.shape_specialized:
-                        graph = self._trace_new(params, runtime if traced.scalars else frozenset()).graph
+                        entry = self._trace_new(params, traced.runtime)
                     else:
-                        graph = rebind(traced.graph, [tuple(s) for s in shapes] + [()] * len(values))
+                        graph = rebind(traced.graph, [tuple(s) for s in shapes] + [()] * len(traced.scalars))
+                        entry = dataclasses.replace(traced, graph=graph, by_shapes={})
                     if len(traced.by_shapes) >= _SHAPES_KEPT:
                         traced.by_shapes.pop(next(iter(traced.by_shapes)))
-                    traced.by_shapes[shapes] = graph
-            return traced, graph, values
+                    traced.by_shapes[shapes] = entry
+                values = entry.scalar_values(named)
+                if values is None:  # ``step - 5`` changed sign, say: trace those arguments by value
+                    self._auto_static |= entry.changed_class(named)
+                    continue
+            return entry, entry.graph, values
 
     def _trace_new(self, params: list[tuple[str, Any]], runtime: frozenset[str]) -> TracedFunction:
         inputs, result, specialized, scalars, updates = trace_function(
@@ -322,7 +328,7 @@ class Fused:
         loc = None if all(isinstance(v, Tracer) for v in values) else return_site(self.fn)
         outputs = tuple(output_node(v, i, loc) for i, v in enumerate(values))
         graph = Graph(self.name, tuple(inputs), outputs + tuple(node for _, node in updates))
-        return TracedFunction(graph, structure, specialized, tuple(scalars), tuple(i for i, _ in updates))
+        return TracedFunction(graph, structure, specialized, tuple(scalars), tuple(i for i, _ in updates), runtime)
 
     def plan(self, *args: Any, **kwargs: Any) -> Plan:
         """The kernels these arguments (arrays or :class:`fusec.ArraySpec`) run as, with bytes moved."""

@@ -232,3 +232,15 @@ def test_runtime_scalars_keyword_and_default_arguments():
     assert_matches_numpy(fused(x, scale=-1.5, shift=4), f(x, scale=-1.5, shift=4), exact=True)
     assert len(calls) == 2  # the defaults folded, then scale and shift passed: runtime
     assert "const 2" in str(fused.trace(x)) and "%scale: f64[]" in str(fused.trace(x, scale=3.0))
+
+
+def test_runtime_scalars_with_a_shape_read_stay_runtime_for_a_new_size():
+    def f(x, lr, step):
+        n = x.shape[0]  # a size read: each new size traces again
+        return x * (lr / n) + 0.5 ** step
+
+    fused, calls = _counted(f)
+    rng = np.random.default_rng(14)
+    for size, lr, step in ((4, 0.1, 1), (5, 0.2, 2), (4, 0.3, 3), (5, 0.4, 4)):
+        x = random_array(rng, (size,), np.float32)
+        assert_matches_numpy(fused(x, lr, step), f(x, lr, step), exact=True)
