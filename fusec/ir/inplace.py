@@ -55,6 +55,7 @@ _views = _Views()
 
 
 def begin() -> None:
+    _wrap_views()
     _views.active, _views.views = True, []
 
 
@@ -73,13 +74,32 @@ def _note_views(result: Any, base: Any) -> None:
 
 
 def _as_view(fn: Callable[..., Any]) -> Callable[..., Any]:
+    if getattr(fn, "_fusec_view", False):
+        return fn
+
     @functools.wraps(fn)
     def wrapper(a: Any, *args: Any, **kwargs: Any) -> Any:
         result = fn(a, *args, **kwargs)
         _note_views(result, a)
         return result
 
+    wrapper._fusec_view = True  # type: ignore[attr-defined]
     return wrapper
+
+
+def _wrap_views() -> None:
+    """Track the views that the functions and methods of :data:`VIEW_FUNCTIONS`, :data:`VIEW_METHODS` and
+    :data:`VIEW_PROPERTIES` make, whichever module defined them and whenever (checked at each trace)."""
+    for name in VIEW_FUNCTIONS:
+        if name in FUNCTIONS:
+            FUNCTIONS[name] = _as_view(FUNCTIONS[name])
+    for name in VIEW_METHODS:
+        if name in vars(Tracer):
+            setattr(Tracer, name, _as_view(vars(Tracer)[name]))
+    for name in VIEW_PROPERTIES:
+        prop = vars(Tracer).get(name)
+        if isinstance(prop, property) and not getattr(prop.fget, "_fusec_view", False):
+            setattr(Tracer, name, property(_as_view(prop.fget)))
 
 
 def assign(target: Tracer, node: Node, what: str) -> Tracer:
@@ -201,15 +221,6 @@ def _key_text(key: Any) -> str:
 
 
 Tracer.__setitem__ = setitem  # type: ignore[method-assign]
-
-for _name in VIEW_FUNCTIONS:
-    if _name in FUNCTIONS:
-        FUNCTIONS[_name] = _as_view(FUNCTIONS[_name])
-for _name in VIEW_METHODS:
-    if _name in vars(Tracer):
-        setattr(Tracer, _name, _as_view(vars(Tracer)[_name]))
-for _name in VIEW_PROPERTIES:
-    if isinstance(vars(Tracer).get(_name), property):
-        setattr(Tracer, _name, property(_as_view(vars(Tracer)[_name].fget)))
+_wrap_views()
 
 __all__ = ["assign", "begin", "end", "setitem", "apply_ufunc"]

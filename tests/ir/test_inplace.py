@@ -238,10 +238,17 @@ def test_inplace_view_update_is_refused():
         x += 1
         return t
 
-    with pytest.raises(UnsupportedError, match="view"):
-        fusec.fuse(through_view)(np.zeros((2, 3), np.float32))
-    with pytest.raises(UnsupportedError, match="view"):
-        fusec.fuse(view_alive)(np.zeros((2, 3), np.float32))
+    def function_view_alive(x):
+        t = np.expand_dims(x, 0)
+        x *= 2
+        return t
+
+    def indexed_view(x):
+        x[None] += 1
+
+    for fn in (through_view, view_alive, function_view_alive, indexed_view):
+        with pytest.raises(UnsupportedError, match="view"):
+            fusec.fuse(fn)(np.zeros((2, 3), np.float32))
 
 
 def test_inplace_dead_view_does_not_block():
