@@ -113,6 +113,10 @@ class Fused:
       reductions are 0-d arrays).
     - ``f(..., out=arrays)`` writes the results into the given arrays (same-kind casting) and
       returns them.
+    - PyTorch tensors (and other DLPack arrays) are taken without a copy: CUDA ones run the kernels on
+      PyTorch's current stream, CPU ones the NumPy backend; results come back as tensors.
+    - Python and NumPy scalar arguments are runtime scalars (kernel inputs) unless static; in-place
+      updates of array arguments (``x += v``, ``x[mask] = v``) change the caller's arrays.
     - ``f.trace(*args)``, ``f.plan(*args)``, ``f.explain(*args)``, ``f.cuda_source(*args)`` and
       ``f.ptxas(*args)`` take arrays or :class:`fusec.ArraySpec` and need no GPU
       (``f.explain(..., run=True)`` does).

@@ -310,3 +310,14 @@ def test_inplace_adamw_kernel_compiles_with_nvrtc():
         spec = fusec.ArraySpec((1000, 37), dtype)
         source = fusec.fuse(_adamw).cuda_source(spec, spec, spec, spec, 1e-3, 2)
         assert compile_cubin(source, "sm_90").cubin
+
+
+def test_inplace_traced_graph_round_trips_through_ir_text():
+    from fusec.ir.text import parse, print_graph
+
+    x = np.zeros((4, 5), np.float32)
+    fused = fusec.fuse(_adamw)
+    graph = fused.trace(x, x, x, x, 1e-3, 3)
+    text = print_graph(graph)
+    assert print_graph(parse(text)) == text
+    assert len(graph.outputs) == 3  # p, m, v: the updated arguments
