@@ -244,3 +244,23 @@ def test_runtime_scalars_with_a_shape_read_stay_runtime_for_a_new_size():
     for size, lr, step in ((4, 0.1, 1), (5, 0.2, 2), (4, 0.3, 3), (5, 0.4, 4)):
         x = random_array(rng, (size,), np.float32)
         assert_matches_numpy(fused(x, lr, step), f(x, lr, step), exact=True)
+
+
+def test_runtime_scalars_go_to_the_device_in_one_copy_of_aligned_slots():
+    from fusec import api
+
+    copies = []
+
+    class FakeCupy:  # records each host-to-device copy; NumPy arrays stand in for device ones
+        @staticmethod
+        def asarray(a):
+            copies.append(a.nbytes)
+            return np.array(a)
+
+    values = [np.asarray(0.1), np.asarray(np.int8(-3)), np.asarray(np.float16(1.5)), np.asarray(True),
+              np.asarray(-7, np.int64), np.asarray(np.float32(np.nan))]
+    got = api._on_device(values, FakeCupy)
+    assert copies == [8 * len(values)]
+    for g, v in zip(got, values):
+        assert g.dtype == v.dtype and g.shape == () and g.ctypes.data % 8 == 0
+        np.testing.assert_array_equal(g, v)
