@@ -154,6 +154,36 @@ for _symbol, _inplace, _binary, _ufunc in _AUGMENTED:
     setattr(Tracer, f"__{_inplace}__", _augmented(_symbol, _binary, _ufunc))
 
 
+def ufunc_into(ufunc: Any, args: tuple, kwargs: dict, qualified: str) -> Tracer:
+    """``ufunc(*args, out=t)`` for a traced ``t``: the ufunc's result (its own loop, as NumPy computes it), broadcast
+    to ``t``'s shape and cast to its dtype under ``casting`` (``same_kind`` by default), written into ``t``."""
+    kwargs = dict(kwargs)
+    out = kwargs.pop("out")
+    casting = kwargs.pop("casting", "same_kind")
+    outs = out if isinstance(out, tuple) else (out,)
+    if len(outs) != 1 or not isinstance(outs[0], Tracer):
+        raise UnsupportedError(f"the out= argument of {qualified} must be one traced array (an argument of the "
+                               "fused function or a value computed in it)",
+                               hint="write the result to a name (y = ...), or use out= on the call")
+    target = outs[0]
+    result = apply_ufunc(ufunc, args, kwargs)
+    node = result.node
+    if node.shape != target.node.shape:
+        try:
+            fits = np.broadcast_shapes(node.shape, target.node.shape) == target.node.shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise FusecValueError(f"non-broadcastable output operand with shape {target.node.shape} doesn't match "
+                                  f"the broadcast shape {node.shape} ({qualified})")
+        node = _node("broadcast_to", [node], {"shape": list(target.node.shape)})
+    if not np.can_cast(node.dtype, target.dtype, casting):
+        raise FusecTypeError(f"Cannot cast ufunc '{ufunc.__name__}' output from dtype('{node.dtype}') to "
+                             f"dtype('{target.dtype}') with casting rule '{casting}' ({qualified})",
+                             hint="cast the operands first, or pass casting='unsafe'")
+    return assign(target, cast(node, target.dtype), f"out= of {qualified}")
+
+
 # --- item assignment -----------------------------------------------------------------------------------
 def _is_whole(key: Any, ndim: int) -> bool:
     """Whether ``key`` selects the whole array: ``...``, ``:``, ``()``, or a tuple of those."""

@@ -200,6 +200,10 @@ def apply_ufunc(ufunc: Any, args: tuple, kwargs: dict | None = None) -> Tracer:
     module, name = ufunc_origin(ufunc)
     qualified = f"{module}.{name}"
     kwargs = dict(kwargs or {})
+    if kwargs.get("out") is not None:  # np.add(x, y, out=x): an in-place update of a traced array
+        from fusec.ir.inplace import ufunc_into
+
+        return ufunc_into(ufunc, args, kwargs, qualified)
     out_dtype = kwargs.pop("dtype", None)
     for key in ("out", "where", "casting", "order", "subok", "signature", "axes", "axis"):
         if kwargs.get(key) not in (None, True) or (key == "where" and kwargs.get(key) is False):

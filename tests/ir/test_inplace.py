@@ -321,3 +321,30 @@ def test_inplace_traced_graph_round_trips_through_ir_text():
     text = print_graph(graph)
     assert print_graph(parse(text)) == text
     assert len(graph.outputs) == 3  # p, m, v: the updated arguments
+
+
+def test_inplace_ufunc_out_argument_matches_numpy():
+    def f(m, g, v, b1):
+        np.multiply(m, b1, out=m)
+        np.add(m, (1 - b1) * g, out=m)
+        w = v * 1
+        np.square(g, out=w)  # an intermediate as out=
+        np.add(g, 1, out=v, casting="unsafe")
+        u = g * 0
+        np.add(g.sum(axis=0), 1, out=u)  # broadcast into out's shape
+        return w, u
+
+    rng = np.random.default_rng(12)
+    _check(f, random_array(rng, (4, 6), np.float32), random_array(rng, (4, 6), np.float32),
+           np.zeros((4, 6), np.float16), 0.9)
+
+
+def test_inplace_ufunc_out_computes_in_the_inputs_loop_then_casts():
+    def f(a, o):
+        np.add(a, a, out=o)  # int8 100 + 100 wraps to -56, then float32
+
+    _check(f, np.array([100, -3], np.int8), np.zeros(2, np.float32))
+    with pytest.raises(FusecTypeError, match="same_kind"):
+        fusec.fuse(lambda x: np.add(x, 1.5, out=x))(np.zeros(3, np.int32))
+    with pytest.raises(UnsupportedError, match="out="):
+        fusec.fuse(lambda x: np.add(x, 1, out=np.zeros(3)))(np.zeros(3))
