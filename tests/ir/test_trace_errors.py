@@ -170,7 +170,7 @@ def one_argument_where(x):
 
 
 def out_inside(x):
-    y = x * 2
+    y = np.empty(4)  # out= a NumPy array: refused (out= a traced array is an in-place update)
     np.add(x, 1, out=y)  # <- error
     return y
 
