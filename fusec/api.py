@@ -493,14 +493,16 @@ class Fused:
 
 
 def _on_device(scalars: list[np.ndarray], cupy: Any) -> list[Any]:
-    """The runtime scalars' 0-d arrays on the GPU (with CuPy; one copy for all, 8 bytes each) or as they are."""
+    """The runtime scalars' 0-d arrays on the GPU (with CuPy: one copy for all, in 16-byte slots, each as aligned
+    as a fresh array to the schedules) or as they are."""
     if cupy is None or not scalars:
         return scalars
-    packed = np.zeros(8 * len(scalars), np.uint8)
+    slot = 16
+    packed = np.zeros(slot * len(scalars), np.uint8)
     for i, s in enumerate(scalars):
-        packed[8 * i:8 * i + s.itemsize] = np.ascontiguousarray(s).reshape(1).view(np.uint8)
+        packed[slot * i:slot * i + s.itemsize] = np.ascontiguousarray(s).reshape(1).view(np.uint8)
     device = cupy.asarray(packed)
-    return [device[8 * i:8 * i + s.itemsize].view(s.dtype).reshape(()) for i, s in enumerate(scalars)]
+    return [device[slot * i:slot * i + s.itemsize].view(s.dtype).reshape(()) for i, s in enumerate(scalars)]
 
 
 def _static_names(signature: inspect.Signature, name: str, names: Any, nums: Any) -> frozenset[str]:

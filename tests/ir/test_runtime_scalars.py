@@ -260,7 +260,7 @@ def test_runtime_scalars_go_to_the_device_in_one_copy_of_aligned_slots():
     values = [np.asarray(0.1), np.asarray(np.int8(-3)), np.asarray(np.float16(1.5)), np.asarray(True),
               np.asarray(-7, np.int64), np.asarray(np.float32(np.nan))]
     got = api._on_device(values, FakeCupy)
-    assert copies == [8 * len(values)]
+    assert copies == [16 * len(values)]
     for g, v in zip(got, values):
-        assert g.dtype == v.dtype and g.shape == () and g.ctypes.data % 8 == 0
+        assert g.dtype == v.dtype and g.shape == () and g.ctypes.data % 16 == 0
         np.testing.assert_array_equal(g, v)
