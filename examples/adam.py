@@ -1,9 +1,11 @@
 """One Adam optimizer step: 4 inputs (param, grad, m, v) and 3 outputs (new param, m, v).
 
 A pointwise region with several outputs: one kernel reads four arrays and writes three, where an
-unfused step runs a dozen elementwise kernels. The hyperparameters and ``step`` are Python numbers,
-so they are compile-time constants of the kernel; pass a value that changes on every call (such as
-a step count in a training loop) as a 0-d array instead, or each new value traces again.
+unfused step runs a dozen elementwise kernels. The hyperparameters and ``step`` are Python numbers:
+left at their defaults they are compile-time constants of the kernel; passed in the call (a learning
+rate schedule, the step count of a training loop) they are runtime scalars, so new values neither trace
+nor compile again (README: "Scalars at run time"). Written in place (``m *= beta1; m += ...``), the same
+step updates param, m and v in their own buffers (README: "In-place updates").
 """
 
 import numpy as np

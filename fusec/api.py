@@ -1,12 +1,15 @@
 """The public face: ``@fusec.fuse`` and the :class:`Fused` object it returns.
 
 A Fused object traces its function once per *signature* (each argument's dtype, rank and which
-dims are 0 or 1; Python scalars by value), keeps the traced graph, and re-infers shapes for a new
-size of the same signature instead of tracing again (unless the function read a concrete size).
+dims are 0 or 1; a runtime scalar's class, a static one's value), keeps the traced graph, and re-infers
+shapes for a new size of the same signature instead of tracing again (unless the function read a
+concrete size). Python and NumPy scalar arguments are runtime scalars (kernel inputs, see
+:mod:`fusec.ir.scalars`) unless named static or used where their value decides the trace.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import math
@@ -19,20 +22,22 @@ from typing import Any
 
 import numpy as np
 
-from fusec import counters, logs
+from fusec import counters, foreign, logs
 from fusec.arrayspec import ArraySpec
 from fusec.errors import FusecError, FusecTypeError, FusecValueError, TraceError, UnsupportedError
 from fusec.explain import Explanation
 from fusec.ir import dtypes
 from fusec.ir.graph import Graph, rebind
+from fusec.ir.scalars import NeedsConcrete, Scalar, is_runtime_candidate, scalar_class
 from fusec.ir.trace import Tracer, output_node, return_site, trace_function
 from fusec.lru import LRU
 from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
 from fusec.plan import Plan, execute_numpy, make_plan
 from fusec.recompile import RecompileTracker
+from fusec.update import check_updated, direct_updates, write_back
 
 _SHAPES_KEPT = 64  # graphs kept per signature, one per distinct set of input shapes
-_SIGNATURES_KEPT = 64  # traces kept per Fused, the least recently used dropped (a new Python scalar is a new one)
+_SIGNATURES_KEPT = 64  # traces kept per Fused, the least recently used dropped (a new static scalar is a new one)
 
 
 @dataclass
@@ -40,11 +45,37 @@ class TracedFunction:
     """One signature's trace: the graph, how outputs are packed, and graphs re-inferred per shape."""
 
     graph: Graph
-    structure: str  # "single" | "tuple" | "list"
+    structure: str  # "single" | "tuple" | "list" | "none" (it only updates arguments in place)
     shape_specialized: bool
-    by_shapes: dict[tuple, Graph] = field(default_factory=dict)
+    scalars: tuple[Scalar, ...] = ()  # the runtime scalars that are graph inputs, after the arrays
+    updates: tuple[int, ...] = ()  # array inputs updated in place: the graph's last outputs are their values
+    runtime: frozenset[str] = frozenset()  # the arguments traced as runtime scalars
+    by_shapes: dict[tuple, TracedFunction] = field(default_factory=dict)  # this trace for each set of shapes
+
+    @property
+    def n_results(self) -> int:
+        """How many of the graph's outputs the function returns (the in-place updates follow them)."""
+        return len(self.graph.outputs) - len(self.updates)
+
+    def scalar_values(self, args: Mapping[str, Any]) -> list[np.ndarray] | None:
+        """The runtime scalars' values for a call's arguments (by name), as 0-d arrays of their inputs'
+        dtypes; None when one computed from the arguments (``step + 1``) left the class it was traced with."""
+        values = []
+        for s in self.scalars:
+            value = s.compute(args)
+            if scalar_class(value) != s.cls:
+                return None
+            values.append(np.asarray(value, dtype=s.node_.dtype))
+        return values
+
+    def changed_class(self, args: Mapping[str, Any]) -> frozenset[str]:
+        """The arguments of the runtime scalars whose class changed (see :meth:`scalar_values`)."""
+        return frozenset().union(*(s.names for s in self.scalars if scalar_class(s.compute(args)) != s.cls))
 
     def pack(self, values: list[Any]) -> Any:
+        values = values[:self.n_results]
+        if self.structure == "none":
+            return None
         if self.structure == "single":
             return values[0]
         return tuple(values) if self.structure == "tuple" else list(values)
@@ -84,6 +115,10 @@ class Fused:
       reductions are 0-d arrays).
     - ``f(..., out=arrays)`` writes the results into the given arrays (same-kind casting) and
       returns them.
+    - PyTorch tensors (and other DLPack arrays) are taken without a copy: CUDA ones run the kernels on
+      PyTorch's current stream, CPU ones the NumPy backend; results come back as tensors.
+    - Python and NumPy scalar arguments are runtime scalars (kernel inputs) unless static; in-place
+      updates of array arguments (``x += v``, ``x[mask] = v``) change the caller's arrays.
     - ``f.trace(*args)``, ``f.plan(*args)``, ``f.explain(*args)``, ``f.cuda_source(*args)`` and
       ``f.ptxas(*args)`` take arrays or :class:`fusec.ArraySpec` and need no GPU
       (``f.explain(..., run=True)`` does).
@@ -93,7 +128,8 @@ class Fused:
     """
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None, fusion: bool = True,
-                 schedules: Mapping[str, Any] | None = None):
+                 schedules: Mapping[str, Any] | None = None, static_argnames: Any = None,
+                 static_argnums: Any = None):
         if not callable(fn):
             raise FusecTypeError(f"fusec.fuse needs a function, got {type(fn).__name__}")
         functools.update_wrapper(self, fn)
@@ -102,6 +138,8 @@ class Fused:
         self.fusion = bool(fusion)  # False: one kernel per op (see fuse)
         self.schedules = _forced_schedules(schedules)  # kernel name -> forced schedule (see fuse)
         self._signature = inspect.signature(fn)
+        self.static_argnames = _static_names(self._signature, self.name, static_argnames, static_argnums)
+        self._auto_static: frozenset[str] = frozenset()  # runtime scalars found to decide the trace
         self._traces: LRU[tuple, TracedFunction] = LRU(_SIGNATURES_KEPT)
         self._plans: dict[tuple[Graph, bool], Plan] = {}
         self._fast: dict[tuple, Callable[[tuple], Any]] = {}  # exact GPU layouts -> runner
@@ -116,7 +154,8 @@ class Fused:
         """The same function with these kernels' schedules forced (kernel name -> a schedule or its text,
         such as ``{"k0": "rows:block_regs,threads=512"}``; fields left out are the heuristics' for that
         kernel), added to the ones already forced. ``explain`` prints each kernel's schedule."""
-        return Fused(self.fn, name=self.name, fusion=self.fusion, schedules={**self.schedules, **schedules})
+        return Fused(self.fn, name=self.name, fusion=self.fusion, schedules={**self.schedules, **schedules},
+                     static_argnames=self.static_argnames)
 
     # -- arguments -----------------------------------------------------------------------------
     def _params(self, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
@@ -137,7 +176,8 @@ class Fused:
                 params.extend(value.items())
             else:
                 params.append((name, value))
-        return params
+        # a torch tensor (or another DLPack array) given to trace/plan/explain: its NumPy or CuPy view
+        return [(n, foreign.as_native(v, f"argument '{n}'") if foreign.is_foreign(v) else v) for n, v in params]
 
     def _positional_count(self, params: list[tuple[str, Any]]) -> int:
         """How many of ``params`` (in :meth:`_params`' order) the function takes by position: its positional
@@ -198,11 +238,21 @@ class Fused:
                     _check_device(self.name, f"argument '{name}'", value)
         return next(iter(seen), "numpy")
 
-    def _key(self, params: list[tuple[str, Any]]) -> tuple:
+    def _runtime(self, params: list[tuple[str, Any]]) -> frozenset[str]:
+        """The scalar arguments traced as runtime scalars: Python and NumPy numbers passed in the call (a
+        parameter left at its default is folded), not static."""
+        static = self.static_argnames | self._auto_static
+        defaults = self._signature.parameters
+        return frozenset(name for name, value in params if name not in static and is_runtime_candidate(value)
+                         and (name not in defaults or value is not defaults[name].default))
+
+    def _key(self, params: list[tuple[str, Any]], runtime: frozenset[str]) -> tuple:
         key = []
-        for _, value in params:
+        for name, value in params:
             if _backend(value) is not None or (isinstance(value, np.ndarray)):
                 key.append(("array", np.dtype(value.dtype).str, _dim_pattern(tuple(value.shape))))
+            elif name in runtime:
+                key.append(("scalar", scalar_class(value)))
             else:
                 key.append(("value", _scalar_key(value)))
         return tuple(key)
@@ -218,38 +268,66 @@ class Fused:
     def _graph(self, params: list[tuple[str, Any]]) -> Graph:
         return self._traced(params)[1]
 
-    def _traced(self, params: list[tuple[str, Any]]) -> tuple[TracedFunction, Graph]:
-        key = self._key(params)
+    def _traced(self, params: list[tuple[str, Any]]) -> tuple[TracedFunction, Graph, list[np.ndarray]]:
+        """The trace for these arguments, its graph for their shapes, and the runtime scalars' values
+        (0-d NumPy arrays, the graph's inputs after the arrays). A runtime scalar that turns out to decide
+        the trace (used as an axis, in an ``if``, ...) becomes static for good, and the function is traced
+        again."""
+        named = dict(params)
         shapes = tuple(tuple(v.shape) for _, v in params if _backend(v) is not None)
-        with self._lock:
-            traced = self._traces.get(key)
-            if traced is None:
-                earlier = self._traces.keys()
-                traced = self._timed_trace(params, key, earlier)
-                traced.by_shapes[shapes] = traced.graph
-                self._traces.put(key, traced)
-            graph = traced.by_shapes.get(shapes)
-            if graph is None:
-                # a new size of a known signature: re-infer shapes, unless the function read a size
-                if traced.shape_specialized:
-                    graph = self._timed_trace(params, key, [key], size_read=True).graph
-                else:
-                    graph = rebind(traced.graph, [tuple(s) for s in shapes])
-                    self._count("shape_reuses")
-                    if logs.on("cache"):
-                        logs.emit("cache", "%s: trace reused for new shapes %s (shapes re-inferred)", self.name,
-                                  list(shapes))
-                if len(traced.by_shapes) >= _SHAPES_KEPT:
-                    traced.by_shapes.pop(next(iter(traced.by_shapes)))
-                traced.by_shapes[shapes] = graph
-        return traced, graph
+        while True:
+            runtime = self._runtime(params)
+            key = self._key(params, runtime)
+            with self._lock:
+                traced = self._traces.get(key)
+                if traced is None:
+                    earlier = self._traces.keys()
+                    failed = False
+                    try:
+                        traced = self._timed_trace(params, runtime, key, earlier)
+                    except NeedsConcrete as signal:
+                        if signal.names <= self._auto_static:  # cannot happen: static arguments are no Scalars
+                            raise TraceError(f"{signal} while tracing {self.name}, though static") from None
+                        self._auto_static |= signal.names
+                        continue
+                    except FusecError:
+                        if not runtime:
+                            raise
+                        failed = True
+                    if failed:  # a check of fusec's that wants a plain number: as before runtime scalars, or its error
+                        key = self._key(params, frozenset())
+                        traced = self._timed_trace(params, frozenset(), key, earlier)
+                        self._auto_static |= runtime
+                    traced.by_shapes[shapes] = traced
+                    self._traces.put(key, traced)
+                entry = traced.by_shapes.get(shapes)
+                if entry is None:
+                    # a new size of a known signature: re-infer shapes, unless the function read a size (then
+                    # its runtime scalars may hold sizes too: ``lr / x.shape[0]``)
+                    if traced.shape_specialized:
+                        entry = self._timed_trace(params, traced.runtime, key, [key], size_read=True)
+                    else:
+                        graph = rebind(traced.graph, [tuple(s) for s in shapes] + [()] * len(traced.scalars))
+                        entry = dataclasses.replace(traced, graph=graph, by_shapes={})
+                        self._count("shape_reuses")
+                        if logs.on("cache"):
+                            logs.emit("cache", "%s: trace reused for new shapes %s (shapes re-inferred)", self.name,
+                                      list(shapes))
+                    if len(traced.by_shapes) >= _SHAPES_KEPT:
+                        traced.by_shapes.pop(next(iter(traced.by_shapes)))
+                    traced.by_shapes[shapes] = entry
+                values = entry.scalar_values(named)
+                if values is None:  # ``step - 5`` changed sign, say: trace those arguments by value
+                    self._auto_static |= entry.changed_class(named)
+                    continue
+            return entry, entry.graph, values
 
-    def _timed_trace(self, params: list[tuple[str, Any]], key: tuple, earlier: list[tuple],
-                     size_read: bool = False) -> TracedFunction:
+    def _timed_trace(self, params: list[tuple[str, Any]], runtime: frozenset[str], key: tuple,
+                     earlier: list[tuple], size_read: bool = False) -> TracedFunction:
         """:meth:`_trace_new`, timed, logged and counted, with why no earlier trace served
         (:class:`fusec.recompile.RecompileTracker`)."""
         start = time.perf_counter()
-        traced = self._trace_new(params)
+        traced = self._trace_new(params, runtime)
         self._recompiles.traced([n for n, _ in params], key, earlier, time.perf_counter() - start, size_read)
         return traced
 
@@ -262,12 +340,15 @@ class Fused:
         trace reuses for new shapes, plans, kernels compiled, compiled kernels read from the disk cache."""
         return self._counts.info()
 
-    def _trace_new(self, params: list[tuple[str, Any]]) -> TracedFunction:
-        inputs, result, specialized = trace_function(self.fn, params, self._positional_count(params))
+    def _trace_new(self, params: list[tuple[str, Any]], runtime: frozenset[str]) -> TracedFunction:
+        inputs, result, specialized, scalars, updates = trace_function(
+            self.fn, params, self._positional_count(params), runtime)
         if isinstance(result, dict):
             raise UnsupportedError(f"{self.name} returned a dict", loc=return_site(self.fn, returning_dict=True),
                                    hint="return a tuple (or a list) of arrays; name them at the call site")
-        if isinstance(result, (tuple, list)):
+        if result is None and updates:  # a function that only updates its arguments in place
+            structure, values = "none", []
+        elif isinstance(result, (tuple, list)):
             structure = "tuple" if isinstance(result, tuple) else "list"
             values = list(result)
             if not values:
@@ -277,8 +358,8 @@ class Fused:
             structure, values = "single", [result]
         loc = None if all(isinstance(v, Tracer) for v in values) else return_site(self.fn)
         outputs = tuple(output_node(v, i, loc) for i, v in enumerate(values))
-        graph = Graph(self.name, tuple(inputs), outputs)
-        return TracedFunction(graph, structure, specialized)
+        graph = Graph(self.name, tuple(inputs), outputs + tuple(node for _, node in updates))
+        return TracedFunction(graph, structure, specialized, tuple(scalars), tuple(i for i, _ in updates), runtime)
 
     def plan(self, *args: Any, **kwargs: Any) -> Plan:
         """The kernels these arguments (arrays or :class:`fusec.ArraySpec`) run as, with bytes moved."""
@@ -286,8 +367,9 @@ class Fused:
         self._check_arguments(params)
         return self._plan(params)[1]
 
-    def _plan(self, params: list[tuple[str, Any]]) -> tuple[TracedFunction, Plan]:
-        traced, graph = self._traced(params)
+    def _plan(self, params: list[tuple[str, Any]]) -> tuple[TracedFunction, Plan, list[np.ndarray]]:
+        """The trace, its plan for these arguments' shapes, and the runtime scalars' values (0-d arrays)."""
+        traced, graph, scalars = self._traced(params)
         key = (graph, self.fusion and not _fusion_disabled())
         with self._lock:
             plan = self._plans.get(key)
@@ -300,7 +382,7 @@ class Fused:
                 if len(self._plans) >= _SHAPES_KEPT:
                     self._plans.pop(next(iter(self._plans)))
                 self._plans[key] = plan
-        return traced, plan
+        return traced, plan, scalars
 
     def explain(self, *args: Any, run: bool = False, **kwargs: Any) -> Explanation:
         """What fusec makes of this function for these arguments, as an :class:`fusec.explain.Explanation`.
@@ -323,8 +405,8 @@ class Fused:
         cupy = require_gpu() if run else None
         if cupy is not None:
             params = [(name, to_device(value, cupy, seed=i)) for i, (name, value) in enumerate(params)]
-        _, plan = self._plan(params)
-        values = [v for _, v in params if _backend(v) is not None]
+        _, plan, scalars = self._plan(params)
+        values = [v for _, v in params if _backend(v) is not None] + _on_device(scalars, cupy)
         passes = DEFAULT_PIPELINE if self.fusion and not _fusion_disabled() else UNFUSED_PIPELINE
         timings = measure(plan, values, schedules=self.schedules) if cupy is not None else None
         return Explanation.of(plan, values, timings, passes, self.schedules)
@@ -338,6 +420,9 @@ class Fused:
             fast = self._fast.get(key)
             if fast is not None:
                 return fast(args)
+        if foreign.any_foreign(args, kwargs) or foreign.any_foreign(tuple(out) if isinstance(out, (tuple, list))
+                                                                    else (out,), {}):
+            return foreign.call(self, args, kwargs, out)  # torch tensors: as NumPy/CuPy views, results back
         params = self._params(args, kwargs)
         backend = self._check_arguments(params)
         if backend == "spec":
@@ -345,26 +430,34 @@ class Fused:
                 f"{self.name} was called with an ArraySpec, which describes an array but holds no data",
                 hint="call it with arrays; use .explain/.trace with ArraySpec arguments",
             )
-        traced, plan = self._plan(params)
+        traced, plan, scalars = self._plan(params)
         arrays = [v for _, v in params if _backend(v) is not None]
-        outs = None if out is None else _check_out(self.name, out, plan.graph.outputs, backend)
+        n = traced.n_results
+        outs = None if out is None else _check_out(self.name, out, plan.graph.outputs[:n], backend)
+        if traced.updates:
+            check_updated(self.name, params, traced.updates, backend)
         if backend == "cupy":
+            import cupy
+
             with counters.charging(self._counts):  # kernels compiled or read from disk count as this function's
-                results = self._run_gpu(plan, arrays, outs)
-                if out is None and not kwargs and len(arrays) == len(args) and not _fusion_disabled():
+                results = self._run_gpu(plan, arrays + _on_device(scalars, cupy), outs, traced)
+                if (out is None and not kwargs and len(arrays) == len(args) and not _fusion_disabled()
+                        and not traced.updates):
                     self._remember_fast_path(args, traced, plan, arrays)
             return traced.pack(results)
-        results = execute_numpy(plan, arrays, xp=np)
+        results = execute_numpy(plan, arrays + scalars, xp=np)
+        if traced.updates:
+            results = write_back(plan, traced.updates, arrays, results, np)
         if outs is not None:
-            results = _write_out(results, outs, np)
+            results = _write_out(results[:n], outs, np)
         return traced.pack(results)
 
-    def _run_gpu(self, plan: Plan, arrays: list[Any], outs: list[Any] | None) -> list[Any]:
+    def _run_gpu(self, plan: Plan, arrays: list[Any], outs: list[Any] | None, traced: TracedFunction) -> list[Any]:
         import cupy
 
         from fusec.runtime import run_plan
 
-        direct = {}
+        direct = direct_updates(plan, traced.updates, arrays, cupy)  # kernels that write updated inputs themselves
         for node, dst in zip(plan.graph.outputs, outs or ()):
             if (dst.dtype == node.dtype and node not in direct
                     and not any(cupy.may_share_memory(dst, a) for a in arrays)):
@@ -375,6 +468,9 @@ class Fused:
             if type(exc).__name__ not in ("CompileError", "CompileException"):
                 raise
             raise _compile_failure(self, exc) from None
+        if traced.updates:
+            results = write_back(plan, traced.updates, arrays, results, cupy)
+        results = results[:traced.n_results]
         if outs is None:
             return results
         if any(r is not dst for r, dst in zip(results, outs)):
@@ -437,9 +533,43 @@ class Fused:
 
         params = self._params(args, kwargs)
         self._check_arguments(params)
-        _, plan = self._plan(params)
-        values = dict(zip(plan.graph.inputs, [v for _, v in params if _backend(v) is not None]))
+        _, plan, scalars = self._plan(params)
+        values = dict(zip(plan.graph.inputs, [v for _, v in params if _backend(v) is not None] + scalars))
         return generate_plan(plan, values, self.schedules)
+
+
+def _on_device(scalars: list[np.ndarray], cupy: Any) -> list[Any]:
+    """The runtime scalars' 0-d arrays on the GPU (with CuPy: one copy for all, in 16-byte slots, each as aligned
+    as a fresh array to the schedules) or as they are."""
+    if cupy is None or not scalars:
+        return scalars
+    slot = 16
+    packed = np.zeros(slot * len(scalars), np.uint8)
+    for i, s in enumerate(scalars):
+        packed[slot * i:slot * i + s.itemsize] = np.ascontiguousarray(s).reshape(1).view(np.uint8)
+    device = cupy.asarray(packed)
+    return [device[slot * i:slot * i + s.itemsize].view(s.dtype).reshape(()) for i, s in enumerate(scalars)]
+
+
+def _static_names(signature: inspect.Signature, name: str, names: Any, nums: Any) -> frozenset[str]:
+    """``static_argnames`` and ``static_argnums`` of :func:`fuse` as one set of parameter names, checked."""
+    as_list = (lambda v: [] if v is None else [v] if isinstance(v, (str, int)) else list(v))
+    params = list(signature.parameters.values())
+    positional = [p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                                       inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    out = set()
+    for n in as_list(names):
+        if not isinstance(n, str) or (n not in signature.parameters and not any(
+                p.kind is inspect.Parameter.VAR_KEYWORD for p in params)):
+            raise FusecValueError(f"static_argnames: {n!r} is not a parameter of {name}{signature}",
+                                  hint=f"name parameters of {name}: {', '.join(signature.parameters)}")
+        out.add(n)
+    for i in as_list(nums):
+        if not isinstance(i, int) or isinstance(i, bool) or not -len(positional) <= i < len(positional):
+            raise FusecValueError(f"static_argnums: {i!r} is not the position of a parameter of {name}{signature}",
+                                  hint=f"{name} has {len(positional)} positional parameters")
+        out.add(positional[i])
+    return frozenset(out)
 
 
 def _fast_key(args: tuple) -> tuple:
@@ -614,7 +744,7 @@ def _compile_failure(fused: Fused, exc: Exception) -> FusecError:
 
 
 def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusion: bool = True,
-         schedules: Mapping[str, Any] | None = None) -> Any:
+         schedules: Mapping[str, Any] | None = None, static_argnames: Any = None, static_argnums: Any = None) -> Any:
     """Compile a NumPy/CuPy-style function into fused GPU kernels; returns a :class:`fusec.Fused`.
 
     Use it as a decorator, bare or with options, or call it on a function::
@@ -646,13 +776,16 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
       any fields (``explain`` prints each kernel's whole schedule in this form); fields left out are the
       heuristics' for that kernel. A schedule that does not fit its kernel raises
       :class:`fusec.ScheduleError` saying why. ``f.with_schedules({...})`` forces more on a copy.
+    - ``static_argnames`` / ``static_argnums``: scalar parameters (by name / position) folded into the
+      trace as constants, one trace per value, instead of passed at run time. Scalars used where their
+      value decides the trace (an axis, an ``if``, an exponent, ``range(n)``) become static by themselves.
 
     The returned :class:`fusec.Fused` object ``f``:
 
     - ``f(*args)``: with CuPy arrays, runs the fused kernels on the GPU and returns CuPy arrays; with
       NumPy arrays, runs the NumPy reference backend on the CPU and returns NumPy arrays (a full
-      reduction gives a 0-d array). Don't mix the two. Python numbers are compile-time constants:
-      each new value traces again, so pass a value that changes every call as a 0-d array.
+      reduction gives a 0-d array). Don't mix the two. Python and NumPy scalar arguments are runtime
+      scalars: new values neither trace nor compile again (README: "Scalars at run time").
     - ``f(*args, out=arrays)``: writes the results into ``out`` (one array, or a tuple for several
       results; same-kind casting, as NumPy's ``out=``) and returns them.
     - ``f.trace(*args)``: the traced IR :class:`Graph` (prints as IR text).
@@ -672,15 +805,17 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
     ``print(softmax.explain(fusec.ArraySpec((8192, 8192), "float32")))``.
 
     Tracing happens on the first call with each new signature (dtypes, ranks, which dims are 0 or
-    1, Python scalars by value); a new size of a known signature re-infers shapes without tracing,
+    1, scalars' types, static scalars by value); a new size of a known signature re-infers shapes without tracing,
     and compiled kernels are cached in memory and on disk.
 
     Environment: ``FUSEC_DISABLE_FUSION=1`` runs every fused function unfused, as ``fusion=False``
     (read when a call plans; set it before the first call).
     """
+    options = dict(name=name, fusion=fusion, schedules=schedules, static_argnames=static_argnames,
+                   static_argnums=static_argnums)
     if fn is None:
-        return lambda f: Fused(f, name=name, fusion=fusion, schedules=schedules)
-    return Fused(fn, name=name, fusion=fusion, schedules=schedules)
+        return lambda f: Fused(f, **options)
+    return Fused(fn, **options)
 
 
 __all__ = ["Fused", "fuse", "FusecError"]

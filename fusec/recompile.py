@@ -33,8 +33,11 @@ REASONS: dict[str, tuple[str, str]] = {
     "shape": ("shape class", "a dimension of size 0 or 1 broadcasts, so it is part of the signature: keep such "
                              "sizes out of the dimensions that vary"),
     "dtype": ("dtype", "cast the arguments to one dtype before the call"),
-    "scalar": ("scalar value", "a Python number is a compile-time constant: pass a value that changes from call "
-                               "to call as a 0-d array (numpy.asarray(t) or cupy.asarray(t))"),
+    "scalar": ("scalar value", "this number is static (named in static_argnames/static_argnums, or its value "
+                               "decides the trace: an axis, a shape, an exponent, control flow, int()/float()): "
+                               "keep such uses out of numbers that change from call to call"),
+    "scalar_class": ("scalar type", "a runtime number's type changed (int or float, NumPy dtype, or for a Python int "
+                                    "the dtypes it fits and its sign): pass the same kind of number on every call"),
     "layout": ("layout", "pass arrays of one layout (numpy.ascontiguousarray / cupy.ascontiguousarray)"),
     "kind": ("argument kind", "pass each argument as the same kind (array or number) on every call"),
     "arity": ("number of arguments", "call the function with the same number of arguments"),
@@ -44,7 +47,7 @@ REASONS: dict[str, tuple[str, str]] = {
 }
 # the tag of a signature entry (its first item) -> the reason kind of a change in it; arrays are compared
 # field by field (dtype, shape class, anything further is layout)
-_ENTRY_KIND = {"value": "scalar"}
+_ENTRY_KIND = {"value": "scalar", "scalar": "scalar_class"}
 
 
 class RecompileWarning(UserWarning):
@@ -76,6 +79,13 @@ def show_entry(entry: tuple) -> str:
         return f"{np.dtype(entry[1]).name}[{dims}]"
     if entry[0] == "value":
         return f"scalar {_show_scalar(entry[1])}"
+    if entry[0] == "scalar":  # a runtime scalar: its class, (kind, ...) of fusec.ir.scalars.scalar_class
+        cls = entry[1]
+        if cls and cls[0] == "numpy":
+            return f"runtime {np.dtype(cls[1]).name}"
+        if cls and cls[0] == "int":
+            return "runtime int" + (" < 0" if cls[2] else " >= 0")
+        return f"runtime {cls[0] if cls else 'number'}"
     return " ".join(str(x) for x in entry)
 
 

@@ -51,21 +51,32 @@ def test_logs_trace_records_the_signature_and_each_retrace_reason(records: pytes
     x = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
     want = np.exp(x * 0.5).sum(axis=-1)
     np.testing.assert_allclose(f(x, 0.5), want, rtol=1e-6)
-    f(x, 0.75)                       # a new scalar value
+    f(x, 0.75)                       # a new value of a runtime scalar: no trace
     f(x.astype(np.float64), 0.75)    # a new dtype
     f(x[:, :1], 0.75)                # a new shape class (a size-1 dim)
+    f(x, 2)                          # a Python int where a float was: a new scalar type
     f(np.ones((7, 9), np.float32), 0.5)  # a new size of a known signature: no trace
     trace = messages(records, "trace")
     assert len(trace) == 4, trace
-    assert trace[0].startswith("traced scaled_sum(x: float32[n,n], t: scalar 0.5) in ")
+    assert trace[0].startswith("traced scaled_sum(x: float32[n,n], t: runtime float) in ")
     assert trace[0].endswith("(first trace)")
-    assert trace[1].endswith("(not reused: argument 't': scalar value 0.5 -> 0.75)")
-    assert trace[2].endswith("(not reused: argument 'x': dtype float32 -> float64)")
-    assert "argument 'x': shape class float32[n,n] -> float32[n,1]" in trace[3]
+    assert trace[1].endswith("(not reused: argument 'x': dtype float32 -> float64)")
+    assert "argument 'x': shape class float32[n,n] -> float32[n,1]" in trace[2]
+    assert "argument 't': scalar type runtime float -> runtime int >= 0" in trace[3], trace[3]
     recompile = messages(records, "recompile")
-    assert recompile[0] == "scaled_sum traced again (trace 2): argument 't': scalar value 0.5 -> 0.75"
+    assert recompile[0] == "scaled_sum traced again (trace 2): argument 'x': dtype float32 -> float64"
     assert len(recompile) == 3
     assert any("trace reused for new shapes [(7, 9)]" in m for m in messages(records, "cache"))
+
+
+def test_logs_retrace_of_a_static_scalar_names_its_value(records: pytest.LogCaptureFixture) -> None:
+    f = fusec.fuse(scaled_sum, static_argnames="t")
+    x = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
+    f(x, 0.5)
+    f(x, 0.75)
+    trace = messages(records, "trace")
+    assert trace[0].startswith("traced scaled_sum(x: float32[n,n], t: scalar 0.5) in ")
+    assert trace[1].endswith("(not reused: argument 't': scalar value 0.5 -> 0.75)")
 
 
 def test_logs_retrace_of_a_function_that_reads_a_size_says_so(records: pytest.LogCaptureFixture) -> None:
@@ -110,7 +121,7 @@ def test_logs_compile_records_a_miss_with_its_time_then_a_disk_hit(
 
 def test_recompile_warning_fires_once_at_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FUSEC_RECOMPILE_LIMIT", "3")
-    f = fusec.fuse(scaled_sum)
+    f = fusec.fuse(scaled_sum, static_argnames="t")  # a static number: each value traces again
     x = np.ones((2, 3), np.float32)
     fired = []
     for i in range(8):
@@ -121,14 +132,14 @@ def test_recompile_warning_fires_once_at_the_limit(monkeypatch: pytest.MonkeyPat
     assert [i for i, _ in fired] == [3], "warned once, on the third trace after the first"
     text = str(fired[0][1].message)
     assert "scaled_sum has traced 4 times" in text and "recompile limit is 3" in text
-    assert "argument 't': scalar value 2.0 -> 3.0" in text and "0-d array" in text
+    assert "argument 't': scalar value 2.0 -> 3.0" in text and "static_argnames" in text
     assert "FUSEC_RECOMPILE_LIMIT" in text
     assert fired[0][1].filename == __file__, "the warning points at the caller's line"
 
 
 def test_recompile_limit_zero_never_warns(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FUSEC_RECOMPILE_LIMIT", "0")
-    f = fusec.fuse(scaled_sum)
+    f = fusec.fuse(scaled_sum, static_argnames="t")
     with warnings.catch_warnings():
         warnings.simplefilter("error", RecompileWarning)
         for i in range(12):
@@ -142,6 +153,8 @@ def test_recompile_entry_reasons_name_each_kind() -> None:
     assert str(entry_reasons("t", ("value", (float, 1.0, 1.0)), ("value", ("nan",)))[0]) == \
         "argument 't': scalar value 1.0 -> nan"
     assert [r.kind for r in entry_reasons("t", ("value", ("int", 2)), ("array", "<f4", ()))] == ["kind"]
+    assert [r.kind for r in entry_reasons("t", ("scalar", ("float",)), ("scalar", ("numpy", "<f4")))] == \
+        ["scalar_class"]
     assert entry_reasons("x", ("array", "<f4", (-1,)), ("array", "<f4", (-1,))) == []
 
 
@@ -153,8 +166,9 @@ def test_cache_info_counts_a_scripted_sequence_of_calls() -> None:
     f(x, 1.0)                     # trace 1, plan 1
     f(x, 1.0)                     # nothing new
     f(rng.standard_normal((9, 7)).astype(np.float32), 1.0)  # shapes re-inferred, plan 2
-    f(x, 2.0)                     # retrace, plan 3
-    f.explain(fusec.ArraySpec((5, 7), "float32"), 2.0)  # the same signature and shapes: no new work
+    f(x, 2.0)                     # a new value of a runtime scalar: nothing new
+    f(x, 3)                       # a Python int where a float was: retrace, plan 3
+    f.explain(fusec.ArraySpec((5, 7), "float32"), 4)  # the same signature and shapes: no new work
     info = f.cache_info()
     assert (info.traces, info.retraces, info.shape_reuses, info.plans) == (2, 1, 1, 3)
     assert (info.kernels_compiled, info.disk_hits, info.autotune_runs) == (0, 0, 0)
@@ -177,7 +191,7 @@ def test_set_logs_prints_chosen_topics_on_stderr_and_turns_them_off(capsys: pyte
     finally:
         fusec.set_logs("")
     err = capsys.readouterr().err
-    assert err.startswith("[fusec.trace] traced scaled_sum(x: float32[n,n], t: scalar 1.0) in ")
+    assert err.startswith("[fusec.trace] traced scaled_sum(x: float32[n,n], t: runtime float) in ")
     assert "[fusec.cache]" not in err
     fusec.fuse(scaled_sum)(np.ones((2, 2), np.float32), 1.0)
     assert "[fusec" not in capsys.readouterr().err
@@ -188,11 +202,11 @@ def test_set_logs_prints_chosen_topics_on_stderr_and_turns_them_off(capsys: pyte
 def test_fusec_log_environment_variable_turns_topics_on_in_a_new_process() -> None:
     code = ("import numpy as np, fusec\n"
             "f = fusec.fuse(lambda x, t: x * t)\n"
-            "f(np.ones(3, np.float32), 1.0); f(np.ones(3, np.float32), 2.0)\n")
+            "f(np.ones(3, np.float32), 1.0); f(np.ones(3, np.float64), 2.0)\n")
     env = {**os.environ, "FUSEC_LOG": "recompile,bogus", "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
-    assert "[fusec.recompile] <lambda> traced again (trace 2): argument 't': scalar value 1.0 -> 2.0" in lines
+    assert "[fusec.recompile] <lambda> traced again (trace 2): argument 'x': dtype float32 -> float64" in lines
     assert any("FUSEC_LOG: unknown topic(s) bogus ignored" in line for line in lines)
     assert not any(line.startswith("[fusec.trace]") for line in lines)

@@ -31,6 +31,7 @@ from fusec.ir.trace import (
     _node,
     _operand,
     _squeeze,
+    _to_dtype,
     _Weak,
     apply_ufunc,
     cast,
@@ -68,7 +69,7 @@ def _float_loop(ufunc: np.ufunc, name: str, *args: Any) -> tuple[list[Node], np.
     """The operands of ``ufunc``'s NumPy loop, as nodes, in the dtype to compute in (float32 for a
     float16 loop, which NumPy computes in float and rounds once), with the loop's result dtype."""
     xs = [_operand(a, f"argument of {name}") for a in args]
-    probe = tuple(type(x.value) if isinstance(x, _Weak) else x.dtype for x in xs)
+    probe = tuple(type(x.probe) if isinstance(x, _Weak) else x.dtype for x in xs)
     try:
         loop = ufunc.resolve_dtypes(probe + (None,))
     except TypeError:
@@ -76,7 +77,8 @@ def _float_loop(ufunc: np.ufunc, name: str, *args: Any) -> tuple[list[Node], np.
                              hint="cast the operands to a float dtype first") from None
     out = loop[-1]
     compute = dtypes.FLOAT32 if out == dtypes.FLOAT16 else out
-    nodes = [_const(x.value, compute) if isinstance(x, _Weak) else cast(cast(x, dt), compute)
+    nodes = [(_const(x.value, compute) if x.scalar is None else _to_dtype(x, compute)) if isinstance(x, _Weak)
+             else cast(cast(x, dt), compute)
              for x, dt in zip(xs, loop[:-1])]
     return nodes, compute, out
 

@@ -20,7 +20,7 @@ import sys
 import textwrap
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from fusec.errors import (
     library_file,
     user_location,
 )
-from fusec.ir import dtypes
+from fusec.ir import dtypes, scalars
 from fusec.ir.graph import Node, make_node
 from fusec.ir.hints import (
     KEYWORD_HINTS,
@@ -48,6 +48,7 @@ from fusec.ir.hints import (
 )
 from fusec.ir.infer import normalize_axes
 from fusec.ir.ops import OPS
+from fusec.ir.scalars import Scalar
 
 _UFUNC_OPS = {op.ufunc.__name__: op for op in OPS.values() if op.ufunc is not None}
 _UFUNC_OPS["true_divide"] = OPS["div"]  # CuPy's divide is named cupy_true_divide (NumPy 2's is "divide")
@@ -84,18 +85,32 @@ def cast(node: Node, dt: np.dtype) -> Node:
 
 # --- operands ------------------------------------------------------------------------------------
 class _Weak:
-    """A Python int/float operand: NEP 50's weak scalar."""
+    """A Python int/float operand: NEP 50's weak scalar. ``probe`` is its value, or for a runtime scalar
+    (``scalar`` set) the value of the call being traced, which only class-dependent rules may read
+    (its type; for an int, the dtypes it fits and its sign: see :func:`fusec.ir.scalars.scalar_class`);
+    ``value`` is the value to fold, which a runtime scalar does not have (it asks for a static one)."""
 
-    __slots__ = ("value",)
+    __slots__ = ("probe", "scalar")
 
-    def __init__(self, value: int | float):
-        self.value = value
+    def __init__(self, value: int | float, scalar: Scalar | None = None):
+        self.probe = value
+        self.scalar = scalar
+
+    @property
+    def value(self) -> int | float:
+        if self.scalar is not None:
+            self.scalar.concrete("folding this value into the trace")
+        return self.probe
 
 
 def _operand(value: Any, what: str = "operand") -> Node | _Weak:
     """A traced node, a weak Python scalar, or a strong NumPy scalar turned into a const node."""
     if isinstance(value, Tracer):
         return value.node
+    if isinstance(value, Scalar):  # a runtime scalar: Python int/float weak, NumPy scalars and bools strong
+        if isinstance(value.value, (int, float)) and not isinstance(value.value, (bool, np.generic)):
+            return _Weak(value.value, value)
+        return value.node()
     if isinstance(value, (bool, np.bool_)):
         return _const(bool(value), dtypes.BOOL)
     if isinstance(value, (complex, np.complexfloating)):
@@ -117,18 +132,26 @@ def _operand(value: Any, what: str = "operand") -> Node | _Weak:
 
 
 def _dtype_or_weak(x: Node | _Weak) -> Any:
-    return type(x.value) if isinstance(x, _Weak) else x.dtype
+    return type(x.probe) if isinstance(x, _Weak) else x.dtype
 
 
 def _result_type(*xs: Node | _Weak) -> np.dtype:
     """``np.result_type`` with weak Python scalars passed by value (by type they would be strong)."""
-    return dtypes.as_dtype(np.result_type(*(x.value if isinstance(x, _Weak) else x.dtype for x in xs)))
+    return dtypes.as_dtype(np.result_type(*(x.probe if isinstance(x, _Weak) else x.dtype for x in xs)))
 
 
 def _to_dtype(x: Node | _Weak, dt: np.dtype) -> Node:
     if isinstance(x, _Weak):
+        if x.scalar is not None:  # NumPy's checks of the value (u8 + 300) hold for its whole class
+            dtypes.scalar_constant(x.probe, dt)
+            return cast(x.scalar.node(), dt)
         return _const(x.value, dt)
     return cast(x, dt)
+
+
+def _weak_default(x: _Weak) -> Node:
+    """A weak Python scalar on its own: int64 or float64, as ``np.asarray`` makes it."""
+    return _to_dtype(x, dtypes.as_dtype(np.result_type(type(x.probe))))
 
 
 _MIRRORED = {"equal": "equal", "not_equal": "not_equal", "less": "greater", "less_equal": "greater_equal",
@@ -142,10 +165,10 @@ def _compare_beyond_range(name: str, xs: list[Node | _Weak]) -> Node | None:
     if name not in _MIRRORED or len(xs) != 2:
         return None
     for k, (x, v) in enumerate((xs, xs[::-1])):
-        if isinstance(x, Node) and x.dtype.kind in "iu" and isinstance(v, _Weak) and isinstance(v.value, int) \
-                and not isinstance(v.value, bool) and not dtypes.fits(v.value, x.dtype):
-            op = name if k == 0 else _MIRRORED[name]  # as "x op v"
-            above = v.value > np.iinfo(x.dtype).max
+        if isinstance(x, Node) and x.dtype.kind in "iu" and isinstance(v, _Weak) and isinstance(v.probe, int) \
+                and not isinstance(v.probe, bool) and not dtypes.fits(v.probe, x.dtype):
+            op = name if k == 0 else _MIRRORED[name]  # as "x op v" (fits and sign: the runtime scalar's class)
+            above = v.probe > np.iinfo(x.dtype).max
             truth = {"equal": False, "not_equal": True, "less": above, "less_equal": above,
                      "greater": not above, "greater_equal": not above}[op]
             answer = _const(truth, dtypes.BOOL)
@@ -179,6 +202,10 @@ def apply_ufunc(ufunc: Any, args: tuple, kwargs: dict | None = None) -> Tracer:
     module, name = ufunc_origin(ufunc)
     qualified = f"{module}.{name}"
     kwargs = dict(kwargs or {})
+    if kwargs.get("out") is not None:  # np.add(x, y, out=x): an in-place update of a traced array
+        from fusec.ir.inplace import ufunc_into
+
+        return ufunc_into(ufunc, args, kwargs, qualified)
     out_dtype = kwargs.pop("dtype", None)
     for key in ("out", "where", "casting", "order", "subok", "signature", "axes", "axis"):
         if kwargs.get(key) not in (None, True) or (key == "where" and kwargs.get(key) is False):
@@ -203,6 +230,8 @@ def apply_ufunc(ufunc: Any, args: tuple, kwargs: dict | None = None) -> Tracer:
                                hint="see the README's list of supported ops")
     if len(args) != op.arity:
         raise FusecTypeError(f"{qualified} takes {op.arity} arguments, got {len(args)}")
+    if op.name == "pow" and len(args) == 2 and isinstance(args[1], Scalar):
+        args[1].concrete("an exponent")  # NumPy checks its sign (ints), x ** 2 is square: static
     xs = [_operand(a, f"argument of {name}") for a in args]
     decided = _compare_beyond_range(op.ufunc.__name__, xs) if out_dtype is None else None
     if decided is not None:
@@ -296,7 +325,7 @@ def reduction(name: str, a: Any, axis: Any = None, dtype: Any = None, out: Any =
         keepdims = False
     x = _operand(a, f"argument of {name}")
     if isinstance(x, _Weak):
-        x = _const(x.value, np.result_type(type(x.value)))
+        x = _weak_default(x)
     keepdims = bool(keepdims)
     is_arg = name in ("argmax", "argmin")
     if x.ndim == 0 and name not in ("mean", "var", "std") and _is_axis_zero_or_last(axis):
@@ -477,7 +506,7 @@ def basic_index(x: Node, key: Any) -> Node:
 def _as_node(a: Any, what: str) -> Node:
     x = _operand(a, f"argument of {what}")
     if isinstance(x, _Weak):
-        x = _const(x.value, np.result_type(type(x.value)))
+        x = _weak_default(x)
     return x
 
 
@@ -506,27 +535,18 @@ def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Tracer, Any],
     return lambda self, other: apply_ufunc(ufunc, (self, other))
 
 
-def _no_inplace(symbol: str) -> Callable[[Tracer, Any], Tracer]:
-    def method(self: Tracer, other: Any) -> Tracer:
-        raise UnsupportedError(
-            f"in-place '{symbol}=' on a traced value is not supported (NumPy would modify the array)",
-            hint=f"write 'y = y {symbol} ...' instead",
-        )
-
-    return method
-
-
 _FAST_SCALAR_POWER = {(int, 2): np.square, (int, -1): np.reciprocal, (float, 0.5): np.sqrt}
 
 
 class Tracer:
     """A traced array: what the user's function sees in place of each array argument."""
 
-    __slots__ = ("node",)
+    __slots__ = ("node", "_view_of", "__weakref__")  # the Tracer this one is a view of (fusec.ir.inplace)
     __array_priority__ = 1000
 
     def __init__(self, node: Node):
-        self.node = node
+        self.node = node  # rebound by in-place updates (x += 1), which every reference to this Tracer sees
+        self._view_of: Tracer | None = None
 
     # -- introspection
     @property
@@ -616,10 +636,6 @@ class Tracer:
         raise TraceError("iterating over a traced array is not supported",
                          hint="use vectorized operations (reductions with axis=...)")
 
-    def __setitem__(self, key: Any, value: Any) -> None:
-        raise UnsupportedError("item assignment (x[...] = v) is not supported inside a fused function",
-                               hint="use np.where(mask, v, x)")
-
     def __getitem__(self, key: Any) -> Tracer:
         return Tracer(basic_index(self.node, key))
 
@@ -683,7 +699,7 @@ class Tracer:
         return squeeze(self, axis)
 
     def copy(self, *args: Any, **kwargs: Any) -> Tracer:
-        return self
+        return Tracer(self.node)  # a new array: an in-place update of the copy leaves this one alone
 
     def round(self, decimals: int = 0, out: Any = None) -> Tracer:
         return FUNCTIONS["round"](self, decimals, out)
@@ -732,6 +748,8 @@ class Tracer:
         """``x ** p``: NumPy's ``ndarray.__pow__`` takes a float array to the Python int 2 or -1 or the Python
         float 0.5 with ``square``, ``reciprocal`` or ``sqrt`` (its fast_scalar_power), which differ from
         ``power`` (float16 ``-0.0 ** 0.5`` is -0.0, ``-inf ** 0.5`` NaN); ``np.power(x, p)`` stays ``power``."""
+        if isinstance(other, Scalar):
+            other.concrete("an exponent")  # x ** 2 is square, x ** 0.5 sqrt: which op depends on the value
         fast = _FAST_SCALAR_POWER.get((type(other), other)) if type(other) in (int, float) else None
         if fast is not None and self.dtype.kind == "f":
             return apply_ufunc(fast, (self,))
@@ -771,11 +789,6 @@ class Tracer:
     def __divmod__(self, other: Any) -> tuple[Tracer, Tracer]:
         return apply_ufunc(np.floor_divide, (self, other)), apply_ufunc(np.remainder, (self, other))
 
-
-for _sym, _name in (("+", "iadd"), ("-", "isub"), ("*", "imul"), ("/", "itruediv"), ("//", "ifloordiv"),
-                    ("%", "imod"), ("**", "ipow"), ("&", "iand"), ("|", "ior"), ("^", "ixor"),
-                    ("<<", "ilshift"), (">>", "irshift")):
-    setattr(Tracer, f"__{_name}__", _no_inplace(_sym))
 
 # argument mismatches of the methods are FusecTypeErrors (x.squeeze(dim=1), x.astype()), never raw TypeErrors
 for _name in ("sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "any", "all", "astype", "clip",
@@ -864,26 +877,44 @@ def _restore(patched: list[tuple[Any, str, Any]]) -> None:
             setattr(target, name, original)
 
 
-def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]],
-                   n_positional: int | None = None) -> tuple[list[Node], Any, bool]:
+class Traced(NamedTuple):
+    """What :func:`trace_function` found: the graph's inputs (arrays, then runtime scalars), the function's
+    result as returned, whether it read a concrete size, the runtime scalars that are inputs (in input
+    order), and the inputs it updated in place: ``(input index, new value)``."""
+
+    inputs: list[Node]
+    result: Any
+    shape_read: bool
+    scalars: list[Scalar]
+    updates: list[tuple[int, Node]]
+
+
+def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_positional: int | None = None,
+                   runtime: frozenset[str] = frozenset()) -> Traced:
     """Call ``fn`` with a Tracer for every ``(name, ArraySpec-like)`` and the other values as given.
 
     ``params`` lists each argument by name: array-likes (anything with ``shape`` and ``dtype`` that
-    is not a scalar) become ``input`` nodes; everything else is passed through unchanged. The first
-    ``n_positional`` (all by default) are passed by position, the others by keyword under their names
-    (keyword-only parameters, ``**kwargs``). Returns the input nodes, the function's result (Tracers and
-    constants, as returned), and whether it read a concrete size (then its graph is only valid for these
-    shapes). A raw TypeError or AttributeError raised while tracing (NumPy's dispatcher refusing
-    ``np.sum(x, dim=1)``, the user's own) becomes a FusecError at the user's line that raised it.
+    is not a scalar) become ``input`` nodes; the scalars named in ``runtime`` become
+    :class:`fusec.ir.scalars.Scalar` values (graph inputs after the arrays, where they meet an array);
+    everything else is passed through unchanged. The first ``n_positional`` (all by default) are passed
+    by position, the others by keyword under their names (keyword-only parameters, ``**kwargs``). Returns
+    a :class:`Traced` (a graph only valid for these shapes when it read a size). A use of a runtime
+    scalar that needs its value raises :class:`fusec.ir.scalars.NeedsConcrete`. A raw TypeError or
+    AttributeError raised while tracing (NumPy's dispatcher refusing ``np.sum(x, dim=1)``, the user's own)
+    becomes a FusecError at the user's line that raised it.
     """
     inputs: list[Node] = []
+    tracers: list[Tracer] = []
     call_args: list[Any] = []
     for name, value in params:
-        if _is_array_like(value):
+        if name in runtime:
+            call_args.append(Scalar.argument(name, value))
+        elif _is_array_like(value):
             node = make_node("input", (), {"name": name, "index": len(inputs)},
                              dtype=dtypes.as_dtype(value.dtype), shape=tuple(value.shape))
             inputs.append(node)
-            call_args.append(Tracer(node))
+            tracers.append(Tracer(node))
+            call_args.append(tracers[-1])
         else:
             call_args.append(value)
     n = len(params) if n_positional is None else n_positional
@@ -891,15 +922,27 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]],
     with _trace_lock:
         patched = _patch_libraries(fn)
         reset_shape_read()
+        scalars.begin(len(inputs), _scalar_input, {name for name, _ in params})
+        fusec.ir.inplace.begin()
         try:
             result = fn(*call_args[:n], **keywords)
+            for value in result if isinstance(result, (tuple, list)) else (result,):
+                if isinstance(value, Scalar):  # a scalar returned as it is: an input of its own
+                    value.node()
         except (TypeError, AttributeError) as exc:
             if isinstance(exc, FusecError):
                 raise
             raise _located(exc) from exc
         finally:
+            runtime_inputs = scalars.end()
+            fusec.ir.inplace.end()
             _restore(patched)
-        return inputs, result, shape_was_read()
+        updates = [(i, t.node) for i, t in enumerate(tracers) if t.node is not inputs[i]]
+        return Traced(inputs + [s.node() for s in runtime_inputs], result, shape_was_read(), runtime_inputs, updates)
+
+
+def _scalar_input(name: str, index: int, dt: np.dtype) -> Node:
+    return make_node("input", (), {"name": name, "index": index}, dtype=dt, shape=())
 
 
 def _located(exc: TypeError | AttributeError) -> FusecError:
@@ -980,10 +1023,12 @@ def output_node(value: Any, index: int, loc: str | None = None) -> Node:
     except FusecError as exc:
         raise type(exc)(exc.message, loc=loc or exc.loc, hint=exc.hint) from None
     if isinstance(x, _Weak):
-        return _const(x.value, np.result_type(type(x.value)))
+        return _weak_default(x)
     return x
 
 
-# the everyday functions built from the ops above (logsumexp, softmax, nanmean, ...) register themselves
+# the everyday functions built from the ops above (logsumexp, softmax, nanmean, ...) register themselves,
+# and so do in-place updates (x += 1, x[mask] = v) and the view bookkeeping they need
 import fusec.ir.composite  # noqa: E402, F401
+import fusec.ir.inplace  # noqa: E402, F401
 import fusec.ir.view_functions  # noqa: E402, F401

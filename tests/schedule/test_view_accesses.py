@@ -93,7 +93,7 @@ def test_view_kernel_compiles_with_nvrtc(name: str, layout: str, dtype: str) -> 
         pytest.skip("logsumexp computes in float")
     x = _layouts((1029, 33), dtype)[layout]
     fused = fusec.fuse(WORKLOADS[name])
-    source = fused.cuda_source(x)
+    source = fused.cuda_source(x, full=True)
     result = nvrtc.compile_cubin(source, arch="sm_90")
     assert result.cubin[:4] == b"\x7fELF"
     kernels = fused.plan(x).kernels

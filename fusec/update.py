@@ -1,0 +1,113 @@
+"""In-place updates of a call's array arguments (``x += v`` on an input inside a fused function).
+
+The traced graph returns each updated input's new value after the function's results
+(:class:`fusec.api.TracedFunction` ``.updates``). On the GPU the kernel that computes a new value writes it
+straight into the argument's buffer when that is safe (:func:`hazard` says why not); otherwise, and on the
+NumPy backend, the values are computed first and copied in after the last kernel, which is NumPy's result
+whatever the kernels read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fusec.errors import FusecValueError
+from fusec.ir.graph import Node
+from fusec.ir.ops import Kind
+from fusec.plan import Plan
+
+
+def _base(node: Node) -> Node:
+    while node.kind is Kind.LAYOUT:
+        node = node.operands[0]
+    return node
+
+
+def hazard(plan: Plan, value: Node, target: Node) -> str | None:
+    """Why the kernel computing ``value`` cannot write it over input ``target``'s buffer, or None when it can:
+    it must be the last kernel to read ``target``, and inside it every value computed from ``target`` must be
+    elementwise over ``target``'s shape (each element read only by the thread that writes it: no reduction,
+    broadcast or transpose of ``target`` in the same kernel), and where the kernel reads ``target`` the new
+    value must depend on it (so each element's store follows its load)."""
+    index = next((k for k, kernel in enumerate(plan.kernels) if value in kernel.outputs), None)
+    if index is None:
+        return "no kernel computes the new value"
+    later = [k.name for k in plan.kernels[index + 1:] if any(_base(i) is target for i in k.region.inputs)]
+    if later:
+        return f"kernel {later[0]} reads the old value after {plan.kernels[index].name} computes the new one"
+    kernel = plan.kernels[index]
+    tainted = {target}
+    for node in kernel.nodes:
+        if any(o in tainted for o in node.operands):
+            if node.kind is not Kind.ELEMENTWISE or node.shape != target.shape:
+                return f"{kernel.name} reads it through {node.op} (other elements than the one it writes)"
+            tainted.add(node)
+    for node in kernel.region.inputs:
+        if node is not target and _base(node) is target:
+            return f"{kernel.name} reads it through a view ({node.op})"
+    if target in kernel.region.inputs and value not in tainted:
+        # the store does not wait for the load of the same element: the compiler may order it first
+        return f"{kernel.name} reads it but its new value does not depend on it"
+    return None
+
+
+def check_updated(name: str, params: list[tuple[str, Any]], updates: tuple[int, ...], backend: str) -> None:
+    """Before anything runs: each updated argument is writable and shares no memory with another argument."""
+    from fusec.api import _backend
+
+    arrays = [(n, v) for n, v in params if _backend(v) is not None]
+    xp = _array_module(backend)
+    for i in updates:
+        arg, array = arrays[i]
+        if backend == "numpy" and not array.flags.writeable:
+            raise FusecValueError(f"argument '{arg}' of {name} is read-only, but {name} updates it in place",
+                                  hint=f"pass a writable array (a copy: {arg}.copy())")
+        for j, (other, value) in enumerate(arrays):
+            if j != i and xp.may_share_memory(array, value):
+                raise FusecValueError(f"arguments '{arg}' and '{other}' of {name} share memory, and {name} updates "
+                                      f"'{arg}' in place", hint="pass separate arrays (a copy of one)")
+
+
+def _array_module(backend: str) -> Any:
+    if backend == "cupy":
+        import cupy
+
+        return cupy
+    import numpy
+
+    return numpy
+
+
+def direct_updates(plan: Plan, updates: tuple[int, ...], arrays: list[Any], cupy: Any) -> dict[Node, Any]:
+    """The updated inputs' new values that their kernels may write straight into the arguments' buffers."""
+    n = len(plan.graph.outputs) - len(updates)
+    direct: dict[Node, Any] = {}
+    for k, i in enumerate(updates):
+        value, target = plan.graph.outputs[n + k], plan.graph.inputs[i]
+        if value is not target and value not in direct and hazard(plan, value, target) is None:
+            direct[value] = arrays[i]
+    return direct
+
+
+def write_back(plan: Plan, updates: tuple[int, ...], arrays: list[Any], results: list[Any], xp: Any) -> list[Any]:
+    """Copy each updated input's new value into its argument (unless its kernel wrote it there), as if every
+    result were computed before any argument changes; returns the results, where a result that is an updated
+    input's new value is that argument itself (as NumPy returns ``x`` after ``x += 1``)."""
+    n = len(results) - len(updates)
+    outputs = plan.graph.outputs
+    targets = [arrays[i] for i in updates]
+
+    def written(j: int) -> bool:  # result j is a new value its kernel already wrote into its argument
+        return any(outputs[j] is outputs[n + k] and results[j] is t for k, t in enumerate(targets))
+
+    # a value that an update would overwrite before it is read or returned (an old value): copied first
+    results = [r if written(j) or not any(xp.may_share_memory(r, t) for t in targets) else r.copy()
+               for j, r in enumerate(results)]
+    for k, target in enumerate(targets):
+        if results[n + k] is not target:
+            xp.copyto(target, results[n + k], casting="unsafe")
+    for j in range(n):
+        for k, target in enumerate(targets):
+            if outputs[j] is outputs[n + k]:
+                results[j] = target
+    return results

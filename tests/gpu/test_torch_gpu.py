@@ -1,0 +1,122 @@
+"""PyTorch tensors through ``fusec.fuse``, against NumPy: ``pytest -m gpu tests/gpu/test_torch_gpu.py`` (skipped
+where CuPy sees no GPU or PyTorch is not installed; the CPU-tensor tests need only PyTorch).
+
+- CUDA tensors in, CUDA tensors out, zero copy (in-place updates land in the tensors' own memory, an updated
+  argument returned is the very tensor), on PyTorch's current stream (a side stream included);
+- CPU tensors run the NumPy backend and return CPU tensors;
+- torch and CuPy arguments mixed; non-contiguous tensors; a tensor that requires grad is a clear error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusec
+from fusec.errors import FusecTypeError
+from tests.helpers import assert_matches_numpy, gpu_count, random_array
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+cupy = pytest.importorskip("cupy")
+
+needs_cuda = pytest.mark.skipif(gpu_count() == 0 or not torch.cuda.is_available(),
+                                reason="no CUDA GPU visible to CuPy and PyTorch")
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _adamw(p, g, m, v, lr, step, b1=0.9, b2=0.999, eps=1e-8, wd=0.01):
+    p *= 1 - lr * wd
+    m *= b1
+    m += (1 - b1) * g
+    v *= b2
+    v += (1 - b2) * g * g
+    m_hat = m / (1 - b1 ** step)
+    v_hat = v / (1 - b2 ** step)
+    p -= lr * m_hat / (np.sqrt(v_hat) + eps)
+
+
+def test_torch_cpu_tensors_run_the_numpy_backend():
+    x = random_array(np.random.default_rng(1), (6, 9), np.float32, special=False)
+    got = fusec.fuse(_softmax)(torch.from_numpy(x.copy()))
+    assert isinstance(got, torch.Tensor) and got.device.type == "cpu"
+    assert_matches_numpy(got.numpy(), _softmax(x))
+
+
+def test_torch_cpu_in_place_update_writes_the_tensor():
+    rng = np.random.default_rng(2)
+    host = [random_array(rng, (50,), np.float32, special=False) for _ in range(4)]
+    host[3] = np.abs(host[3])
+    tensors = [torch.from_numpy(a.copy()) for a in host]
+    fusec.fuse(_adamw)(*tensors, 1e-3, 1)
+    _adamw(*host, 1e-3, 1)
+    for t, a in zip(tensors, host):
+        assert_matches_numpy(t.numpy(), a, exact=True)
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_torch_cuda_tensors_in_and_out_zero_copy(dtype):
+    x = torch.randn(300, 257, device="cuda", dtype=dtype)
+    got = fusec.fuse(_softmax)(x)
+    assert isinstance(got, torch.Tensor) and got.device == x.device and got.dtype == dtype
+    tol = dict(rtol=2e-3, atol=1e-3) if dtype == torch.float16 else {}
+    assert_matches_numpy(got.cpu().numpy(), _softmax(x.cpu().numpy()), **tol)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_torch_cuda_in_place_adamw_against_numpy():
+    rng = np.random.default_rng(3)
+    host = [random_array(rng, (1024, 33), np.float32, special=False) for _ in range(4)]
+    host[3] = np.abs(host[3])
+    tensors = [torch.from_numpy(a.copy()).cuda() for a in host]
+    pointers = [t.data_ptr() for t in tensors]
+    fused = fusec.fuse(_adamw)
+    for step in range(1, 4):
+        assert fused(*tensors, 1e-3 * step, step) is None
+        _adamw(*host, 1e-3 * step, step)
+    assert [t.data_ptr() for t in tensors] == pointers
+    for t, a in zip(tensors, host):
+        assert_matches_numpy(t.cpu().numpy(), a, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_torch_cuda_runs_on_torchs_current_stream():
+    step = fusec.fuse(lambda x, y: (x * 2 + y, (x * y).sum()))
+    side = torch.cuda.Stream()
+    x = torch.randn(4096, 1024, device="cuda")
+    y = torch.randn(4096, 1024, device="cuda")
+    with torch.cuda.stream(side):
+        x2 = x * 3  # queued on the side stream: fusec's kernels must come after it
+        out, total = step(x2, y)
+        out2 = out + 1  # and this after fusec's
+    side.synchronize()
+    xs, ys = x.cpu().numpy() * 3, y.cpu().numpy()
+    assert_matches_numpy(out2.cpu().numpy(), xs * 2 + ys + 1)
+    assert_matches_numpy(total.cpu().numpy(), np.asarray((xs * ys).sum()), rtol=1e-4, atol=1e-2)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_torch_cuda_mixed_with_cupy_and_non_contiguous():
+    add = fusec.fuse(lambda a, b: a * b + 1)
+    a = torch.randn(64, 128, device="cuda").T  # a transposed view
+    b = cupy.asarray(np.random.default_rng(4).standard_normal((128, 64)).astype(np.float32))
+    got = add(a, b)
+    assert isinstance(got, torch.Tensor)
+    assert_matches_numpy(got.cpu().numpy(), a.cpu().numpy() * cupy.asnumpy(b) + 1)
+    got_cupy = add(b, a)
+    assert isinstance(got_cupy, cupy.ndarray)
+
+
+def test_torch_requires_grad_is_a_clear_error():
+    x = torch.ones(3, requires_grad=True)
+    with pytest.raises(FusecTypeError) as info:
+        fusec.fuse(_softmax)(x)
+    assert "detach" in (info.value.hint or "")
