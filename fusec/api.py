@@ -107,6 +107,14 @@ class Fused:
     def __repr__(self) -> str:
         return f"<fusec.Fused {self.name}>"
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its compiled state (traces, plans, launchers, lock): each process that unpickles
+        it traces and compiles again (kernels come from the disk cache). The function pickles by reference."""
+        return {"fn": self.fn, "name": self.name, "fusion": self.fusion, "schedules": self.schedules}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["fn"], name=state["name"], fusion=state["fusion"], schedules=state["schedules"] or None)
+
     def with_schedules(self, schedules: Mapping[str, Any]) -> Fused:
         """The same function with these kernels' schedules forced (kernel name -> a schedule or its text,
         such as ``{"k0": "rows:block_regs,threads=512"}``; fields left out are the heuristics' for that
@@ -287,6 +295,10 @@ class Fused:
         from fusec.explain import measure, require_gpu, to_device
 
         params = self._params(args, kwargs)
+        if _has_dask_array(params) and not run:  # the stages Dask runs, with their tasks and bytes
+            from fusec.dask import explain
+
+            return explain(self, params)
         self._check_arguments(params)
         cupy = require_gpu() if run else None
         if cupy is not None:
@@ -307,6 +319,10 @@ class Fused:
             if fast is not None:
                 return fast(args)
         params = self._params(args, kwargs)
+        if _has_dask_array(params):  # Dask arrays: lazy results from fusec.dask (Dask imported only then)
+            from fusec.dask import call
+
+            return call(self, params, out)
         backend = self._check_arguments(params)
         if backend == "spec":
             raise FusecTypeError(
@@ -393,6 +409,11 @@ class Fused:
         _, plan = self._plan(params)
         values = dict(zip(plan.graph.inputs, [v for _, v in params if _backend(v) is not None]))
         return generate_plan(plan, values, self.schedules)
+
+
+def _has_dask_array(params: list[tuple[str, Any]]) -> bool:
+    """Whether a ``dask.array.Array`` is among the arguments (checked by type, without importing Dask)."""
+    return any(type(v).__module__.startswith("dask.array") for _, v in params)
 
 
 def _fast_key(args: tuple) -> tuple:

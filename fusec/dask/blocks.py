@@ -1,0 +1,157 @@
+"""What a Dask task runs: a fused program on one block, and the combine/aggregate steps of a tree reduction.
+
+Everything here pickles small: a :class:`BlockProgram` travels as its IR text, and each process parses and
+plans it once (then the runtime compiles each kernel once per process, reusing the on-disk cubin cache).
+NumPy blocks run the reference interpreter kernel by kernel; CuPy blocks run the fused GPU kernels.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fusec.ir.graph import Graph, Node
+from fusec.ir.ops import OPS, reference
+from fusec.lru import LRU
+
+_PROGRAMS_KEPT = 256
+_PARSED: LRU[str, Any] = LRU(_PROGRAMS_KEPT)  # IR text -> Plan, per process
+_PARSED_LOCK = threading.Lock()
+
+
+class BlockProgram:
+    """A fused function of blocks, held as IR text. Calling it plans (once per process) and runs it."""
+
+    __slots__ = ("text", "_plan", "__weakref__")
+
+    def __init__(self, text: str, plan: Any = None):
+        self.text = text
+        self._plan = plan
+
+    @classmethod
+    def of(cls, graph: Graph) -> BlockProgram:
+        from fusec.ir.text import print_graph
+
+        return cls(print_graph(graph))
+
+    def __reduce__(self) -> tuple:
+        return (BlockProgram, (self.text,))
+
+    def __repr__(self) -> str:
+        return f"<BlockProgram {self.text.splitlines()[0] if self.text else ''}>"
+
+    @property
+    def plan(self) -> Any:
+        """The fused plan of this program (parsed and planned once per process)."""
+        plan = self._plan
+        if plan is None:
+            with _PARSED_LOCK:
+                plan = _PARSED.get(self.text)
+                if plan is None:
+                    from fusec.ir.text import parse
+                    from fusec.plan import make_plan
+
+                    plan = make_plan(parse(self.text))
+                    _PARSED.put(self.text, plan)
+            self._plan = plan
+        return plan
+
+    def __call__(self, backend: str, *blocks: Any) -> list[Any]:
+        plan = self.plan
+        if backend == "cupy":
+            import cupy
+
+            from fusec.runtime import run_plan
+
+            return run_plan(plan, [cupy.asarray(b) for b in blocks])
+        from fusec.plan import execute_numpy
+
+        return execute_numpy(plan, [np.asarray(b) for b in blocks])
+
+
+def run_block(program: BlockProgram, backend: str, tuple_result: bool, fixups: tuple, *blocks: Any) -> Any:
+    """A stage's task: the program on these blocks; the arg-reduction partials' local indices made global
+    (``fixups``: (position, block extents, offsets, whole extents) of each over its reduced axes)."""
+    results = program(backend, *blocks)
+    for position, local_shape, starts, whole in fixups:
+        xp = _xp(results[position])
+        local = results[position]
+        parts = xp.unravel_index(local, local_shape)
+        moved = tuple(p + s for p, s in zip(parts, starts))
+        results[position] = xp.ravel_multi_index(moved, whole).astype(np.int64)
+    return tuple(results) if tuple_result else results[0]
+
+
+def pick(result: Any, index: int) -> Any:
+    """One result of a stage's task that returned several."""
+    return result[index]
+
+
+@dataclass(frozen=True)
+class ReducePlan:
+    """How a split reduction's partials are made and combined: ``partial_ops`` per block (over the block's
+    part of the reduced axes, keepdims), then an elementwise ``combine`` of partials, then the final shape.
+    ``argmax``/``argmin`` carry (extreme value, global flat index) pairs: the smallest index among the
+    values equal to the extreme (NaN counting as equal to NaN), which is NumPy's first occurrence."""
+
+    op: str
+    partial_ops: tuple[str, ...]
+    combine: str
+    dtype: np.dtype
+
+    @classmethod
+    def of(cls, node: Node) -> ReducePlan:
+        op = node.op
+        if op in ("argmax", "argmin"):
+            value = "max" if op == "argmax" else "min"
+            return cls(op, (value, op), OPS[value].combine or "", node.dtype)
+        return cls(op, (op,), OPS[op].combine or "", node.dtype)
+
+    @property
+    def is_arg(self) -> bool:
+        return self.op in ("argmax", "argmin")
+
+
+def combine(plan: ReducePlan, positions: Sequence[int] | None, *parts: Any) -> tuple[Any, ...]:
+    """Partials combined into one partial. ``positions`` picks each partial out of a stage's results (first
+    level); later levels get partials as they are."""
+    if positions is not None:
+        parts = tuple(tuple(p[i] for i in positions) for p in parts)
+    xp = _xp(parts[0][0])
+    ufunc = reference(OPS[plan.combine], xp)
+    with np.errstate(all="ignore"):
+        if not plan.is_arg:
+            total = functools.reduce(ufunc, (p[0] for p in parts))
+            return (total.astype(parts[0][0].dtype, copy=False),)
+        values = [p[0] for p in parts]
+        extreme = functools.reduce(ufunc, values)  # maximum/minimum: NaN wins, as argmax's first NaN
+        floating = extreme.dtype.kind in "fc"
+        best = None
+        for value, index in ((p[0], p[1]) for p in parts):
+            hit = value == extreme
+            if floating:
+                hit = hit | (xp.isnan(value) & xp.isnan(extreme))
+            candidate = xp.where(hit, index, np.iinfo(np.int64).max)
+            best = candidate if best is None else xp.minimum(best, candidate)
+        return (extreme, best)
+
+
+def aggregate(plan: ReducePlan, shape: tuple[int, ...], positions: Sequence[int] | None, *parts: Any) -> Any:
+    """The reduction's block of ``shape``: every partial combined, in the node's dtype."""
+    (value, *rest) = combine(plan, positions, *parts)
+    result = rest[0] if plan.is_arg else value
+    xp = _xp(result)
+    return xp.asarray(result).astype(plan.dtype, copy=False).reshape(shape)
+
+
+def _xp(array: Any) -> Any:
+    if type(array).__module__.startswith("cupy"):
+        import cupy
+
+        return cupy
+    return np

@@ -1,0 +1,119 @@
+"""The Dask task graph of a :class:`fusec.dask.stages.DaskPlan` over input Dask arrays.
+
+Each stage is one task per block (the block's fused program); each split reduction a tree: its partial
+blocks grouped ``split_every`` at a time into combine tasks until one aggregate task per result block is
+left (Dask's own tree reduction, with fusec's partials). Outputs of a stage that computes several are
+picked out by one small task per block, as ``dask.array.apply_gufunc`` does.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fusec.dask.blocks import aggregate, combine, pick, run_block
+from fusec.dask.stages import DaskPlan, Stage, block_index_space, block_key, block_program
+from fusec.ir.graph import Node
+
+SPLIT_EVERY = 8  # partials combined per task
+
+
+def build_arrays(plan: DaskPlan, inputs: list[Any], backend: str, prefix: str,
+                 split_every: int = SPLIT_EVERY) -> list[Any]:
+    """One lazy Dask array per output of ``plan.graph`` (inputs already chunked as the plan wants)."""
+    import dask.array as da
+    from dask.array.utils import meta_from_array
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
+
+    axes = plan.axes
+    graph = plan.graph
+    token = tokenize(plan.token, [a.name for a in inputs])
+    names: dict[Node, str] = {node: a.name for node, a in zip(graph.inputs, inputs)}
+    tasks: dict[tuple, Any] = {}
+    for stage in plan.stages:
+        _stage_tasks(plan, stage, names, tasks, backend, f"{prefix}-s{stage.index}-{token}", split_every)
+
+    meta_source = inputs[0]._meta if inputs else np.empty(())
+    arrays = []
+    dependencies = [a for a in inputs]
+    for node in graph.outputs:
+        if node.op == "input":
+            arrays.append(inputs[graph.inputs.index(node)])
+            continue
+        name = names[node]
+        layer = HighLevelGraph.from_collections(name, dict(tasks), dependencies=dependencies)
+        meta = meta_from_array(meta_source, node.ndim, node.dtype)
+        arrays.append(da.Array(layer, name, axes.chunks_of(node), meta=meta))
+    return arrays
+
+
+def _stage_tasks(plan: DaskPlan, stage: Stage, names: dict[Node, str], tasks: dict[tuple, Any], backend: str,
+                 name: str, split_every: int) -> None:
+    axes = plan.axes
+    blocks = block_index_space(axes, stage)
+    single = None if stage.returns_tuple else stage.outputs[0]
+    if single is not None:
+        names[single] = f"{name}-out"
+    fixup_specs = [(plan.reductions[r], r, positions) for r, positions in stage.partials_of]
+    for block in blocks:
+        key = (names[single], *block_key(axes, single, stage.grid, block)) if single is not None else (name, *block)
+        reads = [(names[v], *block_key(axes, v, stage.grid, block)) for v in stage.reads]
+        fixups = tuple(_fixup(plan, r, positions[1], stage.grid, block)
+                       for rp, r, positions in fixup_specs if rp.is_arg)
+        tasks[key] = (run_block, block_program(axes, stage, block), backend, stage.returns_tuple, fixups, *reads)
+    if single is None:
+        for position, out in zip(stage.output_positions, stage.outputs):
+            out_name = names.setdefault(out, f"{name}-out{position}")
+            for block in blocks:
+                tasks[(out_name, *block_key(axes, out, stage.grid, block))] = (pick, (name, *block), position)
+    for i, (r, positions) in enumerate(stage.partials_of):
+        r_name = names.setdefault(r, f"{name}-{r.op}{i}")
+        by_result: dict[tuple[int, ...], list[tuple]] = {}
+        for block in blocks:
+            by_result.setdefault(block_key(axes, r, stage.grid, block), []).append((name, *block))
+        rp = plan.reductions[r]
+        for index, keys in by_result.items():
+            level, picks = 0, positions
+            while len(keys) > split_every:
+                level_name = f"{r_name}-c{level}"
+                grouped = []
+                for j in range(0, len(keys), split_every):
+                    k = (level_name, *index, j // split_every)
+                    tasks[k] = (combine, rp, picks, *keys[j:j + split_every])
+                    grouped.append(k)
+                keys, picks, level = grouped, None, level + 1
+            shape = tuple(c[b] for c, b in zip(axes.chunks_of(r), index))
+            tasks[(r_name, *index)] = (aggregate, rp, shape, picks, *keys)
+
+
+def _fixup(plan: DaskPlan, r: Node, position: int, grid: tuple[int, ...], block: tuple[int, ...]) -> tuple:
+    """(position, block extents, block offsets, whole extents) over an arg reduction's reduced axes."""
+    axes = plan.axes
+    x = r.operands[0]
+    where = block_key(axes, x, grid, block)
+    chunks = axes.chunks_of(x)
+    reduced = r.attr("axes")
+    local = tuple(chunks[a][where[a]] for a in reduced)
+    starts = tuple(sum(chunks[a][:where[a]]) for a in reduced)
+    whole = tuple(x.shape[a] for a in reduced)
+    return (position, local, starts, whole)
+
+
+def task_count(plan: DaskPlan, split_every: int = SPLIT_EVERY) -> dict[int, int]:
+    """Tasks per stage (its blocks, its picks, its reductions' combine and aggregate tasks)."""
+    counts = {}
+    for stage in plan.stages:
+        n = len(block_index_space(plan.axes, stage))
+        total = n + (n * len(stage.outputs) if stage.returns_tuple else 0)
+        for r, _ in stage.partials_of:
+            results = math.prod(len(c) for c in plan.axes.chunks_of(r))
+            per = n // max(results, 1)
+            while per > split_every:
+                per = math.ceil(per / split_every)
+                total += per * results
+            total += results
+        counts[stage.index] = total
+    return counts

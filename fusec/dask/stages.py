@@ -1,0 +1,206 @@
+"""A traced graph cut into the stages Dask runs, given how its inputs are chunked (plain data, no Dask import).
+
+A reduction whose reduced axes span more than one chunk is *split*: its value is made by a tree reduction
+(per-chunk partials, combines, an aggregate). Everything else runs inside blocks: a *stage* is one task per
+block of its grid, each running one fused program (:class:`fusec.dask.blocks.BlockProgram`) that computes the
+stage's *products* (graph outputs, and the partials of split reductions) from the blocks it reads (graph
+inputs and split reductions' results). Products go into one stage when they come after the same number of
+split reductions and iterate over the same axis classes, so a prologue shared by an output and a reduction
+is read once. A softmax over rows split across chunks is three stages: the partial maxima, the partial
+sums of ``exp(x - max)`` (after the maxima's tree), and the per-chunk epilogue.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fusec.dask.axes import AxisClasses, Chunks
+from fusec.dask.blocks import BlockProgram, ReducePlan
+from fusec.ir.graph import Graph, Node, make_node, with_operands
+from fusec.ir.ops import Kind
+
+
+@dataclass(frozen=True, eq=False)
+class Stage:
+    """One task per block of ``grid`` (axis classes, each with its chunking): reads ``reads`` (graph nodes
+    that are inputs or split reductions' results), writes ``products`` (output nodes, and partials of
+    ``partials_of``: for each split reduction, the positions of its partial arrays among the results)."""
+
+    index: int
+    grid: tuple[int, ...]
+    reads: tuple[Node, ...]
+    outputs: tuple[Node, ...]
+    output_positions: tuple[int, ...]  # where each output is among the program's results
+    partials_of: tuple[tuple[Node, tuple[int, ...]], ...]
+    graph: Graph  # the stage's program over whole arrays (for explain)
+    classes: Mapping[Node, tuple[int | None, ...]]  # axis classes of graph's nodes
+    programs: dict[tuple[int, ...], BlockProgram] = field(default_factory=dict)  # block extents -> program
+
+    @property
+    def product_count(self) -> int:
+        return len(self.graph.outputs)
+
+    @property
+    def returns_tuple(self) -> bool:
+        return self.product_count != 1 or bool(self.partials_of)
+
+
+@dataclass(frozen=True, eq=False)
+class DaskPlan:
+    """The stages of ``graph`` for inputs chunked as ``input_chunks``, in the order they run."""
+
+    graph: Graph
+    axes: AxisClasses
+    input_chunks: tuple[Chunks, ...]
+    stages: tuple[Stage, ...]
+    reductions: dict[Node, ReducePlan]
+    produced_by: dict[Node, Stage]  # output or split reduction -> the stage computing it (or its partials)
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)  # names this plan's tasks
+
+    def chunks_of(self, node: Node) -> Chunks:
+        return self.axes.chunks_of(node)
+
+
+def plan_stages(graph: Graph, input_chunks: list[Chunks | None]) -> DaskPlan:
+    """Cut ``graph`` (after the cleanup passes, regions none) into stages for these input chunkings."""
+    axes = AxisClasses(graph, input_chunks)
+    split = [n for n in graph.nodes if n.kind is Kind.REDUCTION and axes.split(n.operands[0], n.attr("axes"))]
+    split_set = set(split)
+    level: dict[Node, int] = {}
+    for node in graph.nodes:
+        below = max((level[o] for o in node.operands), default=0)
+        level[node] = below + 1 if node in split_set else below
+
+    def grid_of(node: Node) -> tuple[int, ...]:
+        return tuple(sorted({c for c in axes.classes_of(node) if c is not None}))
+
+    # products grouped by (level, grid), in the order they are first met
+    groups: dict[tuple[int, tuple[int, ...]], list[tuple[str, Node]]] = {}
+    for r in split:
+        x = r.operands[0]
+        groups.setdefault((level[x], grid_of(x)), []).append(("partial", r))
+    for o in dict.fromkeys(graph.outputs):
+        if o.op != "input" and o not in split_set:
+            groups.setdefault((level[o], grid_of(o)), []).append(("output", o))
+
+    stages: list[Stage] = []
+    produced_by: dict[Node, Stage] = {}
+    reductions: dict[Node, ReducePlan] = {}
+    for (_, grid), products in sorted(groups.items(), key=lambda kv: kv[0][0]):
+        stage = _make_stage(len(stages), graph.name, grid, products, axes, split_set)
+        stages.append(stage)
+        for kind, node in products:
+            produced_by[node] = stage
+            if kind == "partial":
+                reductions[node] = ReducePlan.of(node)
+    return DaskPlan(graph, axes, tuple(input_chunks_of(axes, graph)), tuple(stages), reductions, produced_by)
+
+
+def input_chunks_of(axes: AxisClasses, graph: Graph) -> list[Chunks]:
+    """The chunks each input must have for the plan: its classes' chunkings (what it is rechunked to)."""
+    return [axes.chunks_of(n) for n in graph.inputs]
+
+
+def _make_stage(index: int, name: str, grid: tuple[int, ...], products: list[tuple[str, Node]],
+                axes: AxisClasses, split: set[Node]) -> Stage:
+    mapping: dict[Node, Node] = {}
+    classes: dict[Node, tuple[int | None, ...]] = {}
+    reads: list[Node] = []
+
+    def build(root: Node) -> Node:
+        stack = [root]
+        while stack:
+            node = stack[-1]
+            if node in mapping:
+                stack.pop()
+                continue
+            if node.op == "input" or node in split:
+                new = make_node("input", (), {"name": f"v{len(reads)}", "index": len(reads)},
+                                dtype=node.dtype, shape=node.shape)
+                reads.append(node)
+            elif node.op == "size":  # a count over whole axes: the same constant in every block
+                count = 1
+                for a in node.attr("axes"):
+                    count *= node.operands[0].shape[a]
+                new = make_node("const", (), {"value": float(count)}, dtype=node.dtype)
+            else:
+                missing = [o for o in node.operands if o not in mapping]
+                if missing:
+                    stack.extend(missing)
+                    continue
+                new = with_operands(node, tuple(mapping[o] for o in node.operands))
+            stack.pop()
+            mapping[node] = new
+            classes[new] = axes.classes_of(node)
+        return mapping[root]
+
+    outputs: list[Node] = []
+    out_nodes: list[Node] = []
+    out_positions: list[int] = []
+    partials_of: list[tuple[Node, tuple[int, ...]]] = []
+    for kind, node in products:
+        if kind == "output":
+            out_positions.append(len(outputs))
+            outputs.append(build(node))
+            out_nodes.append(node)
+            continue
+        x = build(node.operands[0])
+        reduced = tuple(node.attr("axes"))
+        x_classes = axes.classes_of(node.operands[0])
+        keep = tuple(None if a in reduced else c for a, c in enumerate(x_classes))
+        positions = []
+        for op in ReducePlan.of(node).partial_ops:
+            partial = make_node(op, [x], {"axes": list(reduced), "keepdims": True})
+            classes[partial] = keep
+            positions.append(len(outputs))
+            outputs.append(partial)
+        partials_of.append((node, tuple(positions)))
+    graph = Graph(f"{name}_stage{index}", tuple(mapping[r] for r in reads), tuple(outputs))
+    for cls in {c for ids in classes.values() for c in ids if c is not None} - set(grid):
+        assert axes.numblocks(cls) == 1, "a class outside a stage's grid spans one chunk"
+    return Stage(index, grid, tuple(reads), tuple(out_nodes), tuple(out_positions), tuple(partials_of), graph, classes)
+
+
+def block_index_space(axes: AxisClasses, stage: Stage) -> list[tuple[int, ...]]:
+    """Every block of the stage's grid, row-major."""
+    return list(itertools.product(*(range(axes.numblocks(c)) for c in stage.grid)))
+
+
+def block_program(axes: AxisClasses, stage: Stage, block: tuple[int, ...]) -> BlockProgram:
+    """The program of one block: the stage's graph over the block's extents (made once per distinct extents)."""
+    index = dict(zip(stage.grid, block))
+    extents = {cls: (axes.chunks[cls][index[cls]] if cls in index else axes.extent[cls]) for cls in axes.extent}
+    used = sorted({c for ids in stage.classes.values() for c in ids if c is not None})
+    key = tuple(extents[c] for c in used)
+    program = stage.programs.get(key)
+    if program is None:
+        program = BlockProgram.of(block_graph(stage, extents))
+        stage.programs[key] = program
+    return program
+
+
+def block_graph(stage: Stage, extents: Mapping[int, int]) -> Graph:
+    """The stage's graph with every node's extents those of one block (``extents``: class -> chunk extent)."""
+    mapping: dict[Node, Node] = {}
+    for node in stage.graph.nodes:
+        shape = tuple(1 if c is None else extents[c] for c in stage.classes[node])
+        if node.op == "input":
+            new = make_node("input", (), dict(node.attrs), dtype=node.dtype, shape=shape)
+        elif node.op == "broadcast_to":
+            new = make_node("broadcast_to", [mapping[node.operands[0]]], {"shape": list(shape)})
+        else:
+            new = with_operands(node, tuple(mapping[o] for o in node.operands))
+        assert new.shape == shape, (node, new.shape, shape)
+        mapping[node] = new
+    return Graph(stage.graph.name, tuple(mapping[n] for n in stage.graph.inputs),
+                 tuple(mapping[n] for n in stage.graph.outputs))
+
+
+def block_key(axes: AxisClasses, node: Node, grid: tuple[int, ...], block: tuple[int, ...]) -> tuple[int, ...]:
+    """The block index of ``node`` (its axes' order) that a stage's block ``block`` of ``grid`` reads."""
+    index: dict[Any, int] = dict(zip(grid, block))
+    return tuple(index.get(c, 0) if c is not None else 0 for c in axes.classes_of(node))
