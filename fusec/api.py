@@ -296,9 +296,9 @@ class Fused:
 
         params = self._params(args, kwargs)
         if _has_dask_array(params) and not run:  # the stages Dask runs, with their tasks and bytes
-            from fusec.dask import explain
+            from fusec.dask import explain_stages
 
-            return explain(self, params)
+            return explain_stages(self, params)
         self._check_arguments(params)
         cupy = require_gpu() if run else None
         if cupy is not None:

@@ -13,7 +13,6 @@ like the Dask arrays they meet; Python numbers stay compile-time constants, as e
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +24,8 @@ if TYPE_CHECKING:
     from fusec.api import Fused
     from fusec.dask.stages import DaskPlan
 
-_PLANS_KEPT = 32  # per Fused: one per (traced graph, input chunks)
-_PLANS: weakref.WeakKeyDictionary[Any, LRU[tuple, DaskPlan]] = weakref.WeakKeyDictionary()
+_PLANS_KEPT = 64  # one per (graph, input chunks)
+_PLANS: LRU[tuple, DaskPlan] = LRU(_PLANS_KEPT)
 _PLANS_LOCK = threading.Lock()
 
 
@@ -78,41 +77,50 @@ def _prepare(fused: Fused, params: list[tuple[str, Any]]) -> tuple[Any, Any, lis
     return traced, run_pipeline(graph, CLEANUP_PIPELINE), arrays, next(iter(libraries), "numpy")
 
 
-def dask_plan(fused: Fused, graph: Any, chunks: tuple) -> DaskPlan:
-    """The stages of ``graph`` for inputs chunked as ``chunks`` (``None`` for a non-Dask array), cached per
-    (Fused, graph, chunks): a repeated call with the same chunking builds no plan."""
+def dask_plan(graph: Any, chunks: tuple) -> DaskPlan:
+    """The stages of ``graph`` (after the cleanup passes) for inputs chunked as ``chunks`` (``None`` for an
+    array that is not a Dask array), cached per (graph, chunks): a repeated call with the same chunking
+    plans nothing, and builds its tasks from the cached plan (block programs included)."""
     from fusec.dask.stages import plan_stages
 
     key = (graph, chunks)
     with _PLANS_LOCK:
-        cache = _PLANS.get(fused)
-        if cache is None:
-            cache = _PLANS[fused] = LRU(_PLANS_KEPT)
-        plan = cache.get(key)
+        plan = _PLANS.get(key)
     if plan is None:
         plan = plan_stages(graph, list(chunks))
         with _PLANS_LOCK:
-            cache.put(key, plan)
+            _PLANS.put(key, plan)
     return plan
+
+
+def _chunks_of(arrays: Sequence[Any]) -> tuple:
+    return tuple(tuple(tuple(c) for c in a.chunks) if is_dask_array(a) else None for a in arrays)
 
 
 def _plan_and_inputs(fused: Fused, params: list[tuple[str, Any]]) -> tuple[Any, DaskPlan, list[Any], str]:
     traced, graph, arrays, backend = _prepare(fused, params)
-    chunks = tuple(tuple(tuple(c) for c in a.chunks) if is_dask_array(a) else None for a in arrays)
-    plan = dask_plan(fused, graph, chunks)
-    return traced, plan, arrays, backend
+    return traced, dask_plan(graph, _chunks_of(arrays)), arrays, backend
 
 
-def call(fused: Fused, params: list[tuple[str, Any]], out: Any = None) -> Any:
-    """``fused(*args)`` with Dask arrays among the arguments: lazy Dask arrays (packed as the function returns)."""
+def run_graph(graph: Any, arrays: Sequence[Any], *, backend: str | None = None, name: str | None = None) -> list[Any]:
+    """Lazy Dask arrays for the outputs of IR ``graph`` (a :class:`fusec.ir.graph.Graph`, as traced or parsed)
+    on ``arrays`` (one per graph input: Dask arrays, or NumPy/CuPy arrays that become one-chunk Dask arrays).
+    What ``f(dask_array)`` builds once it has traced ``f``."""
+    from fusec.passes.manager import CLEANUP_PIPELINE, run_pipeline
+
+    if backend is None:
+        metas = [a._meta if is_dask_array(a) else a for a in arrays]
+        backend = _library(metas[0]) if metas else "numpy"
+    cleaned = run_pipeline(graph, CLEANUP_PIPELINE)
+    plan = dask_plan(cleaned, _chunks_of(arrays))
+    return _build(plan, list(arrays), backend, name or graph.name)
+
+
+def _build(plan: DaskPlan, arrays: list[Any], backend: str, name: str) -> list[Any]:
     import dask.array as da
 
     from fusec.dask.graph import build_arrays
 
-    if out is not None:
-        raise FusecTypeError(f"{fused.name}: out= is not supported with Dask arrays",
-                             hint="use the lazy results it returns (dask.array.store writes them anywhere)")
-    traced, plan, arrays, backend = _plan_and_inputs(fused, params)
     inputs = []
     for value, chunks in zip(arrays, plan.input_chunks):
         if not is_dask_array(value):
@@ -120,11 +128,19 @@ def call(fused: Fused, params: list[tuple[str, Any]], out: Any = None) -> Any:
         elif tuple(tuple(c) for c in value.chunks) != chunks:
             value = value.rechunk(chunks)
         inputs.append(value)
-    results = build_arrays(plan, inputs, backend, f"fusec-{fused.name}")
-    return traced.pack(results)
+    return build_arrays(plan, inputs, backend, f"fusec-{name}")
 
 
-def explain(fused: Fused, params: list[tuple[str, Any]]) -> Any:
+def call(fused: Fused, params: list[tuple[str, Any]], out: Any = None) -> Any:
+    """``fused(*args)`` with Dask arrays among the arguments: lazy Dask arrays (packed as the function returns)."""
+    if out is not None:
+        raise FusecTypeError(f"{fused.name}: out= is not supported with Dask arrays",
+                             hint="use the lazy results it returns (dask.array.store writes them anywhere)")
+    traced, plan, arrays, backend = _plan_and_inputs(fused, params)
+    return traced.pack(_build(plan, arrays, backend, fused.name))
+
+
+def explain_stages(fused: Fused, params: list[tuple[str, Any]]) -> Any:
     """The stages ``fused`` runs as on these Dask arguments, with their tasks and bytes."""
     from fusec.dask.explain import DaskExplanation
 
@@ -132,4 +148,4 @@ def explain(fused: Fused, params: list[tuple[str, Any]]) -> Any:
     return DaskExplanation(fused.name, plan, backend)
 
 
-__all__ = ["call", "dask_plan", "explain", "has_dask_arrays", "is_dask_array"]
+__all__ = ["call", "dask_plan", "explain_stages", "has_dask_arrays", "is_dask_array", "run_graph"]
