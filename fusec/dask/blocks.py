@@ -22,6 +22,13 @@ from fusec.lru import LRU
 _PROGRAMS_KEPT = 256
 _PARSED: LRU[str, Any] = LRU(_PROGRAMS_KEPT)  # IR text -> Plan, per process
 _PARSED_LOCK = threading.Lock()
+_PLANNED = [0]  # programs parsed and planned in this process (a worker plans each program once)
+
+
+def programs_planned() -> int:
+    """How many block programs this process has parsed and planned (each kernel compiles at most once per
+    planned program, in the runtime's per-process cache, from the disk cache when it is there)."""
+    return _PLANNED[0]
 
 
 class BlockProgram:
@@ -58,6 +65,7 @@ class BlockProgram:
 
                     plan = make_plan(parse(self.text))
                     _PARSED.put(self.text, plan)
+                    _PLANNED[0] += 1
             self._plan = plan
         return plan
 
