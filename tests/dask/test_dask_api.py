@@ -244,3 +244,12 @@ def test_dask_import_fusec_does_not_import_dask():
     code = "import sys, numpy as np, fusec; fusec.fuse(lambda x: x + 1)(np.ones(3)); print('dask' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_dask_example_script_checks_itself():
+    from tests.test_examples import EXAMPLES, ROOT, _env
+
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "dask_layernorm.py")], capture_output=True, text=True,
+                          env=_env(), cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "3 stage(s)" in proc.stdout and "result checked against NumPy: OK" in proc.stdout
