@@ -48,14 +48,13 @@ def _prepare(fused: Fused, params: list[tuple[str, Any]]) -> tuple[Any, Any, lis
     import math
 
     from fusec.api import _backend
-    from fusec.passes.manager import CLEANUP_PIPELINE, run_pipeline
 
     libraries: dict[str, str] = {}
     specs: list[tuple[str, Any]] = []
     arrays: list[Any] = []
     for name, value in params:
         if is_dask_array(value):
-            if any(math.isnan(c) for chunks in value.chunks for c in chunks):
+            if any(math.isnan(d) for d in value.shape):  # unknown chunk sizes make the shape unknown
                 raise FusecValueError(f"argument '{name}' of {fused.name} is a Dask array of unknown chunk sizes",
                                       hint=f"call {name}.compute_chunk_sizes() first")
             libraries.setdefault(_library(value._meta), name)
@@ -74,20 +73,21 @@ def _prepare(fused: Fused, params: list[tuple[str, Any]]) -> tuple[Any, Any, lis
                                   "x.map_blocks(cupy.asarray) moves Dask chunks to the GPU")
     fused._check_arguments(specs)
     traced, graph = fused._traced(specs)
-    return traced, run_pipeline(graph, CLEANUP_PIPELINE), arrays, next(iter(libraries), "numpy")
+    return traced, graph, arrays, next(iter(libraries), "numpy")
 
 
 def dask_plan(graph: Any, chunks: tuple) -> DaskPlan:
-    """The stages of ``graph`` (after the cleanup passes) for inputs chunked as ``chunks`` (``None`` for an
-    array that is not a Dask array), cached per (graph, chunks): a repeated call with the same chunking
-    plans nothing, and builds its tasks from the cached plan (block programs included)."""
+    """The stages of ``graph`` (as traced; the cleanup passes run here) for inputs chunked as ``chunks``
+    (``None`` for an array that is not a Dask array), cached per (graph, chunks): a repeated call with the
+    same chunking plans nothing, and builds its tasks from the cached plan (block programs included)."""
     from fusec.dask.stages import plan_stages
+    from fusec.passes.manager import CLEANUP_PIPELINE, run_pipeline
 
     key = (graph, chunks)
     with _PLANS_LOCK:
         plan = _PLANS.get(key)
     if plan is None:
-        plan = plan_stages(graph, list(chunks))
+        plan = plan_stages(run_pipeline(graph, CLEANUP_PIPELINE), list(chunks))
         with _PLANS_LOCK:
             _PLANS.put(key, plan)
     return plan
@@ -106,13 +106,10 @@ def run_graph(graph: Any, arrays: Sequence[Any], *, backend: str | None = None, 
     """Lazy Dask arrays for the outputs of IR ``graph`` (a :class:`fusec.ir.graph.Graph`, as traced or parsed)
     on ``arrays`` (one per graph input: Dask arrays, or NumPy/CuPy arrays that become one-chunk Dask arrays).
     What ``f(dask_array)`` builds once it has traced ``f``."""
-    from fusec.passes.manager import CLEANUP_PIPELINE, run_pipeline
-
     if backend is None:
         metas = [a._meta if is_dask_array(a) else a for a in arrays]
         backend = _library(metas[0]) if metas else "numpy"
-    cleaned = run_pipeline(graph, CLEANUP_PIPELINE)
-    plan = dask_plan(cleaned, _chunks_of(arrays))
+    plan = dask_plan(graph, _chunks_of(arrays))
     return _build(plan, list(arrays), backend, name or graph.name)
 
 

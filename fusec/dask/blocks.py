@@ -20,7 +20,7 @@ from fusec.ir.ops import OPS, reference
 from fusec.lru import LRU
 
 _PROGRAMS_KEPT = 256
-_PARSED: LRU[str, Any] = LRU(_PROGRAMS_KEPT)  # IR text -> Plan, per process
+_PARSED: LRU[str, Any] = LRU(_PROGRAMS_KEPT)  # IR text -> its _Compiled, per process
 _PARSED_LOCK = threading.Lock()
 _PLANNED = [0]  # programs parsed and planned in this process (a worker plans each program once)
 
@@ -31,14 +31,28 @@ def programs_planned() -> int:
     return _PLANNED[0]
 
 
+class _Compiled:
+    """A program's plan in this process, and its CuPy runners (one per exact block layout, as ``Fused``'s fast
+    path: a call only allocates and launches)."""
+
+    __slots__ = ("plan", "runners")
+
+    def __init__(self, plan: Any):
+        self.plan = plan
+        self.runners: dict[tuple, Any] = {}
+
+
+_RUNNERS_KEPT = 16  # per program: regular blocks, last blocks, a few layouts
+
+
 class BlockProgram:
     """A fused function of blocks, held as IR text. Calling it plans (once per process) and runs it."""
 
-    __slots__ = ("text", "_plan", "__weakref__")
+    __slots__ = ("text", "_compiled", "__weakref__")
 
-    def __init__(self, text: str, plan: Any = None):
+    def __init__(self, text: str):
         self.text = text
-        self._plan = plan
+        self._compiled: _Compiled | None = None
 
     @classmethod
     def of(cls, graph: Graph) -> BlockProgram:
@@ -52,34 +66,51 @@ class BlockProgram:
     def __repr__(self) -> str:
         return f"<BlockProgram {self.text.splitlines()[0] if self.text else ''}>"
 
-    @property
-    def plan(self) -> Any:
-        """The fused plan of this program (parsed and planned once per process)."""
-        plan = self._plan
-        if plan is None:
+    def _get(self) -> _Compiled:
+        compiled = self._compiled
+        if compiled is None:
             with _PARSED_LOCK:
-                plan = _PARSED.get(self.text)
-                if plan is None:
+                compiled = _PARSED.get(self.text)
+                if compiled is None:
                     from fusec.ir.text import parse
                     from fusec.plan import make_plan
 
-                    plan = make_plan(parse(self.text))
-                    _PARSED.put(self.text, plan)
+                    compiled = _Compiled(make_plan(parse(self.text)))
+                    _PARSED.put(self.text, compiled)
                     _PLANNED[0] += 1
-            self._plan = plan
-        return plan
+            self._compiled = compiled
+        return compiled
+
+    @property
+    def plan(self) -> Any:
+        """The fused plan of this program (parsed and planned once per process)."""
+        return self._get().plan
 
     def __call__(self, backend: str, *blocks: Any) -> list[Any]:
-        plan = self.plan
+        compiled = self._get()
         if backend == "cupy":
-            import cupy
-
-            from fusec.runtime import run_plan
-
-            return run_plan(plan, [cupy.asarray(b) for b in blocks])
+            return _run_cupy(compiled, blocks)
         from fusec.plan import execute_numpy
 
-        return execute_numpy(plan, [np.asarray(b) for b in blocks])
+        return execute_numpy(compiled.plan, [np.asarray(b) for b in blocks])
+
+
+def _run_cupy(compiled: _Compiled, blocks: Sequence[Any]) -> list[Any]:
+    import cupy
+
+    from fusec.runtime import default_launcher, run_plan
+
+    arrays = [b if isinstance(b, cupy.ndarray) else cupy.asarray(b) for b in blocks]
+    device = cupy.cuda.runtime.getDevice()
+    key = (device, *((a.dtype, a.shape, a.strides, a.data.ptr & 15) for a in arrays))
+    runner = compiled.runners.get(key)
+    if runner is not None:
+        return list(runner.run(tuple(arrays)))
+    results = run_plan(compiled.plan, arrays)
+    runner = default_launcher().plan_runner(compiled.plan, arrays, structure="list")
+    if runner is not None and len(compiled.runners) < _RUNNERS_KEPT:
+        compiled.runners[key] = runner
+    return results
 
 
 def run_block(program: BlockProgram, backend: str, tuple_result: bool, fixups: tuple, *blocks: Any) -> Any:

@@ -52,41 +52,70 @@ def build_arrays(plan: DaskPlan, inputs: list[Any], backend: str, prefix: str,
 
 def _stage_tasks(plan: DaskPlan, stage: Stage, names: dict[Node, str], tasks: dict[tuple, Any], backend: str,
                  name: str, split_every: int) -> None:
-    axes = plan.axes
-    blocks = block_index_space(axes, stage)
+    blocks, picks, trees = _template(plan, stage)
     single = None if stage.returns_tuple else stage.outputs[0]
     if single is not None:
         names[single] = f"{name}-out"
-    fixup_specs = [(plan.reductions[r], r, positions) for r, positions in stage.partials_of]
-    for block in blocks:
-        key = (names[single], *block_key(axes, single, stage.grid, block)) if single is not None else (name, *block)
-        reads = [(names[v], *block_key(axes, v, stage.grid, block)) for v in stage.reads]
-        fixups = tuple(_fixup(plan, r, positions[1], stage.grid, block)
-                       for rp, r, positions in fixup_specs if rp.is_arg)
-        tasks[key] = (run_block, block_program(axes, stage, block), backend, stage.returns_tuple, fixups, *reads)
-    if single is None:
-        for position, out in zip(stage.output_positions, stage.outputs):
-            out_name = names.setdefault(out, f"{name}-out{position}")
-            for block in blocks:
-                tasks[(out_name, *block_key(axes, out, stage.grid, block))] = (pick, (name, *block), position)
-    for i, (r, positions) in enumerate(stage.partials_of):
+    own = names[single] if single is not None else name
+    read_names = [names[v] for v in stage.reads]
+    returns_tuple = stage.returns_tuple
+    for index, reads, program, fixups in blocks:
+        tasks[(own, *index)] = (run_block, program, backend, returns_tuple, fixups,
+                                *[(n, *r) for n, r in zip(read_names, reads)])
+    for out, position, where in picks:
+        out_name = names.setdefault(out, f"{name}-out{position}")
+        for index, block in where:
+            tasks[(out_name, *index)] = (pick, (name, *block), position)
+    for i, (r, rp, positions, groups) in enumerate(trees):
         r_name = names.setdefault(r, f"{name}-{r.op}{i}")
-        by_result: dict[tuple[int, ...], list[tuple]] = {}
-        for block in blocks:
-            by_result.setdefault(block_key(axes, r, stage.grid, block), []).append((name, *block))
-        rp = plan.reductions[r]
-        for index, keys in by_result.items():
-            level, picks = 0, positions
+        for index, shape, members in groups:
+            keys = [(name, *b) for b in members]
+            level, picked = 0, positions
             while len(keys) > split_every:
                 level_name = f"{r_name}-c{level}"
                 grouped = []
                 for j in range(0, len(keys), split_every):
                     k = (level_name, *index, j // split_every)
-                    tasks[k] = (combine, rp, picks, *keys[j:j + split_every])
+                    tasks[k] = (combine, rp, picked, *keys[j:j + split_every])
                     grouped.append(k)
-                keys, picks, level = grouped, None, level + 1
-            shape = tuple(c[b] for c, b in zip(axes.chunks_of(r), index))
-            tasks[(r_name, *index)] = (aggregate, rp, shape, picks, *keys)
+                keys, picked, level = grouped, None, level + 1
+            tasks[(r_name, *index)] = (aggregate, rp, shape, picked, *keys)
+
+
+def _template(plan: DaskPlan, stage: Stage) -> tuple[list, list, list]:
+    """The stage's tasks without names, made once per plan: (key index, read indices, program, fixups) per
+    block; the blocks each output picks; each split reduction's result blocks and the partials they combine."""
+    cached = stage.templates.get("tasks")
+    if cached is not None:
+        return cached
+    axes = plan.axes
+    grid = stage.grid
+    all_blocks = block_index_space(axes, stage)
+    single = None if stage.returns_tuple else stage.outputs[0]
+    arg_partials = [(r, positions) for r, positions in stage.partials_of if plan.reductions[r].is_arg]
+    blocks = []
+    for block in all_blocks:
+        index = block_key(axes, single, grid, block) if single is not None else block
+        reads = [block_key(axes, v, grid, block) for v in stage.reads]
+        fixups = tuple(_fixup(plan, r, positions[1], grid, block) for r, positions in arg_partials)
+        blocks.append((index, reads, block_program(axes, stage, block), fixups))
+    picks = []
+    if single is None:
+        for position, out in zip(stage.output_positions, stage.outputs):
+            picks.append((out, position, [(block_key(axes, out, grid, b), b) for b in all_blocks]))
+    trees = []
+    for r, positions in stage.partials_of:
+        by_result: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+        for block in all_blocks:
+            by_result.setdefault(block_key(axes, r, grid, block), []).append(block)
+        groups = [(index, _block_shape(axes.chunks_of(r), index), members) for index, members in by_result.items()]
+        trees.append((r, plan.reductions[r], positions, groups))
+    stage.templates["tasks"] = (blocks, picks, trees)
+    return blocks, picks, trees
+
+
+def _block_shape(chunks: tuple[tuple[int, ...], ...], index: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(c[b] for c, b in zip(chunks, index))
 
 
 def _fixup(plan: DaskPlan, r: Node, position: int, grid: tuple[int, ...], block: tuple[int, ...]) -> tuple:

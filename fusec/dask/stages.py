@@ -39,6 +39,7 @@ class Stage:
     graph: Graph  # the stage's program over whole arrays (for explain)
     classes: Mapping[Node, tuple[int | None, ...]]  # axis classes of graph's nodes
     programs: dict[tuple[int, ...], BlockProgram] = field(default_factory=dict)  # block extents -> program
+    templates: dict[str, Any] = field(default_factory=dict)  # the task layout, made on the first build
 
     @property
     def product_count(self) -> int:

@@ -207,7 +207,7 @@ def test_dask_fused_pickles_without_compiled_state(rng):
     np.testing.assert_allclose(g(x), (2 * x).sum())
     program = BlockProgram("func @p(%x: f64[3]) -> f64[3] {\n  %0 = add %x, %x : f64[3]\n  return %0\n}")
     copy = pickle.loads(pickle.dumps(program))
-    assert copy.text == program.text and copy._plan is None
+    assert copy.text == program.text and copy._compiled is None
     np.testing.assert_array_equal(copy("numpy", np.arange(3.0))[0], [0.0, 2.0, 4.0])
 
 

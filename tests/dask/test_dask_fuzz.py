@@ -55,8 +55,6 @@ def test_dask_fuzz_graphs_match_interpreter_on_random_chunkings(graphs):
 
 def _split_count(graph, chunked) -> int:
     from fusec.dask import dask_plan
-    from fusec.passes.manager import CLEANUP_PIPELINE, run_pipeline
 
-    cleaned = run_pipeline(graph, CLEANUP_PIPELINE)
-    plan = dask_plan(cleaned, tuple(tuple(tuple(c) for c in a.chunks) for a in chunked))
+    plan = dask_plan(graph, tuple(tuple(tuple(c) for c in a.chunks) for a in chunked))
     return len(plan.reductions)
