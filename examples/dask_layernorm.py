@@ -2,8 +2,9 @@
 lazy Dask array whose per-chunk work is fused.
 
 The rows here are split across chunks (each row spans 4 column chunks), so the mean and the variance are
-reductions over chunked rows: fusec turns them into per-chunk partial sums, Dask's tree combine, and one
-fused epilogue per chunk (``explain`` prints the stages and the bytes each moves). Runs on a laptop CPU
+reductions over chunked rows: fusec turns them into per-chunk partials (sum, M2, count) read in one pass,
+Dask's tree combine (Chan's merge), and one fused epilogue per chunk (``explain`` prints the stages and the
+bytes each moves). Runs on a laptop CPU
 (NumPy chunks: the reference backend, Dask's threaded scheduler) and unchanged on GPUs: with CuPy and a
 GPU the chunks are CuPy arrays and each task runs fused CUDA kernels, on a ``dask_cuda.LocalCUDACluster``
 (one worker per GPU) when ``dask-cuda`` is installed. Needs ``pip install 'fusec[dask]'``.

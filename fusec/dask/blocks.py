@@ -151,6 +151,11 @@ class ReducePlan:
             return cls(op, (value, op), OPS[value].combine or "", node.dtype)
         return cls(op, (op,), OPS[op].combine or "", node.dtype)
 
+    @classmethod
+    def moments(cls, node: Node) -> ReducePlan:
+        """The (sum, M2, count) partials of a sum whose variance is also wanted (:mod:`fusec.dask.moments`)."""
+        return cls("moments", ("sum", "M2", "count"), "add", node.dtype)
+
     @property
     def is_arg(self) -> bool:
         return self.op in ("argmax", "argmin")
@@ -164,6 +169,8 @@ def combine(plan: ReducePlan, positions: Sequence[int] | None, *parts: Any) -> t
     xp = _xp(parts[0][0])
     ufunc = reference(OPS[plan.combine], xp)
     with np.errstate(all="ignore"):
+        if plan.op == "moments":
+            return _chan(parts)
         if not plan.is_arg:
             total = functools.reduce(ufunc, (p[0] for p in parts))
             return (total.astype(parts[0][0].dtype, copy=False),)
@@ -180,12 +187,24 @@ def combine(plan: ReducePlan, positions: Sequence[int] | None, *parts: Any) -> t
         return (extreme, best)
 
 
-def aggregate(plan: ReducePlan, shape: tuple[int, ...], positions: Sequence[int] | None, *parts: Any) -> Any:
-    """The reduction's block of ``shape``: every partial combined, in the node's dtype."""
-    (value, *rest) = combine(plan, positions, *parts)
-    result = rest[0] if plan.is_arg else value
+def _chan(parts: Sequence[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
+    """(sum, M2, count) partials merged (Chan et al.): M2 = sum of M2_i + n_i (mean_i - mean) ** 2, in float64."""
+    dtype = parts[0][0].dtype
+    sums = [p[0].astype(np.float64) for p in parts]
+    counts = [p[2].astype(np.float64) for p in parts]
+    total, count = functools.reduce(lambda a, b: a + b, sums), functools.reduce(lambda a, b: a + b, counts)
+    mean = total / count
+    m2 = functools.reduce(lambda a, b: a + b, (p[1] + n * (s / n - mean) ** 2 for p, s, n in zip(parts, sums, counts)))
+    return total.astype(dtype), m2.astype(dtype), count
+
+
+def aggregate(plan: ReducePlan, component: int, dtype: Any, shape: tuple[int, ...], positions: Sequence[int] | None,
+              *parts: Any) -> Any:
+    """The reduction's block of ``shape`` and ``dtype``: every partial combined, then its ``component`` (the
+    value; the index of an arg reduction; the sum or the M2 of moments)."""
+    result = combine(plan, positions, *parts)[component]
     xp = _xp(result)
-    return xp.asarray(result).astype(plan.dtype, copy=False).reshape(shape)
+    return xp.asarray(result).astype(dtype, copy=False).reshape(shape)
 
 
 def _xp(array: Any) -> Any:

@@ -63,11 +63,14 @@ class DaskExplanation:
             parts = math.prod(len(c) for c in plan.chunks_of(r.operands[0])) // max(
                 1, math.prod(len(c) for c in plan.chunks_of(r)))
             # per block: the result block's elements, each a value (and an int64 index for argmax/argmin)
-            per_element = r.dtype.itemsize + (r.operands[0].dtype.itemsize if r.op in ("argmax", "argmin") else 0)
+            moments = r in plan.joint
+            per_element = 16 if moments else r.dtype.itemsize + (  # moments: float64 sum and M2
+                r.operands[0].dtype.itemsize if r.op in ("argmax", "argmin") else 0)
             result_blocks = max(1, math.prod(len(c) for c in plan.chunks_of(r)))
-            size = per_element * len(blocks) * r.size // result_blocks
+            size = per_element * len(blocks) * r.size // result_blocks + (8 * len(blocks) if moments else 0)
             written += size
-            what.append(f"partials of {r.op} over axes {list(r.attr('axes'))} ({parts} per result block, "
+            name = f"{r.op} and its M2 (one pass: sum, M2, count; Chan's merge)" if moments else r.op
+            what.append(f"partials of {name} over axes {list(r.attr('axes'))} ({parts} per result block, "
                         f"combined {SPLIT_EVERY} per task, then aggregated: {format_bytes(size)} of partials)")
         program = block_program(plan.axes, stage, blocks[0]) if blocks else None
         kernels = tuple(f"{k.name} {k.kind}" for k in program.plan.kernels) if program is not None else ()

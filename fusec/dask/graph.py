@@ -66,8 +66,9 @@ def _stage_tasks(plan: DaskPlan, stage: Stage, names: dict[Node, str], tasks: di
         out_name = names.setdefault(out, f"{name}-out{position}")
         for index, block in where:
             tasks[(out_name, *index)] = (pick, (name, *block), position)
-    for i, (r, rp, positions, groups) in enumerate(trees):
+    for i, (r, rp, positions, groups, targets) in enumerate(trees):
         r_name = names.setdefault(r, f"{name}-{r.op}{i}")
+        target_names = [(names.setdefault(t, f"{r_name}-{k}"), k, t.dtype) for t, k in targets]
         for index, shape, members in groups:
             keys = [(name, *b) for b in members]
             level, picked = 0, positions
@@ -79,7 +80,8 @@ def _stage_tasks(plan: DaskPlan, stage: Stage, names: dict[Node, str], tasks: di
                     tasks[k] = (combine, rp, picked, *keys[j:j + split_every])
                     grouped.append(k)
                 keys, picked, level = grouped, None, level + 1
-            tasks[(r_name, *index)] = (aggregate, rp, shape, picked, *keys)
+            for t_name, component, dtype in target_names:
+                tasks[(t_name, *index)] = (aggregate, rp, component, dtype, shape, picked, *keys)
 
 
 def _template(plan: DaskPlan, stage: Stage) -> tuple[list, list, list]:
@@ -109,7 +111,9 @@ def _template(plan: DaskPlan, stage: Stage) -> tuple[list, list, list]:
         for block in all_blocks:
             by_result.setdefault(block_key(axes, r, grid, block), []).append(block)
         groups = [(index, _block_shape(axes.chunks_of(r), index), members) for index, members in by_result.items()]
-        trees.append((r, plan.reductions[r], positions, groups))
+        rp = plan.reductions[r]
+        targets = [(r, 1 if rp.is_arg else 0)] + ([(plan.joint[r], 1)] if r in plan.joint else [])
+        trees.append((r, rp, positions, groups, targets))
     stage.templates["tasks"] = (blocks, picks, trees)
     return blocks, picks, trees
 
@@ -143,6 +147,6 @@ def task_count(plan: DaskPlan, split_every: int = SPLIT_EVERY) -> dict[int, int]
             while per > split_every:
                 per = math.ceil(per / split_every)
                 total += per * results
-            total += results
+            total += results * (2 if r in plan.joint else 1)
         counts[stage.index] = total
     return counts

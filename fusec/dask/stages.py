@@ -18,8 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from fusec.dask.axes import AxisClasses, Chunks
 from fusec.dask.blocks import BlockProgram, ReducePlan
+from fusec.dask.moments import moment_pairs
 from fusec.ir.graph import Graph, Node, make_node, with_operands
 from fusec.ir.ops import Kind
 
@@ -60,6 +63,7 @@ class DaskPlan:
     stages: tuple[Stage, ...]
     reductions: dict[Node, ReducePlan]
     produced_by: dict[Node, Stage]  # output or split reduction -> the stage computing it (or its partials)
+    joint: dict[Node, Node] = field(default_factory=dict)  # a split sum -> the M2 its moments' tree also gives
     token: str = field(default_factory=lambda: uuid.uuid4().hex)  # names this plan's tasks
 
     def chunks_of(self, node: Node) -> Chunks:
@@ -71,19 +75,24 @@ def plan_stages(graph: Graph, input_chunks: list[Chunks | None]) -> DaskPlan:
     axes = AxisClasses(graph, input_chunks)
     split = [n for n in graph.nodes if n.kind is Kind.REDUCTION and axes.split(n.operands[0], n.attr("axes"))]
     split_set = set(split)
+    pairs = {m2: s for m2, s in moment_pairs(split).items()
+             if axes.classes_of(m2.operands[0]) == axes.classes_of(s.operands[0])}
     level: dict[Node, int] = {}
     for node in graph.nodes:
         below = max((level[o] for o in node.operands), default=0)
-        level[node] = below + 1 if node in split_set else below
+        level[node] = level[pairs[node]] if node in pairs else below + 1 if node in split_set else below
 
     def grid_of(node: Node) -> tuple[int, ...]:
         return tuple(sorted({c for c in axes.classes_of(node) if c is not None}))
 
     # products grouped by (level, grid), in the order they are first met
     groups: dict[tuple[int, tuple[int, ...]], list[tuple[str, Node]]] = {}
+    joint = {s: m2 for m2, s in pairs.items()}
     for r in split:
+        if r in pairs:
+            continue  # its partials are its sum's moments
         x = r.operands[0]
-        groups.setdefault((level[x], grid_of(x)), []).append(("partial", r))
+        groups.setdefault((level[x], grid_of(x)), []).append(("moments" if r in joint else "partial", r))
     for o in dict.fromkeys(graph.outputs):
         if o.op != "input" and o not in split_set:
             groups.setdefault((level[o], grid_of(o)), []).append(("output", o))
@@ -98,7 +107,11 @@ def plan_stages(graph: Graph, input_chunks: list[Chunks | None]) -> DaskPlan:
             produced_by[node] = stage
             if kind == "partial":
                 reductions[node] = ReducePlan.of(node)
-    return DaskPlan(graph, axes, tuple(input_chunks_of(axes, graph)), tuple(stages), reductions, produced_by)
+            elif kind == "moments":
+                reductions[node] = ReducePlan.moments(node)
+                produced_by[joint[node]] = stage
+    return DaskPlan(graph, axes, tuple(input_chunks_of(axes, graph)), tuple(stages), reductions, produced_by,
+                    joint)
 
 
 def input_chunks_of(axes: AxisClasses, graph: Graph) -> list[Chunks]:
@@ -153,17 +166,40 @@ def _make_stage(index: int, name: str, grid: tuple[int, ...], products: list[tup
         reduced = tuple(node.attr("axes"))
         x_classes = axes.classes_of(node.operands[0])
         keep = tuple(None if a in reduced else c for a, c in enumerate(x_classes))
-        positions = []
-        for op in ReducePlan.of(node).partial_ops:
-            partial = make_node(op, [x], {"axes": list(reduced), "keepdims": True})
-            classes[partial] = keep
-            positions.append(len(outputs))
-            outputs.append(partial)
-        partials_of.append((node, tuple(positions)))
+        if kind == "moments":
+            partials = _moment_partials(x, reduced, classes, x_classes, keep)
+        else:
+            partials = [make_node(op, [x], {"axes": list(reduced), "keepdims": True})
+                        for op in ReducePlan.of(node).partial_ops]
+            classes.update((p, keep) for p in partials)
+        partials_of.append((node, tuple(range(len(outputs), len(outputs) + len(partials)))))
+        outputs.extend(partials)
     graph = Graph(f"{name}_stage{index}", tuple(mapping[r] for r in reads), tuple(outputs))
     for cls in {c for ids in classes.values() for c in ids if c is not None} - set(grid):
         assert axes.numblocks(cls) == 1, "a class outside a stage's grid spans one chunk"
     return Stage(index, grid, tuple(reads), tuple(out_nodes), tuple(out_positions), tuple(partials_of), graph, classes)
+
+
+def _moment_partials(x: Node, reduced: tuple[int, ...], classes: dict[Node, tuple[int | None, ...]],
+                     x_classes: tuple[int | None, ...], keep: tuple[int | None, ...]) -> list[Node]:
+    """A block's (sum, M2 about the block's own mean, count) of ``x`` over ``reduced`` (keepdims), in float64:
+    the merge's correction terms n_i (mean_i - mean) ** 2 need block means more exact than the data's dtype
+    (float32 data with a large mean would otherwise lose most of M2's digits)."""
+    if x.dtype != np.float64:
+        x = make_node("cast", [x], dtype=np.float64)
+        classes[x] = x_classes
+    total = make_node("sum", [x], {"axes": list(reduced), "keepdims": True})
+    count = make_node("size", [x], {"axes": list(reduced)}, dtype=np.float64)
+    mean = make_node("div", [total, make_node("cast", [count], dtype=x.dtype)])
+    deviation = make_node("sub", [x, mean])
+    m2 = make_node("sum", [make_node("square", [deviation])], {"axes": list(reduced), "keepdims": True})
+    for node in (total, mean, m2):
+        classes[node] = keep
+    for node in (deviation, m2.operands[0]):
+        classes[node] = x_classes
+    classes[count] = ()
+    classes[mean.operands[1]] = ()
+    return [total, m2, count]
 
 
 def block_index_space(axes: AxisClasses, stage: Stage) -> list[tuple[int, ...]]:
