@@ -152,9 +152,12 @@ class ReducePlan:
         return cls(op, (op,), OPS[op].combine or "", node.dtype)
 
     @classmethod
-    def moments(cls, node: Node) -> ReducePlan:
-        """The (sum, M2, count) partials of a sum whose variance is also wanted (:mod:`fusec.dask.moments`)."""
-        return cls("moments", ("sum", "M2", "count"), "add", node.dtype)
+    def joint(cls, kind: str, node: Node) -> ReducePlan:
+        """The partials of ``node`` and of the statistic that reads it (:mod:`fusec.dask.moments`): ``moments``
+        (sum, M2, count) of a sum, ``expsum`` (max, sum of exp(x - max)) of a max."""
+        if kind == "moments":
+            return cls("moments", ("sum", "M2", "count"), "add", node.dtype)
+        return cls("expsum", ("max", "expsum"), "maximum", node.dtype)
 
     @property
     def is_arg(self) -> bool:
@@ -171,6 +174,8 @@ def combine(plan: ReducePlan, positions: Sequence[int] | None, *parts: Any) -> t
     with np.errstate(all="ignore"):
         if plan.op == "moments":
             return _chan(parts)
+        if plan.op == "expsum":
+            return _online_expsum(parts, xp)
         if not plan.is_arg:
             total = functools.reduce(ufunc, (p[0] for p in parts))
             return (total.astype(parts[0][0].dtype, copy=False),)
@@ -196,6 +201,18 @@ def _chan(parts: Sequence[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
     mean = total / count
     m2 = functools.reduce(lambda a, b: a + b, (p[1] + n * (s / n - mean) ** 2 for p, s, n in zip(parts, sums, counts)))
     return total.astype(dtype), m2.astype(dtype), count
+
+
+def _online_expsum(parts: Sequence[tuple[Any, ...]], xp: Any) -> tuple[Any, Any]:
+    """(max, sum of exp(x - max)) pairs merged: the sums rescaled to the overall max. A part whose max is -inf
+    (all -inf) adds 0 when another part's max is above it; when all are -inf, NaN stays, as NumPy's."""
+    top = functools.reduce(xp.maximum, (p[0] for p in parts))
+    total = None
+    for m, s in parts:
+        term = s * xp.exp(m - top)
+        term = xp.where((m == -np.inf) & (top != -np.inf), xp.zeros((), s.dtype), term)
+        total = term if total is None else total + term
+    return top, total.astype(parts[0][1].dtype, copy=False)
 
 
 def aggregate(plan: ReducePlan, component: int, dtype: Any, shape: tuple[int, ...], positions: Sequence[int] | None,

@@ -63,13 +63,15 @@ class DaskExplanation:
             parts = math.prod(len(c) for c in plan.chunks_of(r.operands[0])) // max(
                 1, math.prod(len(c) for c in plan.chunks_of(r)))
             # per block: the result block's elements, each a value (and an int64 index for argmax/argmin)
-            moments = r in plan.joint
-            per_element = 16 if moments else r.dtype.itemsize + (  # moments: float64 sum and M2
-                r.operands[0].dtype.itemsize if r.op in ("argmax", "argmin") else 0)
+            kind = plan.reductions[r].op
+            moments = kind == "moments"
+            per_element = 16 if moments else r.dtype.itemsize * (2 if kind == "expsum" else 1) + (
+                r.operands[0].dtype.itemsize if r.op in ("argmax", "argmin") else 0)  # moments: float64 sum, M2
             result_blocks = max(1, math.prod(len(c) for c in plan.chunks_of(r)))
             size = per_element * len(blocks) * r.size // result_blocks + (8 * len(blocks) if moments else 0)
             written += size
-            name = f"{r.op} and its M2 (one pass: sum, M2, count; Chan's merge)" if moments else r.op
+            name = {"moments": f"{r.op} and its M2 (one pass: sum, M2, count; Chan's merge)",
+                    "expsum": f"{r.op} and sum(exp(x - max)) (one pass: online max and rescaled sum)"}.get(kind, r.op)
             what.append(f"partials of {name} over axes {list(r.attr('axes'))} ({parts} per result block, "
                         f"combined {SPLIT_EVERY} per task, then aggregated: {format_bytes(size)} of partials)")
         program = block_program(plan.axes, stage, blocks[0]) if blocks else None
@@ -83,6 +85,7 @@ class DaskExplanation:
             lines.append(f"input %{node.attr('name')}: {list(node.shape)} {node.dtype} "
                          f"in chunks {_chunks_text(chunks)}")
         split = [r for s in plan.stages for r, _ in s.partials_of]
+        split += [plan.joint[r] for r in split if r in plan.joint]
         if split:
             lines.append("split reductions (reduced axes span several chunks): "
                          + ", ".join(f"{r.op} over axes {list(r.attr('axes'))}" for r in split))

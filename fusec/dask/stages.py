@@ -6,8 +6,10 @@ block of its grid, each running one fused program (:class:`fusec.dask.blocks.Blo
 stage's *products* (graph outputs, and the partials of split reductions) from the blocks it reads (graph
 inputs and split reductions' results). Products go into one stage when they come after the same number of
 split reductions and iterate over the same axis classes, so a prologue shared by an output and a reduction
-is read once. A softmax over rows split across chunks is three stages: the partial maxima, the partial
-sums of ``exp(x - max)`` (after the maxima's tree), and the per-chunk epilogue.
+is read once. A statistic that reads another over the same split axes (a variance after its mean, a
+softmax denominator after its maximum: :mod:`fusec.dask.moments`) is made with it, from the same read:
+a softmax over rows split across chunks is two stages, the (max, sum of exp) partials and their tree, then
+the per-chunk epilogue.
 """
 
 from __future__ import annotations
@@ -75,8 +77,9 @@ def plan_stages(graph: Graph, input_chunks: list[Chunks | None]) -> DaskPlan:
     axes = AxisClasses(graph, input_chunks)
     split = [n for n in graph.nodes if n.kind is Kind.REDUCTION and axes.split(n.operands[0], n.attr("axes"))]
     split_set = set(split)
-    pairs = {m2: s for m2, s in moment_pairs(split).items()
-             if axes.classes_of(m2.operands[0]) == axes.classes_of(s.operands[0])}
+    found = {second: first for second, first in moment_pairs(split).items()
+             if axes.classes_of(second.operands[0]) == axes.classes_of(first[0].operands[0])}
+    pairs = {second: first for second, (first, _) in found.items()}
     level: dict[Node, int] = {}
     for node in graph.nodes:
         below = max((level[o] for o in node.operands), default=0)
@@ -87,12 +90,13 @@ def plan_stages(graph: Graph, input_chunks: list[Chunks | None]) -> DaskPlan:
 
     # products grouped by (level, grid), in the order they are first met
     groups: dict[tuple[int, tuple[int, ...]], list[tuple[str, Node]]] = {}
-    joint = {s: m2 for m2, s in pairs.items()}
+    joint = {first: second for second, first in pairs.items()}
+    joint_kind = {first: kind for _, (first, kind) in found.items()}
     for r in split:
         if r in pairs:
-            continue  # its partials are its sum's moments
+            continue  # its partials are made with those of the reduction it reads
         x = r.operands[0]
-        groups.setdefault((level[x], grid_of(x)), []).append(("moments" if r in joint else "partial", r))
+        groups.setdefault((level[x], grid_of(x)), []).append((joint_kind.get(r, "partial"), r))
     for o in dict.fromkeys(graph.outputs):
         if o.op != "input" and o not in split_set:
             groups.setdefault((level[o], grid_of(o)), []).append(("output", o))
@@ -107,8 +111,8 @@ def plan_stages(graph: Graph, input_chunks: list[Chunks | None]) -> DaskPlan:
             produced_by[node] = stage
             if kind == "partial":
                 reductions[node] = ReducePlan.of(node)
-            elif kind == "moments":
-                reductions[node] = ReducePlan.moments(node)
+            elif kind != "output":
+                reductions[node] = ReducePlan.joint(kind, node)
                 produced_by[joint[node]] = stage
     return DaskPlan(graph, axes, tuple(input_chunks_of(axes, graph)), tuple(stages), reductions, produced_by,
                     joint)
@@ -168,6 +172,8 @@ def _make_stage(index: int, name: str, grid: tuple[int, ...], products: list[tup
         keep = tuple(None if a in reduced else c for a, c in enumerate(x_classes))
         if kind == "moments":
             partials = _moment_partials(x, reduced, classes, x_classes, keep)
+        elif kind == "expsum":
+            partials = _expsum_partials(x, reduced, classes, x_classes, keep)
         else:
             partials = [make_node(op, [x], {"axes": list(reduced), "keepdims": True})
                         for op in ReducePlan.of(node).partial_ops]
@@ -200,6 +206,17 @@ def _moment_partials(x: Node, reduced: tuple[int, ...], classes: dict[Node, tupl
     classes[count] = ()
     classes[mean.operands[1]] = ()
     return [total, m2, count]
+
+
+def _expsum_partials(x: Node, reduced: tuple[int, ...], classes: dict[Node, tuple[int | None, ...]],
+                     x_classes: tuple[int | None, ...], keep: tuple[int | None, ...]) -> list[Node]:
+    """A block's (max, sum of exp(x - the block's max)) over ``reduced`` (keepdims)."""
+    top = make_node("max", [x], {"axes": list(reduced), "keepdims": True})
+    shifted = make_node("exp", [make_node("sub", [x, top])])
+    total = make_node("sum", [shifted], {"axes": list(reduced), "keepdims": True})
+    classes[top] = classes[total] = keep
+    classes[shifted] = classes[shifted.operands[0]] = x_classes
+    return [top, total]
 
 
 def block_index_space(axes: AxisClasses, stage: Stage) -> list[tuple[int, ...]]:

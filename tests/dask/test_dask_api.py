@@ -85,10 +85,27 @@ def test_dask_reduction_over_axis_inside_one_chunk_is_one_stage(rng):
     assert len(plan.stages) == 1 and not plan.reductions
     e = np.exp(x - x.max(1, keepdims=True))
     assert_matches_numpy(softmax(dx).compute(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
-    split = da.from_array(x, chunks=(8, 7))  # rows split: maxima, sums, epilogue
+    split = da.from_array(x, chunks=(8, 7))  # rows split: (max, sum of exp) partials in one read, epilogue
     plan = dask_plan(*_graph_and_chunks(softmax, split))
-    assert [len(s.partials_of) for s in plan.stages] == [1, 1, 0]
+    assert [len(s.partials_of) for s in plan.stages] == [1, 0] and len(plan.joint) == 1
     assert_matches_numpy(softmax(split).compute(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_dask_softmax_over_split_rows_one_pass_special_values(rng):
+    softmax = load_example("softmax").softmax
+    x = rng.standard_normal((12, 50)).astype(np.float32)
+    x[1, :30] = -np.inf  # a chunk of -inf only: adds nothing
+    x[2, :] = -np.inf  # a row of -inf only: NaN, as NumPy
+    x[3, 17] = np.inf  # +inf: NaN where NumPy has it
+    x[4, 40] = np.nan
+    x[5] *= 80  # a large spread: the rescaling matters
+    with np.errstate(all="ignore"):
+        e = np.exp(x - x.max(1, keepdims=True))
+        want = e / e.sum(1, keepdims=True)
+    for chunks in [(5, 9), (12, 1), (3, 25)]:
+        got = softmax(da.from_array(x, chunks=chunks)).compute()
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        assert_matches_numpy(got, want, rtol=1e-5, atol=1e-7)
 
 
 def _graph_and_chunks(fused, *args):
