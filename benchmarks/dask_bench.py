@@ -10,8 +10,9 @@ For each case (2^32 float32 elements by default, chunks of 2^26 .. 2^30 elements
 - ``fusec``: the fused function on the whole CuPy array (no Dask).
 
 Cases: ``sum(abs(x))``; layernorm over rows of 4096 (rows whole in each chunk); softmax over rows of 2^22
-split in 4 chunks each (partial statistics, combine, epilogue); one Adam step (4 arrays of a quarter of the
-elements each). Each time is the median over ``--reps`` runs of building the graph and computing it on
+split in 4 chunks each (fusec: per-chunk (max, sum of exp) partials, their tree, the epilogue; by hand: the
+three fused pieces a user would write, maxima, sums of exp, epilogue); one Adam step (4 arrays of a quarter
+of the elements each). Each time is the median over ``--reps`` runs of building the graph and computing it on
 Dask's threaded scheduler, bracketed by CUDA events (the device synchronized); ``build`` is the graph
 construction alone (calling the function, or the Dask expressions). Dask's per-task cost is measured on
 no-op tasks, and the table says from which chunk size the fused kernels' time per chunk exceeds it.
@@ -248,7 +249,7 @@ def case_rows(case: str, n: int, chunks: list[int], xp: Any, timer: Timer, reps:
                 got = xp.asnumpy(out[0]) if xp is not np else out[0]
                 scale = max(1.0, float(np.abs(reference[0]).max()))
                 err = float(np.abs(got.astype(np.float64) - reference[0]).max()) / scale
-                if err > 1e-3 and case != "sum_abs" or case == "sum_abs" and err > 1e-4 * np.sqrt(n):
+                if err > 1e-4:  # relative to the largest result: summation order, exp's last bits
                     print(f"  WARNING {case} {impl} chunk {chunk}: differs from single-array fusec by {err:.3g}")
             graph = build()
             tasks = task_count(graph, arrays)
