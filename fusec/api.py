@@ -11,6 +11,7 @@ import functools
 import inspect
 import math
 import os
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -107,13 +108,18 @@ class Fused:
     def __repr__(self) -> str:
         return f"<fusec.Fused {self.name}>"
 
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickled without its compiled state (traces, plans, launchers, lock): each process that unpickles
-        it traces and compiles again (kernels come from the disk cache). The function pickles by reference."""
-        return {"fn": self.fn, "name": self.name, "fusion": self.fusion, "schedules": self.schedules}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["fn"], name=state["name"], fusion=state["fusion"], schedules=state["schedules"] or None)
+    def __reduce__(self) -> str | tuple:
+        """Pickled without its compiled state (traces, plans, launchers, lock): the process that unpickles it
+        traces and compiles again (kernels come from the disk cache). A module-level ``@fusec.fuse`` function
+        pickles by reference, as functions do; any other by its function and options."""
+        module = sys.modules.get(getattr(self.fn, "__module__", None) or "")
+        qualname = getattr(self.fn, "__qualname__", "")
+        base = getattr(module, qualname, None) if module is not None and "." not in qualname else None
+        if base is self:
+            return qualname
+        # a copy of a decorated function (with_schedules): its function is reached through the decorated one
+        fn = base if isinstance(base, Fused) and base.fn is self.fn else self.fn
+        return (_unpickle_fused, (fn, self.name, self.fusion, self.schedules or None))
 
     def with_schedules(self, schedules: Mapping[str, Any]) -> Fused:
         """The same function with these kernels' schedules forced (kernel name -> a schedule or its text,
@@ -409,6 +415,10 @@ class Fused:
         _, plan = self._plan(params)
         values = dict(zip(plan.graph.inputs, [v for _, v in params if _backend(v) is not None]))
         return generate_plan(plan, values, self.schedules)
+
+
+def _unpickle_fused(fn: Callable[..., Any], name: str, fusion: bool, schedules: Mapping[str, Any] | None) -> Fused:
+    return Fused(fn.fn if isinstance(fn, Fused) else fn, name=name, fusion=fusion, schedules=schedules)
 
 
 def _has_dask_array(params: list[tuple[str, Any]]) -> bool:

@@ -240,6 +240,10 @@ def test_dask_fused_pickles_without_compiled_state(rng):
     g = pickle.loads(pickle.dumps(f))
     assert isinstance(g, fusec.Fused) and g.name == f.name and len(g._traces) == 0
     np.testing.assert_allclose(g(x), (2 * x).sum())
+    assert pickle.loads(pickle.dumps(_decorated)) is _decorated  # a decorated module-level function: by reference
+    forced = _decorated.with_schedules({"k0": "rows:warp"})  # a copy of one: by its function and options
+    again = pickle.loads(pickle.dumps(forced))
+    assert again is not forced and again.schedules == forced.schedules and again.fn is _decorated.fn
     program = BlockProgram("func @p(%x: f64[3]) -> f64[3] {\n  %0 = add %x, %x : f64[3]\n  return %0\n}")
     copy = pickle.loads(pickle.dumps(program))
     assert copy.text == program.text and copy._compiled is None
@@ -248,6 +252,11 @@ def test_dask_fused_pickles_without_compiled_state(rng):
 
 def _double_sum(x):
     return (2 * x).sum()
+
+
+@fusec.fuse
+def _decorated(x):
+    return x / x.sum(axis=-1, keepdims=True)
 
 
 def test_dask_explain_shows_stages_and_bytes(rng):
