@@ -113,10 +113,13 @@ def _run_cupy(compiled: _Compiled, blocks: Sequence[Any]) -> list[Any]:
     return results
 
 
-def run_block(program: BlockProgram, backend: str, tuple_result: bool, fixups: tuple, *blocks: Any) -> Any:
+def run_block(program: BlockProgram, backend: str, tuple_result: bool, fixups: tuple, counts: tuple,
+              *blocks: Any) -> Any:
     """A stage's task: the program on these blocks; the arg-reduction partials' local indices made global
-    (``fixups``: (position, block extents, offsets, whole extents) of each over its reduced axes)."""
+    (``fixups``: (position, block extents, offsets, whole extents) of each over its reduced axes); ``counts``
+    (the block's element counts of its moments partials) appended to the results."""
     results = program(backend, *blocks)
+    results.extend(counts)
     for position, local_shape, starts, whole in fixups:
         xp = _xp(results[position])
         local = results[position]
@@ -196,7 +199,7 @@ def _chan(parts: Sequence[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
     """(sum, M2, count) partials merged (Chan et al.): M2 = sum of M2_i + n_i (mean_i - mean) ** 2, in float64."""
     dtype = parts[0][0].dtype
     sums = [p[0].astype(np.float64) for p in parts]
-    counts = [p[2].astype(np.float64) for p in parts]
+    counts = [float(p[2]) for p in parts]
     total, count = functools.reduce(lambda a, b: a + b, sums), functools.reduce(lambda a, b: a + b, counts)
     mean = total / count
     m2 = functools.reduce(lambda a, b: a + b, (p[1] + n * (s / n - mean) ** 2 for p, s, n in zip(parts, sums, counts)))

@@ -59,8 +59,8 @@ def _stage_tasks(plan: DaskPlan, stage: Stage, names: dict[Node, str], tasks: di
     own = names[single] if single is not None else name
     read_names = [names[v] for v in stage.reads]
     returns_tuple = stage.returns_tuple
-    for index, reads, program, fixups in blocks:
-        tasks[(own, *index)] = (run_block, program, backend, returns_tuple, fixups,
+    for index, reads, program, fixups, counts in blocks:
+        tasks[(own, *index)] = (run_block, program, backend, returns_tuple, fixups, counts,
                                 *[(n, *r) for n, r in zip(read_names, reads)])
     for out, position, where in picks:
         out_name = names.setdefault(out, f"{name}-out{position}")
@@ -100,7 +100,8 @@ def _template(plan: DaskPlan, stage: Stage) -> tuple[list, list, list]:
         index = block_key(axes, single, grid, block) if single is not None else block
         reads = [block_key(axes, v, grid, block) for v in stage.reads]
         fixups = tuple(_fixup(plan, r, positions[1], grid, block) for r, positions in arg_partials)
-        blocks.append((index, reads, block_program(axes, stage, block), fixups))
+        counts = tuple(float(math.prod(_fixup(plan, r, 0, grid, block)[1])) for r in stage.counted)
+        blocks.append((index, reads, block_program(axes, stage, block), fixups, counts))
     picks = []
     if single is None:
         for position, out in zip(stage.output_positions, stage.outputs):

@@ -43,12 +43,18 @@ class Stage:
     partials_of: tuple[tuple[Node, tuple[int, ...]], ...]
     graph: Graph  # the stage's program over whole arrays (for explain)
     classes: Mapping[Node, tuple[int | None, ...]]  # axis classes of graph's nodes
+    counted: tuple[Node, ...] = ()  # moments reductions whose block counts the tasks append to the results
     programs: dict[tuple[int, ...], BlockProgram] = field(default_factory=dict)  # block extents -> program
     templates: dict[str, Any] = field(default_factory=dict)  # the task layout, made on the first build
 
     @property
     def product_count(self) -> int:
         return len(self.graph.outputs)
+
+    @property
+    def result_count(self) -> int:
+        """The task's results: the program's, then one element count per ``counted`` reduction."""
+        return len(self.graph.outputs) + len(self.counted)
 
     @property
     def returns_tuple(self) -> bool:
@@ -159,6 +165,7 @@ def _make_stage(index: int, name: str, grid: tuple[int, ...], products: list[tup
     outputs: list[Node] = []
     out_nodes: list[Node] = []
     out_positions: list[int] = []
+    counted: list[Node] = []
     partials_of: list[tuple[Node, tuple[int, ...]]] = []
     for kind, node in products:
         if kind == "output":
@@ -180,15 +187,24 @@ def _make_stage(index: int, name: str, grid: tuple[int, ...], products: list[tup
             classes.update((p, keep) for p in partials)
         partials_of.append((node, tuple(range(len(outputs), len(outputs) + len(partials)))))
         outputs.extend(partials)
+        if kind == "moments":
+            counted.append(node)
     graph = Graph(f"{name}_stage{index}", tuple(mapping[r] for r in reads), tuple(outputs))
     for cls in {c for ids in classes.values() for c in ids if c is not None} - set(grid):
         assert axes.numblocks(cls) == 1, "a class outside a stage's grid spans one chunk"
-    return Stage(index, grid, tuple(reads), tuple(out_nodes), tuple(out_positions), tuple(partials_of), graph, classes)
+    # each moments partial's element count is the block's extent over the reduced axes, known when the task
+    # is made: the task appends it to the program's results (a kernel output that is a constant would keep
+    # the program off the runtime's fast path)
+    extra = {r: len(outputs) + i for i, r in enumerate(counted)}
+    partials_of = [(r, (*positions, extra[r]) if r in extra else positions) for r, positions in partials_of]
+    return Stage(index, grid, tuple(reads), tuple(out_nodes), tuple(out_positions), tuple(partials_of), graph, classes,
+                 tuple(counted))
 
 
 def _moment_partials(x: Node, reduced: tuple[int, ...], classes: dict[Node, tuple[int | None, ...]],
                      x_classes: tuple[int | None, ...], keep: tuple[int | None, ...]) -> list[Node]:
-    """A block's (sum, M2 about the block's own mean, count) of ``x`` over ``reduced`` (keepdims), in float64:
+    """A block's (sum, M2 about the block's own mean) of ``x`` over ``reduced`` (keepdims), in float64 (the
+    count comes with the task):
     the merge's correction terms n_i (mean_i - mean) ** 2 need block means more exact than the data's dtype
     (float32 data with a large mean would otherwise lose most of M2's digits)."""
     if x.dtype != np.float64:
@@ -205,7 +221,7 @@ def _moment_partials(x: Node, reduced: tuple[int, ...], classes: dict[Node, tupl
         classes[node] = x_classes
     classes[count] = ()
     classes[mean.operands[1]] = ()
-    return [total, m2, count]
+    return [total, m2]
 
 
 def _expsum_partials(x: Node, reduced: tuple[int, ...], classes: dict[Node, tuple[int | None, ...]],
