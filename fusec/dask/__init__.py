@@ -76,18 +76,19 @@ def _prepare(fused: Fused, params: list[tuple[str, Any]]) -> tuple[Any, Any, lis
     return traced, graph, arrays, next(iter(libraries), "numpy")
 
 
-def dask_plan(graph: Any, chunks: tuple) -> DaskPlan:
+def dask_plan(graph: Any, chunks: tuple, fusion: bool = True) -> DaskPlan:
     """The stages of ``graph`` (as traced; the cleanup passes run here) for inputs chunked as ``chunks``
     (``None`` for an array that is not a Dask array), cached per (graph, chunks): a repeated call with the
-    same chunking plans nothing, and builds its tasks from the cached plan (block programs included)."""
+    same chunking plans nothing, and builds its tasks from the cached plan (block programs included).
+    ``fusion`` False: block programs run unfused (``fusec.fuse(fusion=False)``, ``FUSEC_DISABLE_FUSION=1``)."""
     from fusec.dask.stages import plan_stages
     from fusec.passes.manager import CLEANUP_PIPELINE, run_pipeline
 
-    key = (graph, chunks)
+    key = (graph, chunks, fusion)
     with _PLANS_LOCK:
         plan = _PLANS.get(key)
     if plan is None:
-        plan = plan_stages(run_pipeline(graph, CLEANUP_PIPELINE), list(chunks))
+        plan = plan_stages(run_pipeline(graph, CLEANUP_PIPELINE), list(chunks), fusion)
         with _PLANS_LOCK:
             _PLANS.put(key, plan)
     return plan
@@ -98,8 +99,11 @@ def _chunks_of(arrays: Sequence[Any]) -> tuple:
 
 
 def _plan_and_inputs(fused: Fused, params: list[tuple[str, Any]]) -> tuple[Any, DaskPlan, list[Any], str]:
+    from fusec.api import _fusion_disabled
+
     traced, graph, arrays, backend = _prepare(fused, params)
-    return traced, dask_plan(graph, _chunks_of(arrays)), arrays, backend
+    fusion = fused.fusion and not _fusion_disabled()
+    return traced, dask_plan(graph, _chunks_of(arrays), fusion), arrays, backend
 
 
 def run_graph(graph: Any, arrays: Sequence[Any], *, backend: str | None = None, name: str | None = None) -> list[Any]:

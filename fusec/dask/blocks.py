@@ -20,7 +20,7 @@ from fusec.ir.ops import OPS, reference
 from fusec.lru import LRU
 
 _PROGRAMS_KEPT = 256
-_PARSED: LRU[str, Any] = LRU(_PROGRAMS_KEPT)  # IR text -> its _Compiled, per process
+_PARSED: LRU[tuple, Any] = LRU(_PROGRAMS_KEPT)  # (IR text, fusion) -> its _Compiled, per process
 _PARSED_LOCK = threading.Lock()
 _PLANNED = [0]  # programs parsed and planned in this process (a worker plans each program once)
 
@@ -48,20 +48,21 @@ _RUNNERS_KEPT = 16  # per program: regular blocks, last blocks, a few layouts
 class BlockProgram:
     """A fused function of blocks, held as IR text. Calling it plans (once per process) and runs it."""
 
-    __slots__ = ("text", "_compiled", "__weakref__")
+    __slots__ = ("text", "fusion", "_compiled", "__weakref__")
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, fusion: bool = True):
         self.text = text
+        self.fusion = fusion  # False: the unfused plan (one kernel per op), as fusec.fuse(fusion=False)
         self._compiled: _Compiled | None = None
 
     @classmethod
-    def of(cls, graph: Graph) -> BlockProgram:
+    def of(cls, graph: Graph, fusion: bool = True) -> BlockProgram:
         from fusec.ir.text import print_graph
 
-        return cls(print_graph(graph))
+        return cls(print_graph(graph), fusion)
 
     def __reduce__(self) -> tuple:
-        return (BlockProgram, (self.text,))
+        return (BlockProgram, (self.text, self.fusion))
 
     def __repr__(self) -> str:
         return f"<BlockProgram {self.text.splitlines()[0] if self.text else ''}>"
@@ -70,13 +71,15 @@ class BlockProgram:
         compiled = self._compiled
         if compiled is None:
             with _PARSED_LOCK:
-                compiled = _PARSED.get(self.text)
+                compiled = _PARSED.get((self.text, self.fusion))
                 if compiled is None:
                     from fusec.ir.text import parse
+                    from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
                     from fusec.plan import make_plan
 
-                    compiled = _Compiled(make_plan(parse(self.text)))
-                    _PARSED.put(self.text, compiled)
+                    passes = DEFAULT_PIPELINE if self.fusion else UNFUSED_PIPELINE
+                    compiled = _Compiled(make_plan(parse(self.text), passes))
+                    _PARSED.put((self.text, self.fusion), compiled)
                     _PLANNED[0] += 1
             self._compiled = compiled
         return compiled

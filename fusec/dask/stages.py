@@ -44,6 +44,7 @@ class Stage:
     graph: Graph  # the stage's program over whole arrays (for explain)
     classes: Mapping[Node, tuple[int | None, ...]]  # axis classes of graph's nodes
     counted: tuple[Node, ...] = ()  # moments reductions whose block counts the tasks append to the results
+    fusion: bool = True  # whether block programs fuse (fusec.fuse(fusion=False): one kernel per op)
     programs: dict[tuple[int, ...], BlockProgram] = field(default_factory=dict)  # block extents -> program
     templates: dict[str, Any] = field(default_factory=dict)  # the task layout, made on the first build
 
@@ -78,8 +79,9 @@ class DaskPlan:
         return self.axes.chunks_of(node)
 
 
-def plan_stages(graph: Graph, input_chunks: list[Chunks | None]) -> DaskPlan:
-    """Cut ``graph`` (after the cleanup passes, regions none) into stages for these input chunkings."""
+def plan_stages(graph: Graph, input_chunks: list[Chunks | None], fusion: bool = True) -> DaskPlan:
+    """Cut ``graph`` (after the cleanup passes, regions none) into stages for these input chunkings; with
+    ``fusion`` False the block programs run unfused (as ``fusec.fuse(fusion=False)``)."""
     axes = AxisClasses(graph, input_chunks)
     split = [n for n in graph.nodes if n.kind is Kind.REDUCTION and axes.split(n.operands[0], n.attr("axes"))]
     split_set = set(split)
@@ -111,7 +113,7 @@ def plan_stages(graph: Graph, input_chunks: list[Chunks | None]) -> DaskPlan:
     produced_by: dict[Node, Stage] = {}
     reductions: dict[Node, ReducePlan] = {}
     for (_, grid), products in sorted(groups.items(), key=lambda kv: kv[0][0]):
-        stage = _make_stage(len(stages), graph.name, grid, products, axes, split_set)
+        stage = _make_stage(len(stages), graph.name, grid, products, axes, split_set, fusion)
         stages.append(stage)
         for kind, node in products:
             produced_by[node] = stage
@@ -130,7 +132,7 @@ def input_chunks_of(axes: AxisClasses, graph: Graph) -> list[Chunks]:
 
 
 def _make_stage(index: int, name: str, grid: tuple[int, ...], products: list[tuple[str, Node]],
-                axes: AxisClasses, split: set[Node]) -> Stage:
+                axes: AxisClasses, split: set[Node], fusion: bool) -> Stage:
     mapping: dict[Node, Node] = {}
     classes: dict[Node, tuple[int | None, ...]] = {}
     reads: list[Node] = []
@@ -198,7 +200,7 @@ def _make_stage(index: int, name: str, grid: tuple[int, ...], products: list[tup
     extra = {r: len(outputs) + i for i, r in enumerate(counted)}
     partials_of = [(r, (*positions, extra[r]) if r in extra else positions) for r, positions in partials_of]
     return Stage(index, grid, tuple(reads), tuple(out_nodes), tuple(out_positions), tuple(partials_of), graph, classes,
-                 tuple(counted))
+                 tuple(counted), fusion)
 
 
 def _moment_partials(x: Node, reduced: tuple[int, ...], classes: dict[Node, tuple[int | None, ...]],
@@ -248,7 +250,7 @@ def block_program(axes: AxisClasses, stage: Stage, block: tuple[int, ...]) -> Bl
     key = tuple(extents[c] for c in used)
     program = stage.programs.get(key)
     if program is None:
-        program = BlockProgram.of(block_graph(stage, extents))
+        program = BlockProgram.of(block_graph(stage, extents), stage.fusion)
         stage.programs[key] = program
     return program
 

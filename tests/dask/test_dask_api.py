@@ -232,6 +232,21 @@ def test_dask_repeated_call_reuses_the_plan_and_task_names(rng):
     np.testing.assert_allclose(other.compute(), np.abs(x).sum(axis=1), rtol=1e-5)
 
 
+def test_dask_unfused_function_runs_unfused_programs(rng, monkeypatch):
+    x = rng.standard_normal((20, 30))
+    body = lambda a: np.exp(a - a.max(axis=1, keepdims=True)).sum(axis=1)  # noqa: E731
+    dx = da.from_array(x, chunks=(5, 30))
+    kernels = {}
+    for label, fused in (("fused", fusec.fuse(body)), ("unfused", fusec.fuse(body, fusion=False))):
+        got = fused(dx).compute()
+        np.testing.assert_allclose(got, body(x), rtol=1e-12)
+        plan = dask_plan(*_graph_and_chunks(fused, dx), fused.fusion)
+        kernels[label] = {len(p.plan.kernels) for s in plan.stages for p in s.programs.values()}
+    assert kernels == {"fused": {1}, "unfused": {4}}, kernels
+    monkeypatch.setenv("FUSEC_DISABLE_FUSION", "1")
+    np.testing.assert_allclose(fusec.fuse(body)(dx).compute(), body(x), rtol=1e-12)
+
+
 def test_dask_fused_pickles_without_compiled_state(rng):
     f = fusec.fuse(_double_sum)
     x = rng.standard_normal(50)
@@ -246,7 +261,7 @@ def test_dask_fused_pickles_without_compiled_state(rng):
     assert again is not forced and again.schedules == forced.schedules and again.fn is _decorated.fn
     program = BlockProgram("func @p(%x: f64[3]) -> f64[3] {\n  %0 = add %x, %x : f64[3]\n  return %0\n}")
     copy = pickle.loads(pickle.dumps(program))
-    assert copy.text == program.text and copy._compiled is None
+    assert copy.text == program.text and copy.fusion and copy._compiled is None
     np.testing.assert_array_equal(copy("numpy", np.arange(3.0))[0], [0.0, 2.0, 4.0])
 
 
