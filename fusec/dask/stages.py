@@ -25,6 +25,7 @@ import numpy as np
 from fusec.dask.axes import AxisClasses, Chunks
 from fusec.dask.blocks import BlockProgram, ReducePlan
 from fusec.dask.moments import moment_pairs
+from fusec.errors import UnsupportedError
 from fusec.ir.graph import Graph, Node, make_node, with_operands
 from fusec.ir.ops import Kind
 
@@ -79,9 +80,19 @@ class DaskPlan:
         return self.axes.chunks_of(node)
 
 
+# the ops whose chunking the Dask path knows (fusec.dask.axes): any other layout or source op (a slice, a
+# reshape, a gather, ...) moves elements between chunks, and is refused rather than run on the wrong blocks
+_KNOWN = {Kind.SOURCE: {"input", "const", "size"}, Kind.LAYOUT: {"expand_dims", "squeeze", "transpose", "broadcast_to"}}
+
+
 def plan_stages(graph: Graph, input_chunks: list[Chunks | None], fusion: bool = True) -> DaskPlan:
     """Cut ``graph`` (after the cleanup passes, regions none) into stages for these input chunkings; with
     ``fusion`` False the block programs run unfused (as ``fusec.fuse(fusion=False)``)."""
+    for node in graph.nodes:
+        known = _KNOWN.get(node.kind)
+        if node.kind not in (Kind.ELEMENTWISE, Kind.REDUCTION) and (known is None or node.op not in known):
+            raise UnsupportedError(f"{node.op} is not supported on Dask arrays yet", loc=node.loc,
+                                   hint="apply it to the Dask array before calling the fused function")
     axes = AxisClasses(graph, input_chunks)
     split = [n for n in graph.nodes if n.kind is Kind.REDUCTION and axes.split(n.operands[0], n.attr("axes"))]
     split_set = set(split)

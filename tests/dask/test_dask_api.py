@@ -312,3 +312,15 @@ def test_dask_example_script_checks_itself():
                           env=_env(), cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 stage(s)" in proc.stdout and "result checked against NumPy: OK" in proc.stdout
+
+
+def test_dask_refuses_ops_whose_chunking_it_does_not_know(monkeypatch):
+    from fusec.dask import stages
+    from fusec.ir.ops import Kind
+
+    # as if transpose were a view the Dask path had no chunk rule for (a slice, a reshape, a gather)
+    monkeypatch.setitem(stages._KNOWN, Kind.LAYOUT, {"expand_dims", "squeeze", "broadcast_to"})
+    f = fusec.fuse(lambda a: a.T + 1)
+    with pytest.raises(fusec.UnsupportedError, match="transpose is not supported on Dask arrays") as info:
+        f(da.ones((4, 6), chunks=2))
+    assert "test_dask_api.py" in str(info.value)
