@@ -10,9 +10,9 @@ For each case (2^32 float32 elements by default, chunks of 2^26 .. 2^30 elements
 - ``fusec``: the fused function on the whole CuPy array (no Dask).
 
 Cases: ``sum(abs(x))``; layernorm over rows of 4096 (rows whole in each chunk); softmax over rows of 2^22
-split in 4 chunks each (fusec: per-chunk (max, sum of exp) partials, their tree, the epilogue; by hand: the
-three fused pieces a user would write, maxima, sums of exp, epilogue); one Adam step (4 arrays of a quarter
-of the elements each). Each time is the median over ``--reps`` runs of building the graph and computing it on
+split in 4 chunks each (per-chunk (max, sum of exp) partials, their tree, the epilogue: by hand with
+``dask.array.reduction`` on the same fused pair); one Adam step (4 arrays of a quarter of the elements each).
+Each time is the median over ``--reps`` runs of building the graph and computing it on
 Dask's threaded scheduler, bracketed by CUDA events (the device synchronized); ``build`` is the graph
 construction alone (calling the function, or the Dask expressions). Dask's per-task cost is measured on
 no-op tasks, and the table says from which chunk size the fused kernels' time per chunk exceeds it.
@@ -72,10 +72,35 @@ def adam(param, grad, m, v, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, step=1):
     return param - lr * m_hat / (np.sqrt(v_hat) + eps), m, v
 
 
-# the pieces a user would fuse by hand for the split softmax
-row_max = fusec.fuse(lambda x: x.max(axis=-1, keepdims=True), name="row_max")
-row_expsum = fusec.fuse(lambda x, m: np.exp(x - m).sum(axis=-1, keepdims=True), name="row_expsum")
+# the pieces of the split softmax, fused, for applying by hand: per-chunk (max, sum of exp(x - max)) pairs
+# (one rows kernel), their online merge, and the epilogue
+@fusec.fuse
+def row_stats(x):
+    m = x.max(axis=-1, keepdims=True)
+    return m, np.exp(x - m).sum(axis=-1, keepdims=True)
+
+
 row_epilogue = fusec.fuse(lambda x, m, s: np.exp(x - m) / s, name="row_epilogue")
+
+
+def _stats_chunk(x: Any, axis: Any = None, keepdims: bool = True) -> dict:
+    m, s = row_stats(x)
+    return {"m": m, "s": s}
+
+
+def _stats_merge(parts: Any, axis: Any = None, keepdims: bool = True) -> dict:
+    parts = parts if isinstance(parts, list) else [parts]
+    top = parts[0]["m"]
+    for p in parts[1:]:
+        top = np.maximum(top, p["m"])
+    total = sum(p["s"] * np.exp(p["m"] - top) for p in parts)
+    return {"m": top, "s": total}
+
+
+def _stats_finish(parts: Any, axis: Any = None, keepdims: bool = True) -> Any:
+    merged = _stats_merge(parts)
+    xp = np if isinstance(merged["m"], np.ndarray) else __import__("cupy")
+    return xp.concatenate([merged["m"], merged["s"]], axis=-1)
 
 
 # ---- the four ways ---------------------------------------------------------------------------------------
@@ -122,12 +147,11 @@ def by_hand(case: str, arrays: list[Any]) -> tuple:
         return (da.reduction(x, _partial_sum_abs, _total, combine=_total, dtype=np.float32),)
     if case == "layernorm":
         return (arrays[0].map_blocks(layernorm, dtype=np.float32),)
-    if case == "softmax":
+    if case == "softmax":  # dask.array.reduction with the fused pair per chunk, as Dask's own mean does
         x = arrays[0]
-        ones = (1,) * len(x.chunks[1])
-        m = x.map_blocks(row_max, chunks=(x.chunks[0], ones), dtype=np.float32).max(axis=-1, keepdims=True)
-        s = da.map_blocks(row_expsum, x, m, chunks=(x.chunks[0], ones), dtype=np.float32).sum(axis=-1, keepdims=True)
-        return (da.map_blocks(row_epilogue, x, m, s, dtype=np.float32),)
+        stats = da.reduction(x, _stats_chunk, _stats_finish, combine=_stats_merge, axis=-1, keepdims=True,
+                             concatenate=False, output_size=2, dtype=np.float32, meta=x._meta)
+        return (da.map_blocks(row_epilogue, x, stats[:, :1], stats[:, 1:], dtype=np.float32),)
     return tuple(da.apply_gufunc(adam, "(),(),(),()->(),(),()", *arrays, output_dtypes=[np.float32] * 3))
 
 
