@@ -14,6 +14,7 @@ import functools
 import inspect
 import math
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -149,6 +150,20 @@ class Fused:
 
     def __repr__(self) -> str:
         return f"<fusec.Fused {self.name}>"
+
+    def __reduce__(self) -> str | tuple:
+        """Pickled without its compiled state (traces, plans, launchers, lock): the process that unpickles it
+        traces and compiles again (kernels come from the disk cache). A module-level ``@fusec.fuse`` function
+        pickles by reference, as functions do; any other by its function and options."""
+        module = sys.modules.get(getattr(self.fn, "__module__", None) or "")
+        qualname = getattr(self.fn, "__qualname__", "")
+        base = getattr(module, qualname, None) if module is not None and "." not in qualname else None
+        if base is self:
+            return qualname
+        # a copy of a decorated function (with_schedules): its function is reached through the decorated one
+        fn = base if isinstance(base, Fused) and base.fn is self.fn else self.fn
+        return (_unpickle_fused, (fn, self.name, self.fusion, self.schedules or None,
+                                  tuple(sorted(self.static_argnames)) or None))
 
     def with_schedules(self, schedules: Mapping[str, Any]) -> Fused:
         """The same function with these kernels' schedules forced (kernel name -> a schedule or its text,
@@ -401,6 +416,10 @@ class Fused:
         from fusec.explain import measure, require_gpu, to_device
 
         params = self._params(args, kwargs)
+        if _has_dask_array(params) and not run:  # the stages Dask runs, with their tasks and bytes
+            from fusec.dask import explain_stages
+
+            return explain_stages(self, params)
         self._check_arguments(params)
         cupy = require_gpu() if run else None
         if cupy is not None:
@@ -424,6 +443,10 @@ class Fused:
                                                                     else (out,), {}):
             return foreign.call(self, args, kwargs, out)  # torch tensors: as NumPy/CuPy views, results back
         params = self._params(args, kwargs)
+        if _has_dask_array(params):  # Dask arrays: lazy results from fusec.dask (Dask imported only then)
+            from fusec.dask import call
+
+            return call(self, params, out)
         backend = self._check_arguments(params)
         if backend == "spec":
             raise FusecTypeError(
@@ -570,6 +593,17 @@ def _static_names(signature: inspect.Signature, name: str, names: Any, nums: Any
                                   hint=f"{name} has {len(positional)} positional parameters")
         out.add(positional[i])
     return frozenset(out)
+
+
+def _unpickle_fused(fn: Callable[..., Any], name: str, fusion: bool, schedules: Mapping[str, Any] | None,
+                    static_argnames: tuple[str, ...] | None = None) -> Fused:
+    return Fused(fn.fn if isinstance(fn, Fused) else fn, name=name, fusion=fusion, schedules=schedules,
+                 static_argnames=static_argnames)
+
+
+def _has_dask_array(params: list[tuple[str, Any]]) -> bool:
+    """Whether a ``dask.array.Array`` is among the arguments (checked by type, without importing Dask)."""
+    return any(type(v).__module__.startswith("dask.array") for _, v in params)
 
 
 def _fast_key(args: tuple) -> tuple:

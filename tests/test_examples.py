@@ -16,13 +16,14 @@ from tests.helpers import assert_matches_numpy
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-NAMES = ["sum_abs", "gelu", "softmax", "layernorm", "rmsnorm", "adam", "moe_router"]
+NAMES = ["sum_abs", "gelu", "softmax", "layernorm", "rmsnorm", "adam", "moe_router", "dask_layernorm"]
 # what each example's traced graph must contain: the op that makes it what it is
 KEY_OPS = {"sum_abs": {"abs", "sum"}, "gelu": {"tanh"}, "softmax": {"exp", "max", "sum"},
            "layernorm": {"sum", "sqrt"}, "rmsnorm": {"sqrt", "mul"}, "adam": {"sqrt"},
-           "moe_router": {"exp", "max", "argmax"}}
+           "moe_router": {"exp", "max", "argmax"}, "dask_layernorm": {"sum", "sqrt"}}
 # float tolerances of a whole example (rtol, atol): a chain of f32 ops, some with reductions
-TOLERANCE = {"sum_abs": (1e-5, 1e-5), "layernorm": (1e-4, 1e-5), "rmsnorm": (1e-4, 1e-5)}
+TOLERANCE = {"sum_abs": (1e-5, 1e-5), "layernorm": (1e-4, 1e-5), "rmsnorm": (1e-4, 1e-5),
+             "dask_layernorm": (1e-4, 1e-5)}
 
 
 def load_example(name: str):

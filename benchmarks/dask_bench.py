@@ -1,0 +1,391 @@
+"""fusec on Dask vs plain Dask, on one GPU (the H200): does fusec add nothing to Dask's own cost, and remove
+the unfused traffic under it?
+
+For each case (2^32 float32 elements by default, chunks of 2^26 .. 2^30 elements), four ways to compute it:
+
+- ``dask+cupy``: Dask's own array operations on CuPy chunks (one CuPy kernel per op per chunk);
+- ``fusec-dask``: the ``@fusec.fuse`` function called on the Dask array (this integration);
+- ``by-hand``: the same fused kernels applied by hand (``map_blocks``, ``dask.array.reduction``,
+  ``apply_gufunc``), what a user would write without the integration;
+- ``fusec``: the fused function on the whole CuPy array (no Dask).
+
+Cases: ``sum(abs(x))``; layernorm over rows of 4096 (rows whole in each chunk); softmax over rows of 2^22
+split in 4 chunks each (per-chunk (max, sum of exp) partials, their tree, the epilogue: by hand with
+``dask.array.reduction`` on the same fused pair); one Adam step (4 arrays of a quarter of the elements each).
+Each time is the median over ``--reps`` runs of building the graph and computing it on
+Dask's threaded scheduler, bracketed by CUDA events (the device synchronized); ``build`` is the graph
+construction alone (calling the function, or the Dask expressions). Dask's per-task cost is measured on
+no-op tasks, and the table says from which chunk size the fused kernels' time per chunk exceeds it.
+``--cluster`` adds ``fusec-dask`` and ``dask+cupy`` on a ``dask_cuda.LocalCUDACluster`` (one worker per
+GPU) when ``dask_cuda`` imports, else on a ``distributed.LocalCluster`` of one worker (threads).
+
+    python benchmarks/dask_bench.py            # the full table (a few minutes on the H200)
+    python benchmarks/dask_bench.py --quick    # 2^30 elements, two chunk sizes, under 3 minutes
+    python benchmarks/dask_bench.py --cpu      # NumPy chunks, tiny sizes: checks the script without a GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import fusec  # noqa: E402
+
+ROWS_LN = 4096  # layernorm row length
+ROW_SPLIT = 4  # softmax: chunks per row
+
+
+@fusec.fuse
+def sum_abs(x):
+    return np.abs(x).sum()
+
+
+@fusec.fuse
+def layernorm(x, eps=1e-5):
+    m = x.mean(axis=-1, keepdims=True)
+    v = ((x - m) ** 2).mean(axis=-1, keepdims=True)
+    return (x - m) / np.sqrt(v + eps)
+
+
+@fusec.fuse
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@fusec.fuse
+def adam(param, grad, m, v, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, step=1):
+    m = beta1 * m + (1.0 - beta1) * grad
+    v = beta2 * v + (1.0 - beta2) * grad * grad
+    m_hat = m / (1.0 - beta1**step)
+    v_hat = v / (1.0 - beta2**step)
+    return param - lr * m_hat / (np.sqrt(v_hat) + eps), m, v
+
+
+# the pieces of the split softmax, fused, for applying by hand: per-chunk (max, sum of exp(x - max)) pairs
+# (one rows kernel), their online merge, and the epilogue
+@fusec.fuse
+def row_stats(x):
+    m = x.max(axis=-1, keepdims=True)
+    return m, np.exp(x - m).sum(axis=-1, keepdims=True)
+
+
+row_epilogue = fusec.fuse(lambda x, m, s: np.exp(x - m) / s, name="row_epilogue")
+
+
+def _stats_chunk(x: Any, axis: Any = None, keepdims: bool = True) -> dict:
+    m, s = row_stats(x)
+    return {"m": m, "s": s}
+
+
+def _stats_merge(parts: Any, axis: Any = None, keepdims: bool = True) -> dict:
+    parts = parts if isinstance(parts, list) else [parts]
+    top = parts[0]["m"]
+    for p in parts[1:]:
+        top = np.maximum(top, p["m"])
+    total = sum(p["s"] * np.exp(p["m"] - top) for p in parts)
+    return {"m": top, "s": total}
+
+
+def _stats_finish(parts: Any, axis: Any = None, keepdims: bool = True) -> Any:
+    merged = _stats_merge(parts)
+    xp = np if isinstance(merged["m"], np.ndarray) else __import__("cupy")
+    return xp.concatenate([merged["m"], merged["s"]], axis=-1)
+
+
+# ---- the four ways ---------------------------------------------------------------------------------------
+
+
+def plain_dask(case: str, arrays: list[Any]) -> tuple:
+    import dask.array as da
+
+    if case == "sum_abs":
+        return (da.abs(arrays[0]).sum(),)
+    if case == "layernorm":
+        x = arrays[0]
+        m = x.mean(axis=-1, keepdims=True)
+        v = ((x - m) ** 2).mean(axis=-1, keepdims=True)
+        return ((x - m) / da.sqrt(v + 1e-5),)
+    if case == "softmax":
+        x = arrays[0]
+        e = da.exp(x - x.max(axis=-1, keepdims=True))
+        return (e / e.sum(axis=-1, keepdims=True),)
+    p, g, m, v = arrays
+    m = 0.9 * m + (1.0 - 0.9) * g
+    v = 0.999 * v + (1.0 - 0.999) * g * g
+    return (p - 1e-3 * (m / (1.0 - 0.9)) / (da.sqrt(v / (1.0 - 0.999)) + 1e-8), m, v)
+
+
+def fusec_dask(case: str, arrays: list[Any]) -> tuple:
+    out = {"sum_abs": sum_abs, "layernorm": layernorm, "softmax": softmax, "adam": adam}[case](*arrays)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _partial_sum_abs(block: Any, axis: Any = None, keepdims: bool = True) -> Any:
+    return sum_abs(block).reshape((1,) * block.ndim)
+
+
+def _total(partials: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    return partials.sum(axis=axis, keepdims=keepdims)
+
+
+def by_hand(case: str, arrays: list[Any]) -> tuple:
+    import dask.array as da
+
+    if case == "sum_abs":
+        x = arrays[0]
+        return (da.reduction(x, _partial_sum_abs, _total, combine=_total, dtype=np.float32),)
+    if case == "layernorm":
+        return (arrays[0].map_blocks(layernorm, dtype=np.float32),)
+    if case == "softmax":  # dask.array.reduction with the fused pair per chunk, as Dask's own mean does
+        x = arrays[0]
+        stats = da.reduction(x, _stats_chunk, _stats_finish, combine=_stats_merge, axis=-1, keepdims=True,
+                             concatenate=False, output_size=2, dtype=np.float32, meta=x._meta)
+        return (da.map_blocks(row_epilogue, x, stats[:, :1], stats[:, 1:], dtype=np.float32),)
+    return tuple(da.apply_gufunc(adam, "(),(),(),()->(),(),()", *arrays, output_dtypes=[np.float32] * 3))
+
+
+def single_array(case: str, whole: list[Any]) -> tuple:
+    out = {"sum_abs": sum_abs, "layernorm": layernorm, "softmax": softmax, "adam": adam}[case](*whole)
+    return out if isinstance(out, tuple) else (out,)
+
+
+# ---- data and timing ---------------------------------------------------------------------------------------
+
+
+def shapes(case: str, n: int) -> list[tuple[int, ...]]:
+    if case == "sum_abs":
+        return [(n,)]
+    if case == "layernorm":
+        return [(n // ROWS_LN, ROWS_LN)]
+    if case == "softmax":
+        row = min(1 << 22, n // 16)
+        return [(n // row, row)]
+    return [(n // 4,)] * 4
+
+
+def chunking(case: str, shape: tuple[int, ...], chunk: int) -> tuple[int, ...]:
+    if case == "layernorm":
+        return (max(1, chunk // shape[1]), shape[1])
+    if case == "softmax":
+        cols = shape[1] // ROW_SPLIT
+        return (max(1, chunk // cols), cols)
+    return (chunk // 4,) if case == "adam" else (chunk,)
+
+
+class Timer:
+    def __init__(self, xp: Any):
+        self.xp = xp
+
+    def sync(self) -> None:
+        if self.xp is not np:
+            self.xp.cuda.Device().synchronize()
+
+    def run(self, fn: Callable[[], Any], reps: int, warmup: int) -> list[float]:
+        """Milliseconds per call (CUDA events on a GPU, the host clock on the CPU), after ``warmup`` calls."""
+        for _ in range(warmup):
+            fn()
+        self.sync()
+        times = []
+        for _ in range(reps):
+            if self.xp is np:
+                t = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t) * 1e3)
+                continue
+            start, end = self.xp.cuda.Event(), self.xp.cuda.Event()
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(self.xp.cuda.get_elapsed_time(start, end))
+        return times
+
+
+def per_task_cost(timer: Timer, tasks: int = 2000) -> float:
+    """Microseconds of Dask overhead per task: a graph of ``tasks`` no-op tasks on 1-element chunks."""
+    import dask
+    import dask.array as da
+
+    base = da.from_array(np.zeros(tasks, np.float32), chunks=1).persist(scheduler="threads")
+
+    def run():
+        dask.compute(base.map_blocks(_noop, dtype=np.float32), scheduler="threads")
+
+    return statistics.median(timer.run(run, 5, 1)) * 1e3 / tasks
+
+
+def task_count(outputs: tuple, inputs: list[Any]) -> int:
+    """Tasks of the graph of ``outputs`` beyond the (persisted) chunks of ``inputs``."""
+    from dask.highlevelgraph import HighLevelGraph
+
+    keys = set(HighLevelGraph.merge(*[o.__dask_graph__() for o in outputs]).keys())
+    return len(keys - {k for a in inputs for k in a.__dask_graph__().keys()})
+
+
+def _noop(block: Any) -> Any:
+    return block
+
+
+def case_rows(case: str, n: int, chunks: list[int], xp: Any, timer: Timer, reps: int, cluster: Any) -> list[dict]:
+    import dask
+    import dask.array as da
+
+    rng = np.random.default_rng(0)
+    host_or_device = []
+    for shape in shapes(case, n):
+        if xp is np:
+            host_or_device.append(rng.standard_normal(shape, dtype=np.float32))
+        else:
+            a = xp.random.standard_normal(shape, dtype=np.float32)
+            host_or_device.append(a)
+    if case == "adam":
+        host_or_device[3] = xp.abs(host_or_device[3])
+    rows = []
+    whole = single_array(case, host_or_device)
+    times = timer.run(lambda: single_array(case, host_or_device), reps, 2)
+    rows.append(dict(case=case, chunk=None, impl="fusec", ms=statistics.median(times), build_ms=0.0, tasks=0))
+    reference = [xp.asnumpy(w) if xp is not np else w for w in whole] if case != "adam" else None
+    for chunk in chunks:
+        cshape = chunking(case, host_or_device[0].shape, chunk)
+        if chunk < np.prod(cshape[1:]) or cshape[0] > host_or_device[0].shape[0]:
+            continue
+        arrays = [da.from_array(a, chunks=cshape, asarray=False).persist(scheduler="threads") for a in host_or_device]
+        for impl, make in (("dask+cupy", plain_dask), ("fusec-dask", fusec_dask), ("by-hand", by_hand)):
+            def build(make=make, arrays=arrays):
+                return make(case, arrays)
+
+            def run(make=make, arrays=arrays):
+                return dask.compute(*make(case, arrays), scheduler="threads")
+
+            out = run()
+            if reference is not None:
+                got = xp.asnumpy(out[0]) if xp is not np else out[0]
+                scale = max(1.0, float(np.abs(reference[0]).max()))
+                err = float(np.abs(got.astype(np.float64) - reference[0]).max()) / scale
+                if err > 1e-4:  # relative to the largest result: summation order, exp's last bits
+                    print(f"  WARNING {case} {impl} chunk {chunk}: differs from single-array fusec by {err:.3g}")
+            graph = build()
+            tasks = task_count(graph, arrays)
+            build_ms = statistics.median(timer.run(build, reps, 1))
+            times = timer.run(run, reps, 1)
+            rows.append(dict(case=case, chunk=chunk, impl=impl, ms=statistics.median(times), build_ms=build_ms,
+                             tasks=tasks))
+        if cluster is not None:
+            client = cluster
+            for impl, make in (("dask+cupy@cluster", plain_dask), ("fusec-dask@cluster", fusec_dask)):
+                persisted = [client.persist(a) for a in arrays]
+
+                def run(make=make, persisted=persisted, client=client):
+                    return client.compute(list(make(case, persisted)), sync=True)
+
+                run()
+                times = timer.run(run, reps, 1)
+                rows.append(dict(case=case, chunk=chunk, impl=impl, ms=statistics.median(times), build_ms=None,
+                                 tasks=None))
+    return rows
+
+
+def start_cluster(gpu: bool) -> Any:
+    from distributed import Client
+
+    try:
+        if not gpu:
+            raise ImportError
+        from dask_cuda import LocalCUDACluster
+
+        cluster = LocalCUDACluster()
+        kind = "LocalCUDACluster"
+    except ImportError:
+        from distributed import LocalCluster
+
+        cluster = LocalCluster(n_workers=1, processes=False, threads_per_worker=4, dashboard_address=":0")
+        kind = "LocalCluster(1 worker, threads)"
+    client = Client(cluster)
+    print(f"cluster: {kind}, {len(client.scheduler_info()['workers'])} worker(s)")
+    return client
+
+
+def print_table(rows: list[dict], per_task_us: float) -> None:
+    print(f"\n{'case':<10} {'chunk':>8} {'impl':<20} {'median ms':>10} {'build ms':>9} {'tasks':>6}"
+          "  vs dask+cupy  vs by-hand")
+    base = {(r["case"], r["chunk"]): r["ms"] for r in rows if r["impl"] == "dask+cupy"}
+    hand = {(r["case"], r["chunk"]): r["ms"] for r in rows if r["impl"] == "by-hand"}
+    for r in rows:
+        chunk = "whole" if r["chunk"] is None else f"2^{int(np.log2(r['chunk']))}"
+        build = "" if r["build_ms"] is None else f"{r['build_ms']:.2f}"
+        tasks = "" if r["tasks"] is None else str(r["tasks"])
+        versus = ""
+        if r["impl"] == "fusec-dask":
+            key = (r["case"], r["chunk"])
+            versus = f"{base[key] / r['ms']:>10.2f}x  {r['ms'] / hand[key] - 1:>+8.1%}"
+        print(f"{r['case']:<10} {chunk:>8} {r['impl']:<20} {r['ms']:>10.3f} {build:>9} {tasks:>6}  {versus}")
+    print(f"\nDask per-task cost: {per_task_us:.1f} us per task (no-op tasks, threaded scheduler)")
+    for case in dict.fromkeys(r["case"] for r in rows):
+        single = next(r for r in rows if r["case"] == case and r["impl"] == "fusec")
+        n = sum(int(np.prod(s)) for s in shapes(case, ARGS_N[0]))
+        per_element_us = single["ms"] * 1e3 / n
+        crossover = per_task_us / per_element_us if per_element_us else float("inf")
+        print(f"  {case}: fused kernel {per_element_us * 1e6:.3f} us per 2^20 elements; the kernel per chunk "
+              f"exceeds the per-task cost from chunks of ~2^{np.log2(max(crossover, 1)):.1f} elements")
+
+
+ARGS_N = [0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2^30 elements, chunks 2^26 and 2^28, 3 runs")
+    parser.add_argument("--cpu", action="store_true", help="NumPy chunks and tiny sizes (checks the script)")
+    parser.add_argument("--cases", default="sum_abs,layernorm,softmax,adam")
+    parser.add_argument("--reps", type=int, default=None)
+    parser.add_argument("--cluster", action="store_true", help="also time on a (CUDA) local cluster")
+    parser.add_argument("--json", default=None, help="write the rows here")
+    args = parser.parse_args(argv)
+    try:
+        import dask  # noqa: F401
+    except ImportError:
+        print("Dask is not installed: pip install 'fusec[dask]' (see docs/dask.md for the H200's wheels)")
+        return 1
+    if args.cpu:
+        import numpy as xp
+
+        n, chunks, reps = 1 << 20, [1 << 16, 1 << 18], args.reps or 3
+    else:
+        import cupy as xp
+
+        if args.quick:
+            n, chunks, reps = 1 << 30, [1 << 26, 1 << 28], args.reps or 3
+        else:
+            n, chunks, reps = 1 << 32, [1 << 26, 1 << 28, 1 << 30], args.reps or 10
+    ARGS_N[0] = n
+    timer = Timer(xp)
+    cluster = start_cluster(xp is not np) if args.cluster else None
+    started = time.perf_counter()
+    per_task_us = per_task_cost(timer)
+    rows = []
+    for case in args.cases.split(","):
+        rows += case_rows(case, n, chunks, xp, timer, reps, cluster)
+        if xp is not np:
+            xp.get_default_memory_pool().free_all_blocks()
+    print_table(rows, per_task_us)
+    print(f"(n = 2^{int(np.log2(n))} float32 elements per case; {time.perf_counter() - started:.0f} s)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"n": n, "per_task_us": per_task_us, "rows": rows}, indent=1))
+    if cluster is not None:
+        cluster.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
