@@ -338,11 +338,23 @@ def _launch_text(kernel: Any) -> str:
     spec = kernel.spec
     threads = spec.block[0] * spec.block[1]
     details = [f"{spec.row_threads} threads x {spec.elems} elements per row"] if spec.row_threads else []
+    if spec.row_threads:
+        details.append(_lengths_text(spec))
     details.append(("int32" if spec.index_ctype == "int" else "int64") + " indices")
     if spec.vec > 1:
         details.append(f"{spec.vec}-wide vector accesses")
     return (f"{kernel.schedule.variant} schedule, {threads} threads per block, {spec.launch.describe()}\n"
             f"          {', '.join(details)}")
+
+
+def _lengths_text(spec: Any) -> str:
+    """How a register-row kernel takes its row length (the schedule's ``lengths``)."""
+    capacity = spec.row_threads * spec.elems
+    if spec.schedule.lengths == "bucket":
+        return f"one kernel for every row length up to {capacity} (a parameter)"
+    if spec.full_rows:
+        return f"specialized to rows of exactly {capacity} elements (no bounds checks)"
+    return "specialized to this row length's alignment"
 
 
 __all__ = ["Explanation", "KernelTime", "Timings", "measure", "require_gpu", "to_device"]
