@@ -90,7 +90,7 @@ class Fused:
     """
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None, fusion: bool = True,
-                 schedules: Mapping[str, Any] | None = None):
+                 schedules: Mapping[str, Any] | None = None, autotune: bool | None = None):
         if not callable(fn):
             raise FusecTypeError(f"fusec.fuse needs a function, got {type(fn).__name__}")
         functools.update_wrapper(self, fn)
@@ -98,6 +98,7 @@ class Fused:
         self.name = name or getattr(fn, "__name__", "fused")
         self.fusion = bool(fusion)  # False: one kernel per op (see fuse)
         self.schedules = _forced_schedules(schedules)  # kernel name -> forced schedule (see fuse)
+        self.autotune = None if autotune is None else bool(autotune)  # None: $FUSEC_AUTOTUNE (see fuse)
         self._signature = inspect.signature(fn)
         self._traces: LRU[tuple, TracedFunction] = LRU(_SIGNATURES_KEPT)
         self._plans: dict[tuple[Graph, bool], Plan] = {}
@@ -111,7 +112,8 @@ class Fused:
         """The same function with these kernels' schedules forced (kernel name -> a schedule or its text,
         such as ``{"k0": "rows:block_regs,threads=512"}``; fields left out are the heuristics' for that
         kernel), added to the ones already forced. ``explain`` prints each kernel's schedule."""
-        return Fused(self.fn, name=self.name, fusion=self.fusion, schedules={**self.schedules, **schedules})
+        return Fused(self.fn, name=self.name, fusion=self.fusion, schedules={**self.schedules, **schedules},
+                     autotune=self.autotune)
 
     # -- arguments -----------------------------------------------------------------------------
     def _params(self, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
@@ -295,7 +297,7 @@ class Fused:
         values = [v for _, v in params if _backend(v) is not None]
         passes = DEFAULT_PIPELINE if self.fusion and not _fusion_disabled() else UNFUSED_PIPELINE
         timings = measure(plan, values, schedules=self.schedules) if cupy is not None else None
-        return Explanation.of(plan, values, timings, passes, self.schedules)
+        return Explanation.of(plan, values, timings, passes, self.schedules, autotune=self.autotune)
 
     # -- running -------------------------------------------------------------------------------
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
@@ -337,7 +339,7 @@ class Fused:
                     and not any(cupy.may_share_memory(dst, a) for a in arrays)):
                 direct[node] = dst
         try:
-            results = run_plan(plan, arrays, out=direct or None, schedules=self.schedules)
+            results = run_plan(plan, arrays, out=direct or None, schedules=self.schedules, autotune=self.autotune)
         except Exception as exc:
             if type(exc).__name__ not in ("CompileError", "CompileException"):
                 raise
@@ -353,7 +355,8 @@ class Fused:
         arrays of the same shapes, strides, dtypes and alignment only allocates and launches."""
         from fusec.runtime import default_launcher
 
-        runner = default_launcher().plan_runner(plan, arrays, structure=traced.structure, schedules=self.schedules)
+        runner = default_launcher().plan_runner(plan, arrays, structure=traced.structure, schedules=self.schedules,
+                                                autotune=self.autotune)
         if runner is None:
             return
         fast = runner.run  # returns the results packed as the function returns them
@@ -567,7 +570,7 @@ def _compile_failure(fused: Fused, exc: Exception) -> FusecError:
 
 
 def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusion: bool = True,
-         schedules: Mapping[str, Any] | None = None) -> Any:
+         schedules: Mapping[str, Any] | None = None, autotune: bool | None = None) -> Any:
     """Compile a NumPy/CuPy-style function into fused GPU kernels; returns a :class:`fusec.Fused`.
 
     Use it as a decorator, bare or with options, or call it on a function::
@@ -599,6 +602,10 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
       any fields (``explain`` prints each kernel's whole schedule in this form); fields left out are the
       heuristics' for that kernel. A schedule that does not fit its kernel raises
       :class:`fusec.ScheduleError` saying why. ``f.with_schedules({...})`` forces more on a copy.
+    - ``autotune``: on the GPU, time a few candidate schedules of each kernel not forced on its first
+      call and run the fastest whose results agree with the heuristics' (:mod:`fusec.autotune`); the
+      winner is kept on disk per (device, kernel, layouts), so later processes time nothing. ``None``
+      (the default) follows ``FUSEC_AUTOTUNE=1``; off unless set (timing costs seconds on a first call).
 
     The returned :class:`fusec.Fused` object ``f``:
 
@@ -629,8 +636,8 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
     (read when a call plans; set it before the first call).
     """
     if fn is None:
-        return lambda f: Fused(f, name=name, fusion=fusion, schedules=schedules)
-    return Fused(fn, name=name, fusion=fusion, schedules=schedules)
+        return lambda f: Fused(f, name=name, fusion=fusion, schedules=schedules, autotune=autotune)
+    return Fused(fn, name=name, fusion=fusion, schedules=schedules, autotune=autotune)
 
 
 __all__ = ["Fused", "fuse", "FusecError"]
