@@ -39,9 +39,11 @@ def row_sum(x):
 
 
 WORKLOADS = {"softmax": softmax, "layernorm": layernorm, "row_sum": row_sum}
-# lengths: aligned and odd ones in warp-per-row buckets (257..512, 513..1024) and block-per-row ones
-# (1025..2048, 2049..4096), and a bucket's own length (the exact kernel is then also the heuristics' choice)
-LENGTHS = (300, 301, 512, 1000, 1001, 1536, 1537, 3000, 3001, 4096)
+# lengths: rows shorter than a warp's share (65..128: 16 threads per row, where the heuristics stay exact
+# because rows of different alignments share a warp), aligned and odd ones in warp-per-row buckets (257..512,
+# 513..1024) and block-per-row ones (1025..2048, 2049..4096), and a bucket's own length (the exact kernel is
+# then also the heuristics' choice)
+LENGTHS = (100, 127, 300, 301, 512, 1000, 1001, 1536, 1537, 3000, 3001, 4096)
 BYTES = 1 << 28  # about 256 MiB of float32 input per case
 
 
