@@ -389,13 +389,19 @@ class Fused:
     def _kernels(self, args: tuple, kwargs: dict) -> list[Any]:
         """Every kernel these arguments run as (:class:`fusec.codegen.kernel.GeneratedKernel`: schedule, spec,
         source), laid out as the arguments are (an ArraySpec is C-contiguous unless it gives strides)."""
+        from fusec.autotune import cached_schedules, enabled, tune_device
         from fusec.codegen.kernel import generate_plan
 
         params = self._params(args, kwargs)
         self._check_arguments(params)
         _, plan = self._plan(params)
         values = dict(zip(plan.graph.inputs, [v for _, v in params if _backend(v) is not None]))
-        return generate_plan(plan, values, self.schedules)
+        forced = self.schedules
+        if enabled(self.autotune):  # what runs: the tune cache's schedules where it has them
+            device = tune_device()
+            forced = {**cached_schedules(plan, values, device), **forced}
+            return generate_plan(plan, values, forced, device=device)
+        return generate_plan(plan, values, forced)
 
 
 def _fast_key(args: tuple) -> tuple:

@@ -183,6 +183,31 @@ def lookup(region: Region, layouts: Mapping[Node, ArrayLayout], device: DevicePr
         return None
 
 
+def tune_device() -> DeviceProperties:
+    """The device the tune cache is consulted for outside a launch (``explain``, ``cuda_source``): the current
+    GPU's, else the H200 fusec plans for without one."""
+    from fusec.gpu import cupy_module, gpu_status
+    from fusec.schedule import H200
+    from fusec.schedule.device import device_properties
+
+    if not gpu_status()[0]:
+        return H200
+    return device_properties(cupy_module().cuda.runtime.getDevice())
+
+
+def cached_schedules(plan: Any, values: Mapping[Node, Any], device: DeviceProperties) -> dict[str, Schedule]:
+    """By kernel name, the schedules the tune cache holds for ``plan``'s kernels over its graph inputs laid out
+    as ``values`` (arrays or :class:`fusec.ArraySpec`) say, intermediates fresh C-contiguous arrays."""
+    from fusec.schedule import layouts_of
+
+    out = {}
+    for kernel in plan.kernels:
+        schedule = lookup(kernel.region, layouts_of(kernel.inputs, values), device)
+        if schedule is not None:
+            out[kernel.name] = schedule
+    return out
+
+
 def tuned_schedule(region: Region, layouts: Mapping[Node, ArrayLayout], device: DeviceProperties,
                    run: Runner, timer: Timer) -> Tuned:
     """``region``'s schedule over ``layouts`` on ``device``: from the tune cache, or the winner of timing its
@@ -206,5 +231,5 @@ def tuned_schedule(region: Region, layouts: Mapping[Node, ArrayLayout], device: 
     return Tuned(winner, False, trials, key)
 
 
-__all__ = ["COUNTERS", "ENV", "Trial", "Tuned", "TuneCounters", "counters", "enabled", "kernel_key", "lookup",
-           "pick", "reset_counters", "results_agree", "tuned_schedule"]
+__all__ = ["COUNTERS", "ENV", "Trial", "TuneCounters", "Tuned", "cached_schedules", "counters", "enabled", "kernel_key",
+           "lookup", "pick", "reset_counters", "results_agree", "tune_device", "tuned_schedule"]

@@ -25,7 +25,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from fusec.autotune import enabled, lookup
+from fusec.autotune import enabled, lookup, tune_device
 from fusec.codegen.kernel import check_forced, generate
 from fusec.errors import FusecError, FusecValueError
 from fusec.explain_dot import PALETTE, dot_text, type_text
@@ -104,7 +104,7 @@ class Explanation:
         """Each kernel as the code generator makes it for these layouts
         (:class:`fusec.codegen.kernel.GeneratedKernel`: schedule, spec, source), or the exception it raised."""
         out = []
-        device = _tune_device() if enabled(self.autotune) else None
+        device = tune_device() if enabled(self.autotune) else None
         for k in self.plan.kernels:
             layouts = {n: self.layouts[n] for n in k.inputs if n in self.layouts}
             try:
@@ -347,19 +347,6 @@ def _color_regions(ir: str, kernel_index: Mapping[str, int], c: _Colors) -> str:
         else:
             lines.append(line)
     return "\n".join(lines)
-
-
-def _tune_device() -> Any:
-    """The device autotuning keys its cache by: the current GPU's, else the H200 fusec plans for."""
-    from fusec.gpu import gpu_status
-    from fusec.schedule import H200
-
-    if not gpu_status()[0]:
-        return H200
-    from fusec.gpu import cupy_module
-    from fusec.schedule.device import device_properties
-
-    return device_properties(cupy_module().cuda.runtime.getDevice())
 
 
 def _launch_text(kernel: Any) -> str:
