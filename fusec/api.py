@@ -130,7 +130,7 @@ class Fused:
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None, fusion: bool = True,
                  schedules: Mapping[str, Any] | None = None, static_argnames: Any = None,
-                 static_argnums: Any = None):
+                 static_argnums: Any = None, autotune: bool | None = None):
         if not callable(fn):
             raise FusecTypeError(f"fusec.fuse needs a function, got {type(fn).__name__}")
         functools.update_wrapper(self, fn)
@@ -138,6 +138,7 @@ class Fused:
         self.name = name or getattr(fn, "__name__", "fused")
         self.fusion = bool(fusion)  # False: one kernel per op (see fuse)
         self.schedules = _forced_schedules(schedules)  # kernel name -> forced schedule (see fuse)
+        self.autotune = None if autotune is None else bool(autotune)  # None: $FUSEC_AUTOTUNE (see fuse)
         self._signature = inspect.signature(fn)
         self.static_argnames = _static_names(self._signature, self.name, static_argnames, static_argnums)
         self._auto_static: frozenset[str] = frozenset()  # runtime scalars found to decide the trace
@@ -163,14 +164,14 @@ class Fused:
         # a copy of a decorated function (with_schedules): its function is reached through the decorated one
         fn = base if isinstance(base, Fused) and base.fn is self.fn else self.fn
         return (_unpickle_fused, (fn, self.name, self.fusion, self.schedules or None,
-                                  tuple(sorted(self.static_argnames)) or None))
+                                  tuple(sorted(self.static_argnames)) or None, self.autotune))
 
     def with_schedules(self, schedules: Mapping[str, Any]) -> Fused:
         """The same function with these kernels' schedules forced (kernel name -> a schedule or its text,
         such as ``{"k0": "rows:block_regs,threads=512"}``; fields left out are the heuristics' for that
         kernel), added to the ones already forced. ``explain`` prints each kernel's schedule."""
         return Fused(self.fn, name=self.name, fusion=self.fusion, schedules={**self.schedules, **schedules},
-                     static_argnames=self.static_argnames)
+                     static_argnames=self.static_argnames, autotune=self.autotune)
 
     # -- arguments -----------------------------------------------------------------------------
     def _params(self, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
@@ -428,7 +429,7 @@ class Fused:
         values = [v for _, v in params if _backend(v) is not None] + _on_device(scalars, cupy)
         passes = DEFAULT_PIPELINE if self.fusion and not _fusion_disabled() else UNFUSED_PIPELINE
         timings = measure(plan, values, schedules=self.schedules) if cupy is not None else None
-        return Explanation.of(plan, values, timings, passes, self.schedules)
+        return Explanation.of(plan, values, timings, passes, self.schedules, autotune=self.autotune)
 
     # -- running -------------------------------------------------------------------------------
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
@@ -486,7 +487,7 @@ class Fused:
                     and not any(cupy.may_share_memory(dst, a) for a in arrays)):
                 direct[node] = dst
         try:
-            results = run_plan(plan, arrays, out=direct or None, schedules=self.schedules)
+            results = run_plan(plan, arrays, out=direct or None, schedules=self.schedules, autotune=self.autotune)
         except Exception as exc:
             if type(exc).__name__ not in ("CompileError", "CompileException"):
                 raise
@@ -505,7 +506,8 @@ class Fused:
         arrays of the same shapes, strides, dtypes and alignment only allocates and launches."""
         from fusec.runtime import default_launcher
 
-        runner = default_launcher().plan_runner(plan, arrays, structure=traced.structure, schedules=self.schedules)
+        runner = default_launcher().plan_runner(plan, arrays, structure=traced.structure, schedules=self.schedules,
+                                                autotune=self.autotune)
         if runner is None:
             return
         fast = runner.run  # returns the results packed as the function returns them
@@ -552,13 +554,19 @@ class Fused:
     def _kernels(self, args: tuple, kwargs: dict) -> list[Any]:
         """Every kernel these arguments run as (:class:`fusec.codegen.kernel.GeneratedKernel`: schedule, spec,
         source), laid out as the arguments are (an ArraySpec is C-contiguous unless it gives strides)."""
+        from fusec.autotune import cached_schedules, enabled, tune_device
         from fusec.codegen.kernel import generate_plan
 
         params = self._params(args, kwargs)
         self._check_arguments(params)
         _, plan, scalars = self._plan(params)
         values = dict(zip(plan.graph.inputs, [v for _, v in params if _backend(v) is not None] + scalars))
-        return generate_plan(plan, values, self.schedules)
+        forced = self.schedules
+        if enabled(self.autotune):  # what runs: the tune cache's schedules where it has them
+            device = tune_device()
+            forced = {**cached_schedules(plan, values, device), **forced}
+            return generate_plan(plan, values, forced, device=device)
+        return generate_plan(plan, values, forced)
 
 
 def _on_device(scalars: list[np.ndarray], cupy: Any) -> list[Any]:
@@ -596,9 +604,9 @@ def _static_names(signature: inspect.Signature, name: str, names: Any, nums: Any
 
 
 def _unpickle_fused(fn: Callable[..., Any], name: str, fusion: bool, schedules: Mapping[str, Any] | None,
-                    static_argnames: tuple[str, ...] | None = None) -> Fused:
+                    static_argnames: tuple[str, ...] | None = None, autotune: bool | None = None) -> Fused:
     return Fused(fn.fn if isinstance(fn, Fused) else fn, name=name, fusion=fusion, schedules=schedules,
-                 static_argnames=static_argnames)
+                 static_argnames=static_argnames, autotune=autotune)
 
 
 def _has_dask_array(params: list[tuple[str, Any]]) -> bool:
@@ -778,7 +786,8 @@ def _compile_failure(fused: Fused, exc: Exception) -> FusecError:
 
 
 def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusion: bool = True,
-         schedules: Mapping[str, Any] | None = None, static_argnames: Any = None, static_argnums: Any = None) -> Any:
+         schedules: Mapping[str, Any] | None = None, static_argnames: Any = None, static_argnums: Any = None,
+         autotune: bool | None = None) -> Any:
     """Compile a NumPy/CuPy-style function into fused GPU kernels; returns a :class:`fusec.Fused`.
 
     Use it as a decorator, bare or with options, or call it on a function::
@@ -813,6 +822,10 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
     - ``static_argnames`` / ``static_argnums``: scalar parameters (by name / position) folded into the
       trace as constants, one trace per value, instead of passed at run time. Scalars used where their
       value decides the trace (an axis, an ``if``, an exponent, ``range(n)``) become static by themselves.
+    - ``autotune``: on the GPU, time a few candidate schedules of each kernel not forced on its first
+      call and run the fastest whose results agree with the heuristics' (:mod:`fusec.autotune`); the
+      winner is kept on disk per (device, kernel, layouts), so later processes time nothing. ``None``
+      (the default) follows ``FUSEC_AUTOTUNE=1``; off unless set (timing costs seconds on a first call).
 
     The returned :class:`fusec.Fused` object ``f``:
 
@@ -845,7 +858,7 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
     Environment: ``FUSEC_DISABLE_FUSION=1`` runs every fused function unfused, as ``fusion=False``
     (read when a call plans; set it before the first call).
     """
-    options = dict(name=name, fusion=fusion, schedules=schedules, static_argnames=static_argnames,
+    options = dict(name=name, fusion=fusion, schedules=schedules, autotune=autotune, static_argnames=static_argnames,
                    static_argnums=static_argnums)
     if fn is None:
         return lambda f: Fused(f, **options)

@@ -84,7 +84,7 @@ def failed_sources_dir() -> Path | None:
     return owned_dir(base / "failed-kernels")
 
 
-def _read_private(path: Path, limit: int) -> bytes | None:
+def read_private(path: Path, limit: int) -> bytes | None:
     """The bytes of the regular file ``path`` (at most ``limit``), opened without following a symbolic link;
     None when it is missing, a link, not a regular file, or unreadable."""
     try:
@@ -169,9 +169,10 @@ def cache_key(directory: Path) -> bytes | None:
     return None
 
 
-def _trusted_cache() -> tuple[Path, bytes] | None:
-    """The cache directory and its secret, or None when the cache cannot be trusted (then nothing is cached)."""
-    directory = owned_dir(cubin_dir())
+def trusted_dir(path: Path) -> tuple[Path, bytes] | None:
+    """``path`` as a fusec cache directory (:func:`owned_dir`) and its secret (:func:`cache_key`), or None when
+    it cannot be trusted (then nothing is cached there)."""
+    directory = owned_dir(path)
     if directory is None:
         return None
     key = cache_key(directory)
@@ -182,22 +183,36 @@ def _mac(key: bytes, name: str, cubin: bytes) -> bytes:
     return hmac.new(key, name.encode() + b"\0" + cubin, hashlib.sha256).digest()
 
 
+def pack_signed(magic: bytes, payload: bytes, key: bytes, name: str) -> bytes:
+    """A signed entry of a fusec cache (cubins here, :mod:`fusec.tune_cache`'s schedules): ``magic`` (the
+    format's line), the payload's length, the HMAC-SHA256 under the cache's ``key`` of the entry's file
+    ``name`` and the payload, then the payload."""
+    return magic + CUBIN_HEADER.pack(len(payload), _mac(key, name, payload)) + payload
+
+
+def unpack_signed(magic: bytes, data: bytes, key: bytes, name: str) -> bytes | None:
+    """The payload of the signed entry ``name`` (see :func:`pack_signed`), or None unless it is whole, of the
+    format ``magic`` and signed with ``key`` for that name."""
+    start = len(magic) + CUBIN_HEADER.size
+    if not data.startswith(magic) or len(data) < start:
+        return None
+    length, mac = CUBIN_HEADER.unpack_from(data, len(magic))
+    payload = data[start:]
+    if len(payload) != length or not hmac.compare_digest(mac, _mac(key, name, payload)):
+        return None
+    return payload
+
+
 def pack_cubin(cubin: bytes, key: bytes, name: str) -> bytes:
     """The cache entry ``name`` (its file name) holding ``cubin``, signed with the cache's ``key``."""
-    return CUBIN_MAGIC + CUBIN_HEADER.pack(len(cubin), _mac(key, name, cubin)) + cubin
+    return pack_signed(CUBIN_MAGIC, cubin, key, name)
 
 
 def unpack_cubin(data: bytes, key: bytes, name: str) -> bytes | None:
     """The cubin of the cache entry ``name``, or None unless it is whole and signed with ``key`` for that name
     (a bare ELF file, an older format, a foreign or corrupt entry)."""
-    start = len(CUBIN_MAGIC) + CUBIN_HEADER.size
-    if not data.startswith(CUBIN_MAGIC) or len(data) < start:
-        return None
-    length, mac = CUBIN_HEADER.unpack_from(data, len(CUBIN_MAGIC))
-    cubin = data[start:]
-    if len(cubin) != length or not hmac.compare_digest(mac, _mac(key, name, cubin)):
-        return None
-    return cubin if elf_complete(cubin) else None
+    cubin = unpack_signed(CUBIN_MAGIC, data, key, name)
+    return cubin if cubin is not None and elf_complete(cubin) else None
 
 
 def elf_complete(data: bytes) -> bool:
@@ -220,13 +235,18 @@ def elf_complete(data: bytes) -> bool:
 _MAX_ENTRY_BYTES = 1 << 30
 
 
+def _trusted_cache() -> tuple[Path, bytes] | None:
+    """The cubin cache's directory and its secret, or None when it cannot be trusted."""
+    return trusted_dir(cubin_dir())
+
+
 def read_cubin(path: Path) -> bytes | None:
     """The cubin stored at ``path`` (an entry of the cache directory), or None when there is none, or it is not
     whole and signed by this cache (see the module docstring), or the cache cannot be trusted."""
     trusted = _trusted_cache()
     if trusted is None or path.parent != trusted[0]:
         return None
-    data = _read_private(path, _MAX_ENTRY_BYTES)
+    data = read_private(path, _MAX_ENTRY_BYTES)
     return None if data is None else unpack_cubin(data, trusted[1], path.name)
 
 

@@ -25,6 +25,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from fusec.autotune import enabled, lookup, tune_device
 from fusec.codegen.kernel import check_forced, generate
 from fusec.errors import FusecError, FusecValueError
 from fusec.explain_dot import PALETTE, dot_text, type_text
@@ -62,15 +63,18 @@ class Explanation:
     timings: Timings | None = field(default=None, compare=False)
     passes: tuple[str, ...] = DEFAULT_PIPELINE  # the pipeline that made ``plan`` (for the section title)
     schedules: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)  # forced, by kernel
+    autotune: bool | None = field(default=None, compare=False)  # None: as $FUSEC_AUTOTUNE says
 
     @classmethod
     def of(cls, plan: Plan, values: Sequence[Any] = (), timings: Timings | None = None,
-           passes: Sequence[str] = DEFAULT_PIPELINE, schedules: Mapping[str, Any] | None = None) -> Explanation:
+           passes: Sequence[str] = DEFAULT_PIPELINE, schedules: Mapping[str, Any] | None = None,
+           autotune: bool | None = None) -> Explanation:
         """The explanation of ``plan`` (made by the pipeline ``passes``); ``values`` (one per graph input:
         arrays or :class:`fusec.ArraySpec`) give the input layouts the kernels are planned for, and
-        ``schedules`` the schedules forced by kernel name."""
+        ``schedules`` the schedules forced by kernel name. With ``autotune`` (None: ``$FUSEC_AUTOTUNE``),
+        a kernel the tune cache holds a schedule for shows that one."""
         layouts = layouts_of(plan.graph.inputs, dict(zip(plan.graph.inputs, values)))
-        explanation = cls(plan, layouts, timings, tuple(passes), dict(schedules or {}))
+        explanation = cls(plan, layouts, timings, tuple(passes), dict(schedules or {}), autotune)
         check_forced(explanation.schedules, [k.name for k in plan.kernels])
         explanation.kernels  # noqa: B018 - a forced schedule that does not fit raises here, not in the report
         return explanation
@@ -100,15 +104,27 @@ class Explanation:
         """Each kernel as the code generator makes it for these layouts
         (:class:`fusec.codegen.kernel.GeneratedKernel`: schedule, spec, source), or the exception it raised."""
         out = []
+        device = tune_device() if enabled(self.autotune) else None
         for k in self.plan.kernels:
             layouts = {n: self.layouts[n] for n in k.inputs if n in self.layouts}
             try:
+                if device is not None and k.name not in self.schedules:
+                    tuned = lookup(k.region, layouts, device)
+                    self.tuned[k.name] = tuned is not None
+                    out.append(generate(k.region, layouts, tuned, device=device))
+                    continue
                 out.append(generate(k.region, layouts, self.schedules.get(k.name)))
             except ScheduleError:
                 raise  # a forced schedule that does not fit: the caller's error
             except Exception as exc:  # codegen cannot plan this kernel: say so, and still explain the rest
                 out.append(exc)
         return tuple(out)
+
+    @cached_property
+    def tuned(self) -> dict[str, bool]:
+        """With autotuning on: by kernel name, whether its schedule came from the tune cache (filled by
+        :attr:`kernels`)."""
+        return {}
 
     @cached_property
     def launches(self) -> tuple[str, ...]:
@@ -208,8 +224,13 @@ class Explanation:
         kernel = self.kernels[i]
         if isinstance(kernel, Exception):
             return "none"
-        forced = " (forced)" if self.plan.kernels[i].name in self.schedules else ""
-        return f"{kernel.schedule.text()}{forced}"
+        name = self.plan.kernels[i].name
+        note = " (forced)" if name in self.schedules else ""
+        if name in self.tuned:
+            note = (" (autotuned: from the tune cache)" if self.tuned[name] else
+                    " (heuristics; autotune is on and the tune cache has no entry yet: the first call on the GPU "
+                    "times the candidates)")
+        return f"{kernel.schedule.text()}{note}"
 
     def _destination(self, node: Node) -> str:
         where = []
@@ -346,11 +367,23 @@ def _launch_text(kernel: Any) -> str:
     spec = kernel.spec
     threads = spec.block[0] * spec.block[1]
     details = [f"{spec.row_threads} threads x {spec.elems} elements per row"] if spec.row_threads else []
+    if spec.row_threads:
+        details.append(_lengths_text(spec))
     details.append(("int32" if spec.index_ctype == "int" else "int64") + " indices")
     if spec.vec > 1:
         details.append(f"{spec.vec}-wide vector accesses")
     return (f"{kernel.schedule.variant} schedule, {threads} threads per block, {spec.launch.describe()}\n"
             f"          {', '.join(details)}")
+
+
+def _lengths_text(spec: Any) -> str:
+    """How a register-row kernel takes its row length (the schedule's ``lengths``)."""
+    capacity = spec.row_threads * spec.elems
+    if spec.schedule.lengths == "bucket":
+        return f"one kernel for every row length up to {capacity} (a parameter)"
+    if spec.full_rows:
+        return f"specialized to rows of exactly {capacity} elements (no bounds checks)"
+    return "specialized to this row length's alignment"
 
 
 __all__ = ["Explanation", "KernelTime", "Timings", "measure", "require_gpu", "to_device"]

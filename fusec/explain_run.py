@@ -10,15 +10,14 @@ imports CuPy until it is called; without a usable GPU :func:`require_gpu` raises
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from fusec.arrayspec import ArraySpec
-from fusec.gpu import require_gpu
+from fusec.gpu import require_gpu, time_ms
 from fusec.ir.graph import Node
 from fusec.ir.interpret import to_xp
 from fusec.plan import Plan
@@ -84,22 +83,6 @@ def to_device(value: Any, cupy: Any, seed: int = 0) -> Any:
     return value
 
 
-def time_ms(fn: Callable[[], Any], cupy: Any, reps: int, warmup: int = 3) -> float:
-    """Median over ``reps`` calls of ``fn`` of the GPU time between CUDA events around each call."""
-    for _ in range(warmup):
-        fn()
-    cupy.cuda.Device().synchronize()
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    times = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, end))
-    return statistics.median(times)
-
-
 def measure(plan: Plan, arrays: Sequence[Any], reps: int = 20, schedules: Mapping[str, Any] | None = None
             ) -> Timings:
     """Time ``plan`` on CuPy ``arrays`` (one per graph input): each kernel alone, the whole fused call,
@@ -131,4 +114,4 @@ def measure(plan: Plan, arrays: Sequence[Any], reps: int = 20, schedules: Mappin
     return Timings(device, reps, tuple(kernels), fused_ms, plan.bytes_moved, unfused_ms, plan.bytes_moved_unfused)
 
 
-__all__ = ["KernelTime", "Timings", "measure", "require_gpu", "to_device"]
+__all__ = ["KernelTime", "Timings", "measure", "require_gpu", "time_ms", "to_device"]

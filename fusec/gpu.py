@@ -6,6 +6,8 @@ gets CuPy from :func:`cupy_module`, and what cannot run without one calls :func:
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Callable
 from typing import Any
 
 from fusec.errors import FusecError
@@ -43,3 +45,19 @@ def require_gpu(what: str = "explain(..., run=True)", hint: str = "leave run=Fal
     if not usable:
         raise FusecError(f"{what} needs a CUDA GPU with CuPy, and none is usable ({why})", loc="", hint=hint)
     return cupy_module()
+
+
+def time_ms(fn: Callable[[], Any], cupy: Any, reps: int, warmup: int = 3) -> float:
+    """Median over ``reps`` calls of ``fn`` of the GPU time between CUDA events around each call."""
+    for _ in range(warmup):
+        fn()
+    cupy.cuda.Device().synchronize()
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    times = []
+    for _ in range(reps):
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, end))
+    return statistics.median(times)

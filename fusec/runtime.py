@@ -29,6 +29,7 @@ unavailable, an estimate from the kernel's registers and shared memory with the 
 from __future__ import annotations
 
 import functools
+import math
 import os
 import threading
 import time
@@ -70,6 +71,7 @@ class LaunchRecipe:
     scalars: tuple[Any, ...]
     outputs: tuple[tuple[tuple[int, ...], np.dtype], ...]
     workspace_bytes: int
+    tuned: str = ""  # autotuned: "timed" (the candidates were timed now) or "tune cache"; "" otherwise
 
     def arguments(self, inputs: list[Any], outputs: list[Any], workspace: Any) -> list[Any]:
         """The launch's arguments in parameter order, each taken by its parameter's role."""
@@ -92,15 +94,19 @@ class KernelLauncher:
 
     ``poison``: fill every output with :data:`POISON_BYTE` (or the given byte) before the launch, so a
     test sees any element the kernel failed to write. ``compiler``: ``"cupy"`` or ``"nvrtc"`` (see the
-    module docstring). ``options``: extra NVRTC options.
+    module docstring). ``options``: extra NVRTC options. ``autotune``: time candidate schedules on a kernel's
+    first launch (:mod:`fusec.autotune`; None: as ``$FUSEC_AUTOTUNE`` says, off by default), unless a call
+    says otherwise.
     """
 
-    def __init__(self, *, poison: bool | int = False, compiler: str | None = None, options: tuple[str, ...] = ()):
+    def __init__(self, *, poison: bool | int = False, compiler: str | None = None, options: tuple[str, ...] = (),
+                 autotune: bool | None = None):
         self.poison = POISON_BYTE if poison is True else (int(poison) if poison is not False else None)
         self.compiler = compiler or os.environ.get("FUSEC_COMPILER", "nvrtc")
         if self.compiler not in ("cupy", "nvrtc"):
             raise ValueError(f"compiler must be 'cupy' or 'nvrtc', not {self.compiler!r}")
         self.options = tuple(options)
+        self.autotune = autotune
         # (source, device) -> module-ish, and (source, name, device) -> function: bounded (a kernel in use stays
         # loaded: its function holds its module)
         self._modules: LRU[tuple[str, int], Any] = LRU(MODULES_KEPT)
@@ -201,9 +207,10 @@ class KernelLauncher:
         return entry
 
     def recipe(self, region: Region, arrays: list[Any], out: Mapping[Node, Any] | None = None,
-               schedule: Any = None) -> LaunchRecipe:
+               schedule: Any = None, autotune: bool = False) -> LaunchRecipe:
         """Generate, compile and size the launch of ``region`` over these input arrays (``schedule``: a
-        forced one, else the heuristics'), every time: :meth:`cached_recipe` is the cached way."""
+        forced one, else the heuristics', or with ``autotune`` the tuned one), every time:
+        :meth:`cached_recipe` is the cached way."""
         inputs = self._entry(region).inputs
         for node, a in zip(inputs, arrays):
             if a.dtype != node.dtype or tuple(a.shape) != node.shape:
@@ -212,6 +219,10 @@ class KernelLauncher:
         values = {**dict(zip(inputs, arrays)), **(out or {})}
         layouts = layouts_of(values, values)
         device = cupy_module().cuda.runtime.getDevice()
+        tuned = ""
+        if autotune and schedule is None and not out and all(a.size for a in arrays) and math.prod(region.space.shape):
+            outcome = self._tune(region, arrays, layouts, device_properties(device))
+            schedule, tuned = outcome.schedule, ("tune cache" if outcome.from_cache else "timed")
         kernel = generate(region, layouts, schedule, device=device_properties(device))
         spec = kernel.spec
         fn = self.function(kernel.source, spec.name)
@@ -221,15 +232,50 @@ class KernelLauncher:
             spec=spec, schedule=kernel.schedule, source=kernel.source, function=fn, grid=grid,
             block=(spec.block[0], spec.block[1], 1), scalars=tuple(spec.args),
             outputs=tuple((n.shape, n.dtype) for n in spec.outputs),
-            workspace_bytes=spec.launch.workspace_bytes(grid) if grid else 0,
+            workspace_bytes=spec.launch.workspace_bytes(grid) if grid else 0, tuned=tuned,
         )
 
+    def _tune(self, region: Region, arrays: list[Any], layouts: Mapping[Node, Any], props: Any) -> Any:
+        """The autotuned schedule of ``region`` over ``arrays`` (:func:`fusec.autotune.tuned_schedule`): each
+        candidate built, run on the arrays into fresh outputs and timed (median of CUDA-event times)."""
+        from fusec.autotune import TUNE_REPS, tuned_schedule
+        from fusec.gpu import time_ms
+
+        cp = cupy_module()
+        recipes: dict[Schedule, LaunchRecipe] = {}
+
+        def recipe_of(schedule: Schedule) -> LaunchRecipe:
+            if schedule not in recipes:
+                recipes[schedule] = self.recipe(region, arrays, None, schedule)
+            return recipes[schedule]
+
+        def fresh(recipe: LaunchRecipe) -> list[Any]:
+            return [cp.empty(shape, dtype) for shape, dtype in recipe.outputs]
+
+        def run(schedule: Schedule) -> list[Any]:
+            recipe = recipe_of(schedule)
+            outs = fresh(recipe)
+            self._launch(recipe, arrays, outs)
+            return outs
+
+        def timer(schedule: Schedule) -> float:
+            recipe = recipe_of(schedule)
+            outs = fresh(recipe)
+            return time_ms(lambda: self._launch(recipe, arrays, outs), cp, TUNE_REPS, warmup=3)
+
+        return tuned_schedule(region, layouts, props, run, timer)
+
     def cached_recipe(self, region: Region, arrays: list[Any], device: int,
-                       out: Mapping[Node, Any] | None = None, schedule: Any = None) -> LaunchRecipe:
-        """:meth:`recipe`, cached by the region, the forced schedule and the layout of its inputs (and
-        ``out`` arrays) on ``device``: each array's shape, strides, dtype and pointer alignment."""
+                       out: Mapping[Node, Any] | None = None, schedule: Any = None,
+                       autotune: bool | None = None) -> LaunchRecipe:
+        """:meth:`recipe`, cached by the region, the forced schedule (or autotuning: ``autotune``, None for the
+        launcher's setting) and the layout of its inputs (and ``out`` arrays) on ``device``: each array's
+        shape, strides, dtype and pointer alignment."""
+        from fusec.autotune import enabled
+
         entry = self._entry(region)
-        key: tuple = (device, None if schedule is None else str(schedule),
+        tune = schedule is None and not out and enabled(self.autotune if autotune is None else autotune)
+        key: tuple = (device, None if schedule is None else str(schedule), tune,
                       *[(a.shape, a.strides, a.dtype.char, a.data.ptr & 15) for a in arrays])
         if out:
             key += tuple((id(n), a.shape, a.strides, a.data.ptr & 15) for n, a in out.items())
@@ -238,7 +284,7 @@ class KernelLauncher:
             if entry.recipes and logs.on("recompile"):  # the same kernel again, for arrays laid out anew
                 logs.emit("recompile", "%s: a new kernel for a new layout: %s", region.name,
                           logs.layout_change(next(reversed(entry.recipes)), key))
-            recipe = entry.recipes[key] = self.recipe(region, arrays, out, schedule)
+            recipe = entry.recipes[key] = self.recipe(region, arrays, out, schedule, tune)
         return recipe
 
     def recipes(self, region: Region | None = None) -> list[LaunchRecipe]:
@@ -265,15 +311,16 @@ class KernelLauncher:
 
     # -- running -----------------------------------------------------------------------------------
     def run_region(self, region: Region, graph_values: Mapping[Node, Any], out: Mapping[Node, Any] | None = None,
-                   schedule: Any = None) -> dict[Node, Any]:
+                   schedule: Any = None, autotune: bool | None = None) -> dict[Node, Any]:
         """Launch ``region`` on its inputs (read from ``graph_values``); returns ``{output node: array}``.
 
         ``out`` may give arrays (any layout, not overlapping the inputs) to write some outputs into;
-        the others are fresh C-contiguous arrays on the current device. ``schedule`` forces one.
+        the others are fresh C-contiguous arrays on the current device. ``schedule`` forces one;
+        ``autotune`` (None: the launcher's setting) tunes it on the first launch.
         """
         cp = cupy_module()
         arrays = [graph_values[n] for n in self._entry(region).inputs]
-        recipe = self.cached_recipe(region, arrays, cp.cuda.runtime.getDevice(), out, schedule)
+        recipe = self.cached_recipe(region, arrays, cp.cuda.runtime.getDevice(), out, schedule, autotune)
         outs = []
         for node, (shape, dtype) in zip(recipe.spec.outputs, recipe.outputs):
             given = out.get(node) if out else None
@@ -283,13 +330,16 @@ class KernelLauncher:
             for a in outs:
                 if a.nbytes and (a.flags.c_contiguous or a.flags.f_contiguous):
                     cp.cuda.runtime.memsetAsync(a.data.ptr, self.poison, a.nbytes, stream)
+        self._launch(recipe, arrays, outs)
+        return dict(zip(recipe.spec.outputs, outs))
+
+    def _launch(self, recipe: LaunchRecipe, arrays: list[Any], outs: list[Any]) -> None:
         if recipe.grid:
             workspace = self._workspace(recipe.workspace_bytes) if recipe.workspace_bytes else NULL_POINTER
             recipe.function((recipe.grid, 1, 1), recipe.block, tuple(recipe.arguments(arrays, outs, workspace)))
-        return dict(zip(recipe.spec.outputs, outs))
 
     def plan_runner(self, plan: Any, arrays: list[Any], structure: str = "list",
-                    schedules: ForcedSchedules | None = None) -> PlanRunner | None:
+                    schedules: ForcedSchedules | None = None, autotune: bool | None = None) -> PlanRunner | None:
         """A runner for ``plan`` over arrays laid out exactly as ``arrays`` (shapes, strides, dtypes,
         alignment, device): every kernel's recipe resolved and its launch packed now, so a call only
         finds its outputs and launches (:mod:`fusec.dispatch`); it packs its results as ``structure``
@@ -307,7 +357,7 @@ class KernelLauncher:
         for kernel in plan.kernels:
             inputs = self._entry(kernel.region).inputs
             recipe = self.cached_recipe(kernel.region, [values[n] for n in inputs], device,
-                                         schedule=(schedules or {}).get(kernel.name))
+                                         schedule=(schedules or {}).get(kernel.name), autotune=autotune)
             outputs = []
             for node, (shape, dtype) in zip(recipe.spec.outputs, recipe.outputs):
                 slot[node] = len(slot)
@@ -386,11 +436,12 @@ def default_launcher() -> KernelLauncher:
 
 
 def run_plan(plan: Any, arrays: list[Any], out: Mapping[Node, Any] | None = None,
-             launcher: KernelLauncher | None = None, schedules: ForcedSchedules | None = None) -> list[Any]:
+             launcher: KernelLauncher | None = None, schedules: ForcedSchedules | None = None,
+             autotune: bool | None = None) -> list[Any]:
     """Run every kernel of ``plan`` (a :class:`fusec.plan.Plan`) on CuPy ``arrays`` (one per graph
     input); returns one array per graph output. ``out`` maps output nodes to arrays to write into
     (of the node's dtype and shape, not overlapping any input); ``schedules`` forces kernels' schedules
-    by kernel name."""
+    by kernel name; ``autotune`` (None: the launcher's setting) tunes the others on their first launch."""
     from fusec.ir.interpret import run_nodes
 
     launcher = launcher or default_launcher()
@@ -400,7 +451,7 @@ def run_plan(plan: Any, arrays: list[Any], out: Mapping[Node, Any] | None = None
     for kernel in progress(plan.kernels, f"compile {plan.graph.name}", unit="kernel", when=len(plan.kernels) > 1):
         targets = {n: out[n] for n in kernel.outputs if n in out} if out else None
         memory.update(launcher.run_region(kernel.region, memory, out=targets,
-                                          schedule=(schedules or {}).get(kernel.name)))
+                                          schedule=(schedules or {}).get(kernel.name), autotune=autotune))
     missing = [o for o in plan.graph.outputs if o not in memory]
     if missing:  # constants and sizes returned as they are: no kernel computes them
         run_nodes(cupy_module(), missing, memory)

@@ -26,7 +26,8 @@ def layer_of(module: str) -> str:
         return parts[1]
     if parts[:2] == ["fusec", "plan"]:
         return "passes"  # the pass pipeline's result: the kernels of a graph
-    if parts[:2] in (["fusec", "runtime"], ["fusec", "dispatch"], ["fusec", "gpu"], ["fusec", "cubin_cache"]):
+    if parts[:2] in (["fusec", "runtime"], ["fusec", "dispatch"], ["fusec", "gpu"], ["fusec", "cubin_cache"],
+                     ["fusec", "autotune"], ["fusec", "tune_cache"]):
         return "runtime"
     return "front"  # api, explain, the command line, the package itself
 

@@ -324,7 +324,8 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         row_stores=tuple(Store(built[nest.store_access(n).var], lo.value(n, None)) for n in nest.row_outputs),
         launch=_launch_policy(nest, schedule, lo.vec, phases), held=held, view_pointers=view_pointers,
         held_values=tuple((cuda_ops.ctype(n.dtype), nest.var[n]) for n in lo.kept),
-        full_rows=lo.regs and nest.n_loop == schedule.row_threads * schedule.elems, **loop_fields,
+        full_rows=lo.regs and schedule.lengths == "exact" and nest.n_loop == schedule.capacity,
+        rows_aligned_at_run_time=lo.regs and schedule.lengths == "bucket" and lo.vec > 1, **loop_fields,
         headers=cuda_ops.extra_headers(n.op for n in nest.members) + (
             (cuda_ops.ONE_PASS_HEADER,) if nest.one_pass_sources else ()),
     )

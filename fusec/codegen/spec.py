@@ -226,6 +226,10 @@ class KernelSpec:
     # rows in registers: the row length is exactly row_threads x elems, so no element is past its end and
     # the kernel checks none (a row length of the bucket's other sizes gets the checked kernel)
     full_rows: bool = False
+    # rows in registers, one kernel for every row length of the bucket (``lengths=bucket``): whether a row's
+    # start is aligned for the vector accesses is checked once per row when the kernel runs (row_vec), and a
+    # misaligned row is read and written with scalar accesses into the same registers
+    rows_aligned_at_run_time: bool = False
     # pointwise tiled: the two tiled axes (along the outputs' fastest axis, along the staged inputs'), the
     # other axes (unravelled per tile), and the loads read through a shared-memory tile
     tile_axes: tuple[Axis, ...] = ()

@@ -45,6 +45,8 @@ from fusec.passes.manager import register
 from fusec.passes.recompute import Recomputation
 from fusec.passes.views import sink_slice
 
+INDEPENDENT_TRIES = 2  # independent elementwise groups: earlier groups of the same shape each one tries to join
+
 
 def _fusion_form(node: Node) -> Node:
     """What fusion needs of every graph, canonicalized or not: no reductions over no axes (kernels
@@ -321,6 +323,28 @@ class _Partition(Recomputation):
                 self._push_siblings(heap, siblings, key, added, current)
         return merged
 
+    def independent(self) -> bool:
+        """Merge elementwise groups of one iteration space that share no input (independent pointwise work of
+        the same shape: one launch instead of several), each into an earlier group of its shape that legally
+        takes it (one of the :data:`INDEPENDENT_TRIES` latest: linear work). A refused attempt (a cycle, a
+        budget) leaves no refusal behind: the groups were never meant to share data."""
+        changed = False
+        open_groups: dict[tuple, list[int]] = {}  # space key -> groups that may take more, in order
+        for gid in sorted(self.groups):
+            g = self.groups.get(gid)
+            if g is None or g.state.reduced or g.state.shape == () or not g.reads:
+                continue
+            key = g.key()
+            for a in open_groups.get(key, [])[-INDEPENDENT_TRIES:]:
+                refusals, last = dict(self.refusals), dict(self.last_refusal)
+                if a in self.groups and self.merge(a, gid):
+                    changed = True
+                    break
+                self.refusals, self.last_refusal = refusals, last
+            else:
+                open_groups.setdefault(key, []).append(gid)
+        return changed
+
     def _push_siblings(self, heap: list[int], siblings: dict[tuple, set[int]], key: tuple, reads: Iterable[Node],
                        after: int) -> None:
         for o in reads:
@@ -369,6 +393,7 @@ def partition(graph: Graph, counts: PartitionCounts | None = None) -> Graph:
         changed |= part.horizontal()
         if not changed:
             break
+    part.independent()
     regions = part.regions()
     # keep one refusal per pair of kernels that really stayed apart
     where: dict[Node, str] = {}

@@ -120,8 +120,11 @@ def _defaults(nest: LoopNest, device: DeviceProperties, variant: str | None, kin
         if bucket is None or (bucket[0] <= WARP) != (mapping == "warp_regs"):
             bucket = _bucket_of(nest, mapping)
         threads, elems, vec = bucket
+        lengths = row_lengths(nest, threads, elems)
+        if lengths == "bucket" and nest.row_contiguous:
+            vec = row_vector(nest, elems, exact=False)
         fast_division = any(nest.invariant_division(n) for n in nest.members)
-        return RowSchedule(mapping, threads, elems, vec, values_to_hold(nest, elems), fast_division)
+        return RowSchedule(mapping, threads, elems, vec, values_to_hold(nest, elems), fast_division, lengths)
     tile, split = cols_block(nest, device, COLS_THREADS)
     tiles = -(-nest.n_kept // tile)
     resident_blocks = device.sm_count * min(32, device.max_threads_per_sm // (tile * split))
@@ -305,16 +308,29 @@ def _row_itemsize(nest: LoopNest) -> int:
     return max((nest.infos[i].dtype.itemsize for i in _row_arrays(nest)), default=4)
 
 
-def row_vector(nest: LoopNest, elems: int, itemsize: int | None = None) -> int:
+def row_lengths(nest: LoopNest, threads: int, elems: int) -> str:
+    """``lengths`` of a register-resident row schedule of ``threads`` x ``elems``: ``exact`` where
+    specializing the kernel to the row length pays, ``bucket`` (one kernel for every length of the bucket)
+    elsewhere. Exact pays for a row of exactly ``threads x elems`` elements (no bounds checks at all; the
+    power-of-two rows of most models) and for rows shorter than a warp (several rows per warp: a run-time
+    choice between vector and scalar accesses would diverge inside the warp wherever rows start at
+    different alignments, so such a kernel takes the vectors its row starts allow, known when compiled).
+    A bucket of rows a warp or more long is one kernel with the row length a parameter (``benchmarks/
+    row_buckets.py`` measures what that costs against the exact kernels)."""
+    return "exact" if nest.n_loop == threads * elems or threads < WARP else "bucket"
+
+
+def row_vector(nest: LoopNest, elems: int, itemsize: int | None = None, exact: bool = True) -> int:
     """The vector width of a register-resident row: the widest power of two up to 16 bytes of the widest
     varying array (and up to the elements per thread) that keeps every varying array's row starts aligned
-    (its pointer alignment and each kept stride allow it)."""
+    (its pointer alignment and, for a kernel of ``exact`` row length, each kept stride allow it; a bucketed
+    kernel checks each row's start when it runs and reads a misaligned row with scalar accesses)."""
     arrays = _row_arrays(nest)
     itemsize = itemsize or _row_itemsize(nest)
     vec = min(VECTOR_BYTES // itemsize, elems)
     while vec > 1:
         if all(nest.access_align(nest.infos[i]) >= vec * nest.infos[i].dtype.itemsize
-               and all(nest.axes[g].strides[i] % vec == 0 for g in nest.kept_idx) for i in arrays):
+               and (not exact or all(nest.axes[g].strides[i] % vec == 0 for g in nest.kept_idx)) for i in arrays):
             break
         vec //= 2
     return max(vec, 1)
@@ -389,6 +405,10 @@ def resolve(nest: LoopNest, forced: Schedule | ScheduleRequest | str | None = No
             defaults["one_pass"] = one_pass
         if "loop" in given and "vec" not in given:  # reduce-all: the loop's own best width
             defaults["vec"] = _flat_loop(target, given["loop"])[1]
+        if forced.kind == "rows" and defaults.get("elems") and "vec" not in given and nest.row_contiguous:
+            # register rows: the widest vectors for the lengths policy and the elements per thread asked for
+            exact = given.get("lengths", defaults.get("lengths")) == "exact"
+            defaults["vec"] = row_vector(nest, given.get("elems", defaults["elems"]), exact=exact)
         forced = forced.build(defaults)
     check(nest, forced, device)
     return forced
@@ -481,9 +501,14 @@ def _check_flat_loop(nest: LoopNest, loop: str, vec: int, refuse: Any) -> None:
 
 
 def _check_rows(nest: LoopNest, s: RowSchedule, refuse: Any) -> None:
+    if s.lengths not in ("bucket", "exact"):
+        refuse("lengths is bucket (one kernel for every row length of the bucket) or exact")
     if not s.in_registers:
         if s.vec != 1 or s.elems or s.hold or s.fast_division:
             refuse("vec, elems, hold and fast_division belong to the register schedules")
+        if s.lengths != "bucket":
+            refuse("the re-reading schedules take every row length as a parameter: lengths=exact belongs to the "
+                   "register schedules")
         if s.row_threads != (WARP if s.mapping == "warp" else BLOCK):
             refuse(f"a {s.mapping} per row has {WARP if s.mapping == 'warp' else BLOCK} threads")
         return
@@ -498,8 +523,9 @@ def _check_rows(nest: LoopNest, s: RowSchedule, refuse: Any) -> None:
     if s.row_threads * s.elems < nest.n_loop:
         refuse(f"{s.row_threads} threads x {s.elems} elements hold rows of at most {s.row_threads * s.elems}, "
                f"not {nest.n_loop}")
-    if s.vec > 1 and row_vector(nest, s.elems) < s.vec:
-        refuse(f"the rows' arrays are not aligned for vectors of {s.vec}")
+    if s.vec > 1 and row_vector(nest, s.elems, exact=s.lengths == "exact") < s.vec:
+        refuse(f"the rows' arrays are not aligned for vectors of {s.vec}"
+               + (" (lengths=bucket checks each row's start when it runs)" if s.lengths == "exact" else ""))
     loops = [{nest.member_index[n] for n in ph.needed} for ph in nest.phases]
     loops.append({nest.member_index[n] for n in nest.epilogue_needed})
     for k in s.hold:

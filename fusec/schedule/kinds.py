@@ -11,7 +11,7 @@ Every schedule prints as one line that parses back (``explain`` shows it, ``--sc
     pointwise:vector,vec=4
     pointwise:tiled,tile=32
     reduce-all:last_block,loop=vector,vec=4
-    rows:block_regs,threads=256,elems=32,vec=4,hold=3+5,fast_division=1
+    rows:block_regs,threads=256,elems=32,vec=4,hold=3+5,fast_division=1,lengths=bucket
     rows:warp
     cols:tiles,tile=32,split=8
     cols:grid_barrier,tile=32,split=8,blocks=0,one_pass=0
@@ -191,6 +191,13 @@ class RowSchedule(Schedule):
     division by a per-row divisor multiplies by a reciprocal computed once per row (``fc::div_invariant``,
     exact), and a loop runs again with IEEE division where an operand leaves that helper's range.
 
+    ``lengths`` (rows in registers): ``bucket``, the kernel serves every row length up to ``threads x elems``
+    (the length is a parameter, and each row's start is checked at run time for the vector accesses, so
+    one kernel runs every length of its bucket); ``exact``, it is specialized to the row length at hand:
+    vector accesses only where every row start is aligned (known when it is compiled), and a row of exactly
+    ``threads x elems`` elements checks no bounds at all. The re-reading schedules take every length as a
+    parameter (``bucket``).
+
     ``one_pass`` (every reduction kind): on, the region's variances and softmax denominators
     (:mod:`fusec.schedule.one_pass`) take the pass of the mean or maximum they read: Welford's (count, mean,
     M2) and the online (max, sum of exp) pairs per thread, partials combined in a fixed order; off, a second
@@ -199,7 +206,7 @@ class RowSchedule(Schedule):
     kind: ClassVar[str] = "rows"
     variants: ClassVar[tuple[str, ...]] = ("warp", "block", "warp_regs", "block_regs")
     keys: ClassVar[dict[str, str]] = {"threads": "row_threads", "elems": "elems", "vec": "vec", "hold": "hold",
-                                      "fast_division": "fast_division", "one_pass": "one_pass"}
+                                      "fast_division": "fast_division", "lengths": "lengths", "one_pass": "one_pass"}
     quiet: ClassVar[tuple[str, ...]] = ("one_pass",)
     mapping: str = "warp"
     row_threads: int = WARP
@@ -207,11 +214,17 @@ class RowSchedule(Schedule):
     vec: int = 1
     hold: tuple[int, ...] = field(default=())
     fast_division: bool = False
+    lengths: str = "bucket"
     one_pass: bool | None = None
 
     @property
     def variant(self) -> str:
         return self.mapping
+
+    @property
+    def capacity(self) -> int:
+        """Rows in registers: the longest row the kernel holds (0 for the re-reading schedules, which take any)."""
+        return self.row_threads * self.elems if self.in_registers else 0
 
     @property
     def in_registers(self) -> bool:
@@ -231,7 +244,8 @@ class RowSchedule(Schedule):
 
     def text(self) -> str:
         if not self.in_registers and not self.fast_division and not self.hold and self.vec == 1 and \
-                self.elems == 0 and self.row_threads == (WARP if self.mapping == "warp" else BLOCK):
+                self.elems == 0 and self.lengths == "bucket" and \
+                self.row_threads == (WARP if self.mapping == "warp" else BLOCK):
             # the re-reading schedules have no fields of their own
             return f"{self.kind}:{self.mapping}" + self._flag_text("one_pass")
         return super().text()

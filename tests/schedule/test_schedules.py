@@ -143,7 +143,8 @@ def test_schedule_heuristics_choose_per_kind() -> None:
     assert (rows.mapping, rows.row_threads, rows.elems, rows.vec, rows.fast_division) == (
         "block_regs", 256, 32, 4, True)
     held = "+".join(map(str, rows.hold))
-    assert rows.hold and rows.text() == f"rows:block_regs,threads=256,elems=32,vec=4,hold={held},fast_division=1"
+    assert rows.hold and rows.text() == (
+        f"rows:block_regs,threads=256,elems=32,vec=4,hold={held},fast_division=1,lengths=exact")
     assert chosen(softmax, (64, 100)).mapping == "warp_regs"
     assert chosen(transpose_affine, (64, 33)) == PointwiseSchedule("tiled", 1, 64)  # read across, written along
     assert chosen(transpose_affine, (64, 8)) == PointwiseSchedule("strided", 1)  # too narrow to tile
