@@ -85,6 +85,7 @@ def test_independent_groups_merged_kernel_compiles_with_nvrtc() -> None:
         nvrtc.compile_cubin('extern "C" __global__ void k() {}', "sm_90")
     except Exception as exc:  # pragma: no cover - a machine without NVRTC
         pytest.skip(f"NVRTC unavailable: {exc}")
-    source = fusec.fuse(two_outputs).cuda_source(fusec.ArraySpec((300, 7), F32), fusec.ArraySpec((300, 7), F32))
+    source = fusec.fuse(two_outputs).cuda_source(fusec.ArraySpec((300, 7), F32), fusec.ArraySpec((300, 7), F32),
+                                                 full=True)
     assert source.count("__global__") == 1
     assert nvrtc.compile_cubin(source, "sm_90").cubin.startswith(b"\x7fELF")
