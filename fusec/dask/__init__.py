@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from fusec.arrayspec import ArraySpec
+from fusec.dask.views import inputs_through_views, picked
 from fusec.errors import FusecTypeError, FusecValueError, UnsupportedError
 from fusec.lru import LRU
 
@@ -113,6 +114,8 @@ def _plan_and_inputs(fused: Fused, params: list[tuple[str, Any]]) -> tuple[Any, 
 
     traced, graph, arrays, backend = _prepare(fused, params)
     fusion = fused.fusion and not _fusion_disabled()
+    graph, picks = inputs_through_views(graph)
+    arrays = picked(arrays, picks)
     return traced, dask_plan(graph, _chunks_of(arrays), fusion), arrays, backend
 
 
@@ -123,6 +126,8 @@ def run_graph(graph: Any, arrays: Sequence[Any], *, backend: str | None = None, 
     if backend is None:
         metas = [a._meta if is_dask_array(a) else a for a in arrays]
         backend = _library(metas[0]) if metas else "numpy"
+    graph, picks = inputs_through_views(graph)
+    arrays = picked(arrays, picks)
     plan = dask_plan(graph, _chunks_of(arrays))
     return _build(plan, list(arrays), backend, name or graph.name)
 

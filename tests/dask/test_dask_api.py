@@ -351,3 +351,25 @@ def test_dask_in_place_update_of_an_argument_is_refused(rng):
     dx = da.from_array(random_array(rng, (8, 6), np.float32), chunks=(4, 3))
     with pytest.raises(fusec.UnsupportedError, match="in place.*Dask"):
         fusec.fuse(bump)(dx)
+
+
+VIEW_CASES = {
+    "diff": lambda x: x[1:] - x[:-1],
+    "logsumexp_m0": lambda x: np.log(np.exp(x - x.max(1, keepdims=True)).sum(1)) + x.max(1, keepdims=True)[:, 0],
+    "reversed_step": lambda x: (x[::-2, 3:] * 2).sum(0),
+    "last_and_first_column": lambda x: x[..., -1] + x[:, 0],
+    "empty": lambda x: x[5:5] + 1,
+    "view_of_intermediate": lambda x: np.exp(x)[::3, ::-1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIEW_CASES))
+def test_dask_views_of_arguments_are_dask_slices(name, rng):
+    """Slices (moved down to the arguments by the passes) are taken as slices of the Dask arrays: results as
+    NumPy's, on uneven chunks."""
+    fn = VIEW_CASES[name]
+    x = random_array(rng, (37, 29), np.float32)
+    got = fusec.fuse(fn)(da.from_array(x, chunks=(10, 8))).compute()
+    want = fn(x)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-5)
