@@ -47,13 +47,13 @@ def emit(topic: str, message: str, *args: object) -> None:
 
 def layout_change(old: tuple, new: tuple) -> str:
     """What differs between two launch-layout keys of one kernel (:meth:`fusec.runtime.KernelLauncher.
-    cached_recipe`'s: the device, the forced schedule, then per array its shape, strides, dtype and pointer
+    cached_recipe`'s: the device, the forced schedule, autotuning, then per array its shape, strides, dtype and pointer
     alignment): "array 0: strides (400, 4) -> (800, 4)"."""
-    if old[:2] != new[:2]:
-        return "another device or forced schedule"
+    if old[:3] != new[:3]:  # device, forced schedule, autotuned
+        return "another device, forced schedule or autotuning"
     fields = ("shape", "strides", "dtype", "alignment (pointer mod 16)")
     out = []
-    for i, (a, b) in enumerate(zip(old[2:], new[2:])):
+    for i, (a, b) in enumerate(zip(old[3:], new[3:])):
         for name, x, y in zip(fields, a, b):
             if x != y:
                 out.append(f"array {i}: {name} {x} -> {y}")

@@ -127,6 +127,33 @@ def assert_matches_numpy(
     assert not bad.any(), f"(rtol={rtol}, atol={atol}) " + _first_mismatch(bad, a, e)
 
 
+def assert_reduction_matches_numpy(actual: Any, expected: Any, reference: Any, *, rtol: float | None = None,
+                                   atol: float | None = None) -> None:
+    """A float reduction's ``actual`` against NumPy's ``expected``: as :func:`assert_matches_numpy`, except that a
+    finite value outside the tolerance also passes where its error against the float64 ``reference`` is at most
+    twice NumPy's own (``shared/CORRECTNESS.md``'s rule for reductions, Inductor's): NumPy sums float16 in
+    float16 and strided axes in order, fusec accumulates float16 in float32 and in a tree."""
+    a, e = np.asarray(actual), np.asarray(expected)
+    r = np.asarray(reference, dtype=np.float64)
+    try:
+        assert_matches_numpy(a, e, rtol=rtol, atol=atol)
+        return
+    except AssertionError:
+        if a.dtype != e.dtype or a.shape != e.shape or e.dtype.kind != "f":
+            raise
+    finite = np.isfinite(e) & np.isfinite(r)
+    assert_matches_numpy(np.where(finite, e, a), e, exact=True)  # NaN and infinities exactly where NumPy has them
+    default_rtol, default_atol = TOLERANCES[e.dtype]
+    rtol = default_rtol if rtol is None else rtol
+    atol = default_atol if atol is None else atol
+    a64, e64 = a.astype(np.float64), e.astype(np.float64)
+    with np.errstate(all="ignore"):
+        close = np.abs(a64 - e64) <= atol + rtol * np.abs(e64)
+        no_worse = np.abs(a64 - r) <= 2 * np.abs(e64 - r) + atol + rtol * np.abs(r)
+    bad = finite & ~(close | no_worse)
+    assert not bad.any(), "further from the float64 result than twice NumPy's error: " + _first_mismatch(bad, a, e)
+
+
 def numpy_error_class(exc: BaseException) -> type[BaseException]:
     """The public class of a NumPy exception: a builtin or one of ``numpy.exceptions``
     (``_UFuncNoLoopError`` -> ``TypeError``, ``AxisError`` -> ``AxisError``)."""
