@@ -20,6 +20,7 @@ from collections.abc import Collection
 import numpy as np
 
 from fusec.ir.graph import Node
+from fusec.schedule.one_pass import is_count_of
 
 
 def _strip_float_casts(node: Node) -> Node:
@@ -48,22 +49,6 @@ def _deviation(q: Node) -> Node | None:
     return None
 
 
-def _count(r: Node) -> int:
-    count = 1
-    for a in r.attr("axes"):
-        count *= r.operands[0].shape[a]
-    return count
-
-
-def _is_count_of(divisor: Node, r: Node) -> bool:
-    if divisor.op == "size":
-        x = divisor.operands[0]
-        return int(np.prod([x.shape[a] for a in divisor.attr("axes")])) == _count(r)
-    if divisor.op == "const":
-        return float(divisor.attr("value")) == float(_count(r))
-    return False
-
-
 def _exponent(q: Node) -> Node | None:
     if q.op == "cast" and q.dtype.kind == "f" and q.operands[0].dtype.kind == "f" \
             and q.dtype.itemsize >= q.operands[0].dtype.itemsize:
@@ -90,7 +75,7 @@ def moment_pairs(split: Collection[Node]) -> dict[Node, tuple[Node, str]]:
             continue
         value = _strip_float_casts(per_row)
         if kind == "moments":
-            if value.op != "div" or not _is_count_of(value.operands[1], r):
+            if value.op != "div" or not is_count_of(value.operands[1], r):
                 continue
             first = _strip_float_casts(value.operands[0])
         else:

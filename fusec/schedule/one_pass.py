@@ -84,20 +84,21 @@ def _reduced_axes(r: Node, space: RegionSpace) -> frozenset[int]:
     return frozenset(a for j in r.attr("axes") if (a := amap[j]) is not None)
 
 
-def _count(r: Node) -> int:
+def reduced_count(r: Node) -> int:
+    """How many elements reduction ``r`` folds into each result."""
     count = 1
     for j in r.attr("axes"):
         count *= r.operands[0].shape[j]
     return count
 
 
-def _is_count_of(divisor: Node, r: Node) -> bool:
+def is_count_of(divisor: Node, r: Node) -> bool:
     """Whether ``divisor`` is the element count of ``r``'s reduced axes (a ``size`` node or a constant)."""
     if divisor.op == "size":
         x = divisor.operands[0]
-        return int(np.prod([x.shape[a] for a in divisor.attr("axes")])) == _count(r)
+        return int(np.prod([x.shape[a] for a in divisor.attr("axes")])) == reduced_count(r)
     if divisor.op == "const":
-        return float(divisor.attr("value")) == float(_count(r))
+        return float(divisor.attr("value")) == float(reduced_count(r))
     return False
 
 
@@ -149,7 +150,7 @@ def one_pass_sources(reductions: Collection[Node], inside: Collection[Node], spa
             if value.op != "div":
                 continue
             first = _without_float_casts(value.operands[0])
-            if first.op != "sum" or not _is_count_of(value.operands[1], r):
+            if first.op != "sum" or not is_count_of(value.operands[1], r):
                 continue
         else:
             first = value
