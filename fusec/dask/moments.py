@@ -20,7 +20,7 @@ from collections.abc import Collection
 import numpy as np
 
 from fusec.ir.graph import Node
-from fusec.schedule.one_pass import is_count_of
+from fusec.schedule.one_pass import exp_argument, is_count_of, squared_deviation
 
 
 def _strip_float_casts(node: Node) -> Node:
@@ -36,26 +36,6 @@ def _value_source(node: Node) -> Node:
     return node
 
 
-def _deviation(q: Node) -> Node | None:
-    if q.op == "cast" and q.dtype.kind == "f" and q.operands[0].dtype.kind == "f" \
-            and q.dtype.itemsize >= q.operands[0].dtype.itemsize:
-        q = q.operands[0]
-    if q.op == "square":
-        return q.operands[0]
-    if q.op == "mul" and q.operands[0] is q.operands[1]:
-        return q.operands[0]
-    if q.op == "pow" and q.operands[1].op == "const" and float(q.operands[1].attr("value")) == 2.0:
-        return q.operands[0]
-    return None
-
-
-def _exponent(q: Node) -> Node | None:
-    if q.op == "cast" and q.dtype.kind == "f" and q.operands[0].dtype.kind == "f" \
-            and q.dtype.itemsize >= q.operands[0].dtype.itemsize:
-        q = q.operands[0]
-    return q.operands[0] if q.op == "exp" else None
-
-
 def moment_pairs(split: Collection[Node]) -> dict[Node, tuple[Node, str]]:
     """Split reduction -> (the split reduction it reads, "moments" or "expsum"), for every pair one pass can
     compute: ``M2`` -> its sum, and ``sum(exp(x - max))`` -> its max."""
@@ -64,9 +44,9 @@ def moment_pairs(split: Collection[Node]) -> dict[Node, tuple[Node, str]]:
         if r.op != "sum" or r.dtype.kind != "f":
             continue
         kind = "moments"
-        d = _deviation(r.operands[0])
+        d = squared_deviation(r.operands[0])
         if d is None:
-            kind, d = "expsum", _exponent(r.operands[0])
+            kind, d = "expsum", exp_argument(r.operands[0])
         if d is None or d.op != "sub" or d.dtype.kind != "f":
             continue
         x, per_row = d.operands

@@ -102,7 +102,7 @@ def is_count_of(divisor: Node, r: Node) -> bool:
     return False
 
 
-def _deviation(q: Node) -> Node | None:
+def squared_deviation(q: Node) -> Node | None:
     """The ``d`` of ``q = d ** 2`` (``square(d)``, ``d * d``, ``d ** 2``, possibly widened)."""
     q = _widened(q)
     if q.op == "square":
@@ -114,7 +114,7 @@ def _deviation(q: Node) -> Node | None:
     return None
 
 
-def _exponent(q: Node) -> Node | None:
+def exp_argument(q: Node) -> Node | None:
     """The ``d`` of ``q = exp(d)``, possibly widened."""
     q = _widened(q)
     return q.operands[0] if q.op == "exp" else None
@@ -128,10 +128,10 @@ def one_pass_sources(reductions: Collection[Node], inside: Collection[Node], spa
     for r in reductions:
         if r.op != "sum" or not _is_float(r):
             continue
-        d = _deviation(r.operands[0])
+        d = squared_deviation(r.operands[0])
         kind = "moments"
         if d is None:
-            d, kind = _exponent(r.operands[0]), "exp_sum"
+            d, kind = exp_argument(r.operands[0]), "exp_sum"
         if d is None or d.op != "sub" or d not in inside or not _is_float(d):
             continue
         a, b = d.operands

@@ -19,36 +19,12 @@ from fusec import autotune
 from fusec.ir.interpret import to_xp
 from fusec.runtime import KernelLauncher, run_plan
 from tests.helpers import GPU_ONLY, assert_matches_numpy, assert_reduction_matches_numpy, random_array, seed_of
+from tests.test_autotune import col_sum, gelu, mean_var0, softmax, sum_squares, transpose_add  # the CPU tests' regions
 
 cupy = pytest.importorskip("cupy")
 
 pytestmark = GPU_ONLY
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def col_sum(x):
-    return x.sum(axis=0)
-
-
-def transpose_add(x, y):
-    return x.T * 2 + y
-
-
-def gelu(x):
-    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
-
-
-def mean_var0(x):
-    return x.mean(axis=0), x.var(axis=0)
-
-
-def sum_squares(x):
-    return (x * x).sum()
 
 
 CASES = {  # name -> (function, argument shapes)

@@ -19,6 +19,7 @@ import pytest
 import fusec
 from fusec import runtime
 from tests.helpers import GPU_ONLY, assert_matches_numpy, assert_reduction_matches_numpy, random_array
+from tests.ir.test_inplace import _adamw  # the in-place AdamW step of the CPU tests
 
 cupy = pytest.importorskip("cupy")
 
@@ -31,17 +32,6 @@ def _adam(p, g, m, v, lr, step, b1=0.9, b2=0.999, eps=1e-8):
     m_hat = m / (1 - b1 ** step)
     v_hat = v / (1 - b2 ** step)
     return p - lr * m_hat / (np.sqrt(v_hat) + eps), m, v
-
-
-def _adamw(p, g, m, v, lr, step, b1=0.9, b2=0.999, eps=1e-8, wd=0.01):
-    p *= 1 - lr * wd
-    m *= b1
-    m += (1 - b1) * g
-    v *= b2
-    v += (1 - b2) * g * g
-    m_hat = m / (1 - b1 ** step)
-    v_hat = v / (1 - b2 ** step)
-    p -= lr * m_hat / (np.sqrt(v_hat) + eps)
 
 
 def test_runtime_scalars_gpu_training_loop_traces_once_compiles_once(tmp_path, monkeypatch):

@@ -16,21 +16,11 @@ import fusec
 from fusec.ir.interpret import to_xp
 from fusec.runtime import KernelLauncher, run_plan
 from tests.helpers import GPU_ONLY, assert_matches_numpy, random_array, seed_of
+from tests.schedule.test_row_buckets import layernorm, softmax
 
 cupy = pytest.importorskip("cupy")
 
 pytestmark = GPU_ONLY
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def layernorm(x):
-    m = x.mean(axis=-1, keepdims=True)
-    v = ((x - m) ** 2).mean(axis=-1, keepdims=True)
-    return (x - m) / np.sqrt(v + 1e-5)
 
 
 def row_sum_max(x):

@@ -15,6 +15,7 @@ import pytest
 import fusec
 from fusec.errors import FusecTypeError
 from tests.helpers import assert_matches_numpy, gpu_count, random_array
+from tests.ir.test_inplace import _adamw  # the in-place AdamW step of the CPU tests
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed")
 cupy = pytest.importorskip("cupy")
@@ -26,17 +27,6 @@ needs_cuda = pytest.mark.skipif(gpu_count() == 0 or not torch.cuda.is_available(
 def _softmax(x):
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
-
-
-def _adamw(p, g, m, v, lr, step, b1=0.9, b2=0.999, eps=1e-8, wd=0.01):
-    p *= 1 - lr * wd
-    m *= b1
-    m += (1 - b1) * g
-    v *= b2
-    v += (1 - b2) * g * g
-    m_hat = m / (1 - b1 ** step)
-    v_hat = v / (1 - b2 ** step)
-    p -= lr * m_hat / (np.sqrt(v_hat) + eps)
 
 
 def test_torch_cpu_tensors_run_the_numpy_backend():
