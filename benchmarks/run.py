@@ -49,6 +49,7 @@ except ImportError:  # run as a script without PYTHONPATH=.
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results"
 GIB = 1 << 30
+SUITES = ("perf", "sweep", "idioms")
 LAST_REPORT: dict | None = None  # the report of the last main() call, for tests and interactive use
 
 
@@ -417,7 +418,9 @@ def measure(ctx: Context, w: W.Workload, prep: W.Prepared) -> dict[str, Any]:
     return {"ms": stats(times), "timing": how}
 
 
-def run_fusec(ctx: Context, w: W.Workload, inputs: tuple, ref: tuple, dtypes: tuple) -> dict[str, Any]:
+def run_fusec(ctx: Context, w: W.Workload, inputs: tuple, ref: tuple, dtypes: tuple,
+              fresh: Callable[[], tuple] | None = None) -> dict[str, Any]:
+    """``fresh()`` gives another copy of the inputs for the out= check (a ``mutates`` workload's call changes them)."""
     impl: dict[str, Any] = {"name": "fusec", "status": "failed"}
     try:
         import fusec
@@ -448,7 +451,7 @@ def run_fusec(ctx: Context, w: W.Workload, inputs: tuple, ref: tuple, dtypes: tu
         # again into poisoned out= buffers: every element must be written
         try:
             outs = poisoned(ctx.xp, ref, dtypes)
-            fused(*inputs, out=outs if len(outs) > 1 else outs[0])
+            fused(*(fresh() if fresh else inputs), out=outs if len(outs) > 1 else outs[0])
             ctx.sync()
             check_out = check_outputs(w, outs, ref, inputs, ctx.xp, dtypes)
             impl["out_check"] = "ok" if check_out["ok"] else describe_check(check_out)
@@ -522,7 +525,8 @@ def run_workload(ctx: Context, w: W.Workload, peers: tuple[W.Peer, ...]) -> dict
     rec: dict[str, Any] = {
         "name": w.name, "title": w.title, "dispatch": w.dispatch, "shape": list(shape),
         "bytes": w.bytes_of(shape), "bytes_formula": w.bytes_formula, "target": w.target,
-        "target_ms": w.target_ms, "target_ratio": w.target_ratio, "perf_best_peer": w.perf_best, "impls": [],
+        "target_ms": w.target_ms, "target_ratio": w.target_ratio, "target_pct_copy": w.target_pct_copy,
+        "target_kernels": w.target_kernels, "mutates": w.mutates, "perf_best_peer": w.perf_best, "impls": [],
     }
     say(f"{ctx.stamp()} {w.name}: {w.title}; shape {list(shape)}, {rec['bytes'] / 1e9:.3f} GB "
         f"({w.bytes_formula})")
@@ -540,10 +544,12 @@ def run_workload(ctx: Context, w: W.Workload, peers: tuple[W.Peer, ...]) -> dict
         rec["reference_s"] = time.perf_counter() - t0
         dtypes = expected_dtypes(w)
         say(f"  reference: float64 NumPy on the CPU in {rec['reference_s']:.2f} s")
-        rec["impls"].append(run_fusec(ctx, w, inputs, ref, dtypes))
+        # an in-place workload changes its arguments: each implementation (and fusec's out= check) gets a copy
+        fresh = (lambda src=inputs: tuple(a.copy() for a in src)) if w.mutates else None
+        rec["impls"].append(run_fusec(ctx, w, fresh() if fresh else inputs, ref, dtypes, fresh))
         for peer in w.peers:
             if peer in peers:
-                rec["impls"].append(run_peer(ctx, w, peer, inputs, ref))
+                rec["impls"].append(run_peer(ctx, w, peer, fresh() if fresh else inputs, ref))
     except (Exception, Timeout) as exc:
         rec["error"] = one_line(exc)
         say(f"  {w.name}: FAILED before timing: {one_line(exc)}")
@@ -599,6 +605,11 @@ def target_met(rec: dict[str, Any]) -> bool | None:
         return False if fusec else None
     if rec.get("target_ratio"):
         return None if rec.get("speedup") is None else rec["speedup"] >= rec["target_ratio"]
+    if rec.get("target_pct_copy"):
+        pct, kernels = fusec.get("pct_copy"), fusec.get("kernels")
+        if pct is None or kernels is None:
+            return None
+        return pct >= rec["target_pct_copy"] and kernels <= (rec.get("target_kernels") or kernels)
     return fusec["ms"]["median"] <= rec["target_ms"]
 
 
@@ -786,6 +797,26 @@ def ratio_summary(report: dict, bandwidth_bytes: int = 256 << 20, bandwidth_pct:
     return out
 
 
+def copy_target_summary(report: dict) -> list[str]:
+    """For a suite with copy-ceiling targets (the idioms): how many cases are one kernel at their share of the
+    copy ceiling, and for each miss its kernels and share."""
+    recs = [r for r in report["workloads"] if r.get("target_pct_copy")]
+    if not recs:
+        return []
+    if all(target_met(r) is None for r in recs):
+        return [f"copy-ceiling targets of {len(recs)} cases not judged: no copy ceiling or no fusec time in this run"]
+    missed = []
+    for r in recs:
+        if not target_met(r):
+            fusec = next((i for i in r["impls"] if i["name"] == "fusec"), {})
+            pct = fusec.get("pct_copy")
+            missed.append(f"{r['name']} ({fusec.get('kernels', '?')} kernel(s), "
+                          f"{'-' if pct is None else f'{pct:.0f}%'} of copy)")
+    below = f"; below: {', '.join(missed)}" if missed else ""
+    return [f"{len(recs) - len(missed)} of {len(recs)} cases in at most {recs[0]['target_kernels']} kernel at >= "
+            f"{recs[0]['target_pct_copy']:.1f}% of the copy ceiling{below}"]
+
+
 def skipped_lines(report: dict) -> list[str]:
     """One line per peer and reason: which workloads skipped it."""
     groups: dict[tuple[str, str], list[str]] = {}
@@ -829,7 +860,7 @@ def print_tables(report: dict, markdown: bool) -> None:
         say(render_markdown(head, rows))
         say("")
         say(render_markdown(shead, srows))
-        for line in skipped_lines(report) + ratio_summary(report):
+        for line in skipped_lines(report) + ratio_summary(report) + copy_target_summary(report):
             say(f"- {line}")
         return
     say(header_line(report))
@@ -838,7 +869,7 @@ def print_tables(report: dict, markdown: bool) -> None:
         say(line)
     say("")
     say(render_text(shead, srows))
-    for line in ratio_summary(report):
+    for line in ratio_summary(report) + copy_target_summary(report):
         say(line)
 
 
@@ -908,9 +939,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "small-input calls (under 3 minutes on an H200)")
     p.add_argument("--out", metavar="DIR", help="folder for the JSON and the chart (default benchmarks/results; "
                    "a new temporary folder with --dry-run)")
-    p.add_argument("--suite", choices=("perf", "sweep"), default="perf",
+    p.add_argument("--suite", choices=SUITES, default="perf",
                    help="perf: the workloads of shared/PERF.md (default); sweep: the layout sweep of "
-                        "benchmarks/sweep.py (axes, transposes, row lengths, dtypes, views)")
+                        "benchmarks/sweep.py (axes, transposes, row lengths, dtypes, views); idioms: NumPy as "
+                        "people write it, one kernel each (benchmarks/idioms.py)")
     p.add_argument("--only", metavar="NAMES", help=f"comma-separated workloads: {','.join(W.NAMES)} (perf), or "
                    "the sweep's (benchmarks/sweep.py)")
     p.add_argument("--peers", metavar="KEYS", help="comma-separated peers to run (default all; 'none' for fusec "
@@ -932,11 +964,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def suite_workloads(suite: str) -> dict[str, W.Workload]:
-    """The workloads of a suite by name: PERF.md's, or the layout sweep's."""
+    """The workloads of a suite by name: PERF.md's, the layout sweep's or the idioms'."""
     if suite == "sweep":
         from benchmarks.sweep import BY_NAME
 
         return BY_NAME
+    if suite == "idioms":
+        from benchmarks.idioms import BY_NAME as IDIOMS
+
+        return IDIOMS
     return W.BY_NAME
 
 
@@ -1021,7 +1057,7 @@ def main(argv: list[str] | None = None) -> int:
                                                 else DEFAULT_OUT)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        slug = report["gpu"]["slug"] + ("-sweep" if args.suite == "sweep" else "")
+        slug = report["gpu"]["slug"] + ("" if args.suite == "perf" else f"-{args.suite}")
         path = result_path(out_dir, report["date"], slug)
         report["json_path"] = str(path)
         path.write_text(json.dumps(json_safe(report), indent=1, allow_nan=False) + "\n")

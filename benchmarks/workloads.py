@@ -275,13 +275,15 @@ KEEPDIMS = "keepdims unsupported"
 # --- the workloads -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Workload:
-    """One row of PERF.md (or of the layout sweep, ``benchmarks/sweep.py``).
+    """One row of PERF.md (or of the layout sweep, ``benchmarks/sweep.py``, or the idioms, ``benchmarks/idioms.py``).
 
     ``kind`` says how the CPU reference is split into chunks: ``"pointwise"`` and ``"rows"`` along
     the first axis, ``"reduce_all"`` into partial sums, ``"whole"`` not at all. ``tolerances`` has one
     entry per output: ``(rtol, atol)``, or ``"argmax"`` for an index that may differ from the reference
     only on a tie of the logits. ``dispatch`` marks the small-input rows, timed per call on the host.
-    The target is a time (``target_ms``) or a speed relative to the fastest peer (``target_ratio``).
+    The target is a time (``target_ms``), a speed relative to the fastest peer (``target_ratio``) or a share
+    of the copy ceiling in at most ``target_kernels`` kernels (``target_pct_copy``). A ``mutates`` workload
+    updates its arguments in place and returns them: each implementation runs on its own copy of the inputs.
     """
 
     name: str
@@ -302,6 +304,9 @@ class Workload:
     cupy_fuse_cannot: str | None = None
     dispatch: bool = False
     target_ratio: float | None = None  # fusec's speed over the fastest peer's, at least
+    target_pct_copy: float | None = None  # fusec's GB/s as % of the copy ceiling, at least (the idioms suite)
+    target_kernels: int | None = None  # fusec's kernels, at most (the idioms suite)
+    mutates: bool = False  # the function updates its arguments in place (and returns them)
 
 
 def _n(shape: tuple) -> int:

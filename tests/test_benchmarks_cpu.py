@@ -197,3 +197,36 @@ def test_sweep_dry_run_checks_every_case_and_summarizes_ratios(tmp_path, capsys:
         assert rec["target_ratio"] == 0.9 and rec["speedup"] is not None
     out = capsys.readouterr().out
     assert f"fastest peer over {len(SWEEP)} cases: x" in out
+
+
+def test_idioms_dry_run_checks_every_case_one_kernel_each(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The idioms suite (benchmarks/idioms.py) through fusec's NumPy backend: every case traces into one kernel
+    and matches the float64 reference; the in-place AdamW case runs every implementation on its own copy of the
+    inputs (a shared copy would be stepped twice and miss the reference)."""
+    from benchmarks.idioms import IDIOMS
+
+    argv = ["--suite", "idioms", "--dry-run", "--peers", "naive", "--reps", "2", "--no-chart", "--out", str(tmp_path)]
+    assert run.main(argv) == 0
+    report = run.LAST_REPORT
+    assert report["suite"] == "idioms" and report["json_path"].endswith("-idioms.json")
+    assert [w["name"] for w in report["workloads"]] == [w.name for w in IDIOMS]
+    for rec in report["workloads"]:
+        fusec, naive = rec["impls"]
+        assert fusec["status"] == "ok" and fusec["check"]["ok"] and fusec["out_check"] == "ok", rec["name"]
+        assert naive["status"] == "ok" and naive["check"]["ok"], (rec["name"], naive.get("reason"))
+        assert fusec["kernels"] == rec["target_kernels"] == 1 and rec["target_met"] is None  # no ceiling here
+    assert any(rec["mutates"] for rec in report["workloads"])
+    assert "not judged: no copy ceiling" in capsys.readouterr().out
+
+
+def test_idioms_copy_target_needs_one_kernel_and_the_copy_share() -> None:
+    rec = {"target_pct_copy": 90.9, "target_kernels": 1, "impls": [
+        {"name": "fusec", "status": "ok", "ms": {"median": 1.0}, "pct_copy": 95.0, "kernels": 1}]}
+    assert run.target_met(rec) is True
+    rec["impls"][0]["kernels"] = 2
+    assert run.target_met(rec) is False
+    rec["impls"][0].update(kernels=1, pct_copy=80.0)
+    assert run.target_met(rec) is False
+    rec["workloads"] = None
+    assert run.copy_target_summary({"workloads": [dict(rec, name="x")]}) == [
+        "0 of 1 cases in at most 1 kernel at >= 90.9% of the copy ceiling; below: x (1 kernel(s), 80% of copy)"]
