@@ -216,6 +216,7 @@ def test_idioms_dry_run_checks_every_case_one_kernel_each(tmp_path, capsys: pyte
         assert naive["status"] == "ok" and naive["check"]["ok"], (rec["name"], naive.get("reason"))
         assert fusec["kernels"] == rec["target_kernels"] == 1 and rec["target_met"] is None  # no ceiling here
     assert any(rec["mutates"] for rec in report["workloads"])
+    assert report["fusec_cache_info"]["plans"] >= len(IDIOMS)  # the process's counters are in the report
     assert "not judged: no copy ceiling" in capsys.readouterr().out
 
 
