@@ -637,7 +637,9 @@ class Tracer:
                          hint="use vectorized operations (reductions with axis=...)")
 
     def __getitem__(self, key: Any) -> Tracer:
-        return Tracer(basic_index(self.node, key))
+        from fusec.ir.gather_trace import index  # basic indexing, or a gather for integer-array indices
+
+        return Tracer(index(self.node, key))
 
     # -- methods CuPy's functions forward to, and ndarray's own
     def sum(self, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kw: Any) -> Tracer:
@@ -1032,3 +1034,4 @@ def output_node(value: Any, index: int, loc: str | None = None) -> Node:
 import fusec.ir.composite  # noqa: E402, F401
 import fusec.ir.inplace  # noqa: E402, F401
 import fusec.ir.view_functions  # noqa: E402, F401
+import fusec.ir.gather_trace  # noqa: E402, F401
