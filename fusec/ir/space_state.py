@@ -64,6 +64,9 @@ class SpaceState:
         self.free: list[Node] | None = None
         self.maps: dict[Node, AxisMap] = {}  # final maps computed so far (valid for the current numbers)
 
+    def contains(self, n: Node) -> bool:
+        return n in self.members
+
     def find(self, x: int) -> int:
         parent = self.parent
         root = x

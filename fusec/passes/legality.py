@@ -4,6 +4,7 @@ A merge of groups is legal when, in this order (the first failure is the reason 
 
 1. the nodes have one iteration space (:func:`fusec.ir.region.region_space`, computed incrementally by
    :mod:`fusec.ir.space_state`);
+   and no gather reads a value the same kernel computes;
 2. every node the kernel must write (returned, or read by another kernel) is written once per element:
    it covers every axis of the space, or, in a reduction, every kept axis without varying along a
    reduced one;
@@ -25,7 +26,7 @@ from typing import Protocol
 
 from fusec.ir.axis_slots import AxisSlots
 from fusec.ir.graph import Node
-from fusec.ir.region import AxisMap, space_kind
+from fusec.ir.region import AxisMap, gather_refusal, space_kind
 from fusec.ir.space_state import refusal_text
 from fusec.passes import policy
 
@@ -91,7 +92,17 @@ class Cycle:
         return f"would create a cycle through {names[self.via]}"
 
 
-Reason = NoCommonSpace | WrittenTwice | OverBudget | Cycle
+@dataclass(frozen=True)
+class GatherOfComputed:
+    """A gather whose array the same kernel would compute (other threads' elements)."""
+
+    gather: Node
+
+    def text(self, names: Names) -> str:
+        return gather_refusal(self.gather)
+
+
+Reason = NoCommonSpace | WrittenTwice | OverBudget | Cycle | GatherOfComputed
 
 
 @functools.lru_cache(maxsize=4096)
@@ -121,6 +132,8 @@ class SpaceView(Protocol):
 
     def max_reduction_phase(self) -> int: ...
 
+    def contains(self, n: Node) -> bool: ...
+
 
 def kernel_reason(space: SpaceView, members: Callable[[], Members], slots: AxisSlots,
                   written: list[Node], n_reads: int) -> Reason | None:
@@ -129,6 +142,9 @@ def kernel_reason(space: SpaceView, members: Callable[[], Members], slots: AxisS
     the arrays it reads. None when legal so far (the cycle check is the caller's)."""
     if not space.legal:
         return NoCommonSpace(members(), slots)
+    for g in slots.gathers:
+        if space.contains(g) and space.contains(g.operands[0]):
+            return GatherOfComputed(g)
     for n in written:
         if not written_once(space.final_map(n), space.shape, space.reduced):
             return WrittenTwice(n, space.shape)

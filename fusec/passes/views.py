@@ -4,7 +4,8 @@ A ``slice`` of a function input is index arithmetic inside the kernel that reads
 :mod:`fusec.schedule.nest`), but a slice of a value computed in the same kernel would need elements other
 threads compute. So every slice is moved down to the arrays: through elementwise ops (each operand sliced
 along its own axes; a broadcast axis stays as it is), ``broadcast_to``, ``transpose``, ``expand_dims``,
-``squeeze``, another slice (composed into one) and reductions (the kept axes sliced, the reduced ones
+``squeeze``, another slice (composed into one), gathers (the array's kept axes and the index operands sliced)
+and reductions (the kept axes sliced, the reduced ones
 whole). What is computed then is only the selected part: ``exp(x)[::2]`` computes half the exponentials.
 A slice selecting nothing becomes an empty constant; one selecting everything disappears. After this,
 slices sit on function inputs only (fusion's form, which ``fuse`` applies to every graph).
@@ -37,6 +38,16 @@ def _operand_bounds(y: Node, bounds: Bounds) -> list[tuple[Node, Bounds | None]]
             ob = tuple(bounds[j + off] if o.shape[j] == y.shape[j + off] else (0, 1, o.shape[j])
                        for j in range(o.ndim))
             out.append((o, ob if o.ndim else None))
+        return out
+    if y.kind is Kind.GATHER:  # the kept axes of the array and the index operands, along the result's axes
+        x, indices = y.operands[0], y.operands[1:]
+        axes = y.attr("axes")
+        dim_of = dict(zip([j for j in range(x.ndim) if j not in axes], y.attr("dims")))
+        out = [(x, tuple(bounds[dim_of[j]] if j in dim_of and x.shape[j] == y.shape[dim_of[j]] else (0, 1, x.shape[j])
+                         for j in range(x.ndim)))]
+        for i in indices:
+            out.append((i, tuple(bounds[k] if i.shape[k] == y.shape[k] else (0, 1, i.shape[k])
+                                 for k in range(i.ndim)) if i.ndim else None))
         return out
     (x,) = y.operands if len(y.operands) == 1 else (None,)
     if x is None:
