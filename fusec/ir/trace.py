@@ -1032,6 +1032,6 @@ def output_node(value: Any, index: int, loc: str | None = None) -> Node:
 # the everyday functions built from the ops above (logsumexp, softmax, nanmean, ...) register themselves,
 # and so do in-place updates (x += 1, x[mask] = v) and the view bookkeeping they need
 import fusec.ir.composite  # noqa: E402, F401
+import fusec.ir.gather_trace  # noqa: E402, F401
 import fusec.ir.inplace  # noqa: E402, F401
 import fusec.ir.view_functions  # noqa: E402, F401
-import fusec.ir.gather_trace  # noqa: E402, F401

@@ -19,9 +19,9 @@ import numpy as np
 
 from fusec.ir.graph import Graph, Node, make_node, rewrite
 from fusec.ir.ops import Kind
+from fusec.passes.gathers import sink_gather
 from fusec.passes.manager import register
 from fusec.passes.patterns import P, Rule, RuleSet, apply_rules, const, var
-from fusec.passes.gathers import sink_gather
 from fusec.passes.views import sink_slice
 
 x, y, c = var("x"), var("y"), var("c")

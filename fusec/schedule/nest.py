@@ -12,9 +12,9 @@ compute where and how it reaches memory:
    phase's reductions). Each phase's loop computes the full members its reductions consume (its
    *needed* members); the epilogue loop computes the full members the full outputs need.
 3. **Accesses.** Every (array, axis map) pair that a member reads, every output, every argmax/argmin
-   position and every gather's base position is an access (``ld<k>``, ``st<k>``, ``ix<k>``, ``gx<k>``, numbered in the order the scopes first read
-   them): for each region axis, how many elements one step along it moves in that array (0 where it is
-   broadcast).
+   position and every gather's base position is an access (``ld<k>``, ``st<k>``, ``ix<k>``, ``gx<k>``,
+   numbered in the order the scopes first read them): for each region axis, how many elements one step
+   along it moves in that array (0 where it is broadcast).
 4. **Collapse.** Size-1 region axes are dropped; adjacent axes of the same class (kept or reduced) merge
    when every access steps through them contiguously (``stride[a] == stride[a+1] * extent[a+1]``).
 5. **Index width.** ``int`` when every extent and every access's largest offset stays below
