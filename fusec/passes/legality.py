@@ -2,9 +2,9 @@
 
 A merge of groups is legal when, in this order (the first failure is the reason given):
 
+0. no gather reads a value the same kernel computes (:func:`fusec.ir.region.gather_refusal`);
 1. the nodes have one iteration space (:func:`fusec.ir.region.region_space`, computed incrementally by
    :mod:`fusec.ir.space_state`);
-   and no gather reads a value the same kernel computes;
 2. every node the kernel must write (returned, or read by another kernel) is written once per element:
    it covers every axis of the space, or, in a reduction, every kept axis without varying along a
    reduced one;
@@ -140,11 +140,11 @@ def kernel_reason(space: SpaceView, members: Callable[[], Members], slots: AxisS
     """Checks 1-3 for a candidate kernel: ``space`` is its iteration space, ``members`` gives its nodes
     (only called for a refusal), ``written`` the nodes it must write (topological order), ``n_reads``
     the arrays it reads. None when legal so far (the cycle check is the caller's)."""
-    if not space.legal:
-        return NoCommonSpace(members(), slots)
     for g in slots.gathers:
         if space.contains(g) and space.contains(g.operands[0]):
             return GatherOfComputed(g)
+    if not space.legal:
+        return NoCommonSpace(members(), slots)
     for n in written:
         if not written_once(space.final_map(n), space.shape, space.reduced):
             return WrittenTwice(n, space.shape)
