@@ -344,7 +344,8 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
                            batch_axes=tuple(a for k, a in enumerate(axes) if k not in (out_axis, in_axis)))
     if isinstance(schedule, PointwiseSchedule) and schedule.loop == "inner_vector":
         loop_fields = dict(inner_broadcast=tuple(info.var for i, info in enumerate(nest.infos)
-                                                 if info.pointer is not None and nest.axes[-1].strides[i] == 0))
+                                                 if (info.pointer is not None or info.var.startswith("gx"))
+                                                 and nest.axes[-1].strides[i] == 0))
     held: tuple[Access, ...] = ()
     if lo.regs:  # every array the loops read along the row sits in registers
         loads = {a.var: a for ph in nest.phases for a in nest.split(ph.refs)[2] if a.pointer is not None}
