@@ -306,3 +306,28 @@ def test_gather_kernel_source_checks_bounds_and_names_the_line() -> None:
     # the error word is a parameter, null until the launcher points it at its word
     names = [p.name for p in generated.spec.params if p.role == "scalar"]
     assert generated.spec.args[names.index("err")] == 0
+
+
+# ---- the benchmark builders -----------------------------------------------------------------------------
+
+
+def test_gather_benchmark_cross_entropy_builder() -> None:
+    from benchmarks.idioms_gathers import (
+        CROSS_ENTROPY_DRY_SHAPE,
+        CROSS_ENTROPY_SHAPE,
+        build_cross_entropy,
+        cross_entropy_bytes,
+        cross_entropy_inputs,
+    )
+
+    rng = np.random.default_rng(2)
+    logits, targets = cross_entropy_inputs(lambda s: rng.standard_normal(s).astype(np.float32),
+                                           CROSS_ENTROPY_DRY_SHAPE)
+    assert targets.dtype == np.int64 and targets.min() >= 0 and targets.max() < CROSS_ENTROPY_DRY_SHAPE[1]
+    fused = fusec.fuse(build_cross_entropy(np))
+    want = (np.log(np.exp(logits.astype(np.float64)).sum(1)) - logits[np.arange(len(targets)), targets]).mean()
+    assert abs(float(fused(logits, targets)) - want) <= 1e-5 * abs(want)
+    plan = fused.plan(fusec.ArraySpec(CROSS_ENTROPY_SHAPE, "float32"),
+                      fusec.ArraySpec(CROSS_ENTROPY_SHAPE[:1], "int64"))
+    assert [k.region.kind for k in plan.kernels] == ["rows", "reduce-all"]
+    assert cross_entropy_bytes(CROSS_ENTROPY_SHAPE) == 4 * 8192 * 32768 + 8 * 8192 + 4
