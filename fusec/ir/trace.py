@@ -463,8 +463,8 @@ def basic_index(x: Node, key: Any) -> Node:
             what = "a traced array" if isinstance(k, Tracer) else type(k).__name__
             raise UnsupportedError(
                 f"indexing with {what} is not supported inside a fused function (only integers, slices, "
-                "None/np.newaxis and ...)",
-                hint="select with np.where(mask, x, other); gathers (x[idx], take_along_axis) are not traced yet",
+                "None/np.newaxis, ... and integer arrays)",
+                hint="index with integers, slices, None, ... or integer arrays (x[idx], np.take_along_axis)",
             )
     if sum(k is Ellipsis for k in keys) > 1:
         raise FusecIndexError("an index can only have a single ellipsis ('...')")
