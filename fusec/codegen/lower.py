@@ -148,17 +148,21 @@ class _Lowering:
         nest = self.nest
         x, indices = node.operands[0], node.operands[1:]
         info = nest.gather_access(node)
-        strides = nest.layout(x).strides
+        strides, shape = nest.gather_strides(node)
         code = error_code(node)
         self.error_sites[code] = node.loc or "a gather"
         terms = []
         for t, (a, idx) in enumerate(zip(node.attr("axes"), indices)):
             n, s = f"{info.var}_n{t}", f"{info.var}_g{t}"
-            self.gather_params.setdefault(n, np.int64(x.shape[a]))
+            self.gather_params.setdefault(n, np.int64(shape[a]))
             self.gather_params.setdefault(s, np.int64(strides[a]))
             terms.append(f"fc::gather_index({self.value(idx, node)}, {n}, {ERROR_PARAM}, {code}u), {s}")
+        base = info.var
+        if node.attr("start") is not None:  # read through a window: from its first element
+            self.gather_params.setdefault(f"{info.var}_o", np.int64(nest.gather_offset(node)))
+            base = f"{info.var} + ({nest.index_ctype}){info.var}_o"
         ptr = nest.pointer[x]
-        return f"fc::gather_read<{cuda_ops.ctype(x.dtype)}, {nest.index_ctype}>({ptr}, {info.var}, {', '.join(terms)})"
+        return f"fc::gather_read<{cuda_ops.ctype(x.dtype)}, {nest.index_ctype}>({ptr}, {base}, {', '.join(terms)})"
 
     def line(self, node: Node, fast_flag: str | None = None) -> str:
         """``node``'s C++ line; with ``fast_flag``, a division by a loop-invariant divisor takes
@@ -367,6 +371,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         full_rows=lo.regs and schedule.lengths == "exact" and nest.n_loop == schedule.capacity,
         rows_aligned_at_run_time=lo.regs and schedule.lengths == "bucket" and lo.vec > 1, **loop_fields,
         error_sites=tuple(sorted(lo.error_sites.items())),
+        gathered=tuple(sorted({nest.pointer[n.operands[0]] for n in nest.members if n.kind is Kind.GATHER})),
         headers=cuda_ops.extra_headers(n.op for n in nest.members) + (
             (cuda_ops.ONE_PASS_HEADER,) if nest.one_pass_sources else ()),
     )

@@ -4,7 +4,8 @@ placement, and NumPy's bounds rule (negative indices wrap once; anything else ou
 
 ``gather(x, i_0, ..., i_{k-1}) {axes, dims}`` is ``out[p] = x[q]`` where ``q[axes[t]] = i_t[p]`` (wrapped) and
 every other axis ``j`` of ``x`` (the s-th) runs along result axis ``dims[s]`` (position 0 where ``x`` has
-extent 1 there: broadcast).
+extent 1 there: broadcast). With ``start``/``stop``/``step`` the array is first read through that window (a
+slice's attributes), and indices count within the window.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from fusec.errors import FusecIndexError
 from fusec.ir.graph import Node
+from fusec.ir.infer import gather_window
 
 
 def check_bounds(xp: Any, index: Any, extent: int, axis: int, loc: str | None) -> None:
@@ -32,6 +34,9 @@ def check_bounds(xp: Any, index: Any, extent: int, axis: int, loc: str | None) -
 def gather(xp: Any, node: Node, x: Any, indices: list[Any]) -> Any:
     """The value of the ``gather`` node ``node`` on ``x`` and its index arrays, as NumPy computes it."""
     axes, dims = tuple(node.attr("axes")), tuple(node.attr("dims"))
+    window = gather_window(x.shape, dict(node.attrs))
+    if window is not None:  # the window first, as a slice reads it
+        x = x[tuple(slice(f, f + s * c if f + s * c >= 0 else None, s) if c else slice(0, 0) for f, s, c in window)]
     shape = node.shape
     rank = len(shape)
     key: list[Any] = [None] * x.ndim

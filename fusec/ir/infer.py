@@ -155,6 +155,17 @@ def _elementwise_dtype(op: OpDef, in_dtypes: list[np.dtype]) -> np.dtype:
     return out
 
 
+def gather_window(x_shape: Shape, attrs: Mapping[str, Any]) -> list[Bound] | None:
+    """A gather's window on its array (``start``/``stop``/``step``, resolved as a slice's), or None."""
+    return slice_bounds(x_shape, attrs) if "start" in attrs else None
+
+
+def gather_window_shape(x_shape: Shape, attrs: Mapping[str, Any]) -> Shape:
+    """The shape of the array a gather reads: its operand's, or its window's."""
+    window = gather_window(x_shape, attrs)
+    return x_shape if window is None else tuple(c for _, _, c in window)
+
+
 def gather_shape(x_shape: Shape, index_shapes: list[Shape], index_dtypes: list[np.dtype],
                  attrs: Mapping[str, Any]) -> Shape:
     """The result shape of ``gather`` (see the op table): every index operand has the result's rank; result
@@ -248,7 +259,7 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
         return out_dtype, reduced_shape(x_shape, axes, bool(attrs["keepdims"]))
 
     if op.kind is Kind.GATHER:
-        return in_dtypes[0], gather_shape(shapes[0], shapes[1:], in_dtypes[1:], attrs)
+        return in_dtypes[0], gather_shape(gather_window_shape(shapes[0], attrs), shapes[1:], in_dtypes[1:], attrs)
 
     # layout
     (x_shape,) = shapes

@@ -205,7 +205,8 @@ _define(OpDef("slice", Kind.LAYOUT, 1, cost=0,
 _define(OpDef("gather", Kind.GATHER, VARIADIC, cost=1,
               doc="out[p] = x[q]: `axes` are the axes of x read at the index operands' values (one integer operand "
                   "per axis, all of the result's rank, broadcast to it; negative values wrap, out of range: "
-                  "IndexError), `dims` the result axis each other axis of x runs along"))
+                  "IndexError), `dims` the result axis each other axis of x runs along; optional `start`/`stop`/`step` "
+                  "(as a slice's) read x through that window first"))
 
 # reductions without an identity raise on an empty reduced extent, as NumPy does
 NO_IDENTITY = frozenset({"max", "min", "nanmax", "nanmin", "argmax", "argmin"})

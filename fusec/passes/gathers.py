@@ -10,9 +10,12 @@ Like slices (:mod:`fusec.passes.views`), a gather therefore moves down to the ar
   index is still checked against its axis (NumPy's ``IndexError``); 0-d operands stay as they are. Only the
   gathered elements are computed: ``np.exp(x)[idx]`` computes ``len(idx)`` rows of exponentials, once per
   index (a repeated index computes its row again, which is cheaper than writing ``exp(x)`` to memory);
-- into ``transpose`` and ``expand_dims`` of the array (their axes renumbered into ``axes``/``dims``).
+- into ``transpose`` and ``expand_dims`` of the array (their axes renumbered into ``axes``/``dims``);
+- into a ``slice`` of the array, which becomes the gather's window (``start``/``stop``/``step``: the kernel reads
+  the array through it, indices count within it), so ``x[1:][idx]`` copies nothing.
 
-It does **not** move through reductions (nor ``squeeze``, ``broadcast_to``, ``slice`` or another gather):
+It does **not** move through reductions (nor ``squeeze``, ``broadcast_to`` or another gather, nor further
+once it has a window):
 ``gather(x.sum(1), i)`` would redo a whole row's reduction per gathered element, and per repeat of an index,
 and turn a pointwise kernel into a reduction over gathered rows. The reduction's kernel writes its result and
 the gather's kernel reads it there: one reduced value per row in memory, which is what the reduction writes
@@ -78,6 +81,12 @@ def _plan(g: Node) -> tuple[list[Node], Builder] | None:
     y = g.operands[0]
     axes, dims = list(g.attr("axes")), list(g.attr("dims"))
     indices = list(g.operands[1:])
+    if g.attr("start") is not None:  # a window reads an array in memory already
+        return None
+    if y.op == "slice":  # the slice becomes the gather's window: the array is read through it, no copy
+        attrs = {"axes": axes, "dims": dims, **{k: list(y.attr(k)) for k in ("start", "stop", "step")}}
+        node = make_node("gather", [y.operands[0], *indices], attrs, loc=g.loc)
+        return [node], lambda done: done[0]
     if y.kind is Kind.ELEMENTWISE:
         for a in axes:  # every gathered axis keeps an index operand (its bounds check) in some operand
             if not any(o.ndim and o.ndim - y.ndim + a >= 0 and o.shape[o.ndim - y.ndim + a] == y.shape[a]

@@ -14,7 +14,7 @@ slices sit on function inputs only (fusion's form, which ``fuse`` applies to eve
 from __future__ import annotations
 
 from fusec.ir.graph import Node, make_node
-from fusec.ir.infer import Bound, slice_attrs, slice_bounds
+from fusec.ir.infer import Bound, gather_window, slice_attrs, slice_bounds
 from fusec.ir.ops import Kind
 
 Bounds = tuple[Bound, ...]
@@ -39,12 +39,19 @@ def _operand_bounds(y: Node, bounds: Bounds) -> list[tuple[Node, Bounds | None]]
                        for j in range(o.ndim))
             out.append((o, ob if o.ndim else None))
         return out
-    if y.kind is Kind.GATHER:  # the kept axes of the array and the index operands, along the result's axes
+    if y.kind is Kind.GATHER:  # the kept axes of the array (within its window) and the index operands
         x, indices = y.operands[0], y.operands[1:]
         axes = y.attr("axes")
         dim_of = dict(zip([j for j in range(x.ndim) if j not in axes], y.attr("dims")))
-        out = [(x, tuple(bounds[dim_of[j]] if j in dim_of and x.shape[j] == y.shape[dim_of[j]] else (0, 1, x.shape[j])
-                         for j in range(x.ndim)))]
+        window = gather_window(x.shape, dict(y.attrs)) or [(0, 1, d) for d in x.shape]
+        xb = []
+        for j, (f, s, c) in enumerate(window):
+            if j in dim_of and c == y.shape[dim_of[j]]:
+                f2, s2, c2 = bounds[dim_of[j]]
+                xb.append((f + s * f2, s * s2, c2))
+            else:
+                xb.append((f, s, c))
+        out = [(x, tuple(xb))]
         for i in indices:
             out.append((i, tuple(bounds[k] if i.shape[k] == y.shape[k] else (0, 1, i.shape[k])
                                  for k in range(i.ndim)) if i.ndim else None))
@@ -80,6 +87,8 @@ def _rebuilt(y: Node, operands: list[Node], bounds: Bounds) -> Node:
     if y.op == "slice":  # composed into its operand's slice
         return operands[0]
     attrs = dict(y.attrs)
+    if y.kind is Kind.GATHER:  # the array's operand carries the window now
+        attrs = {"axes": attrs["axes"], "dims": attrs["dims"]}
     if y.op == "broadcast_to":
         attrs["shape"] = [c for _, _, c in bounds]
     dtype = y.dtype if y.op in ("cast", "const", "size") else None

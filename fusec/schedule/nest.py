@@ -35,7 +35,7 @@ from functools import cached_property
 import numpy as np
 
 from fusec.ir.graph import Node
-from fusec.ir.infer import slice_bounds
+from fusec.ir.infer import gather_window, slice_bounds
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region, operand_map
 from fusec.schedule.layout import ArrayLayout, alignment
@@ -321,9 +321,26 @@ class LoopNest:
         axes = g.attr("axes")
         result_axis = dict(zip([j for j in range(x.ndim) if j not in axes], g.attr("dims")))
         amap = tuple(None if j in axes else self.space.maps[g][result_axis[j]] for j in range(x.ndim))
-        info = self._access(("gx", g), "gx", g, None, None, self._vector(layout.strides, amap, x.shape))
+        strides, shape = self.gather_strides(g)
+        info = self._access(("gx", g), "gx", g, None, None, self._vector(strides, amap, shape))
         info.span = sum(abs(int(st)) * max(d - 1, 0) for st, d in zip(layout.strides, x.shape))
         return info
+
+    def gather_strides(self, g: Node) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The strides (elements) and extents of the array gather ``g`` reads: its operand's, or through its window
+        (strides times the window's steps; :meth:`gather_offset` is where the window starts)."""
+        x = g.operands[0]
+        strides = tuple(int(s) for s in self.layout(x).strides)
+        window = gather_window(x.shape, dict(g.attrs))
+        if window is None:
+            return strides, x.shape
+        return tuple(s * step for s, (_, step, _) in zip(strides, window)), tuple(c for _, _, c in window)
+
+    def gather_offset(self, g: Node) -> int:
+        """Elements from the array's start to the first of gather ``g``'s window (0 without one)."""
+        x = g.operands[0]
+        window = gather_window(x.shape, dict(g.attrs))
+        return 0 if window is None else sum(f * int(s) for (f, _, _), s in zip(window, self.layout(x).strides))
 
     def load_var(self, node: Node, user: Node) -> str:
         """The variable of the load through which member ``user`` reads array ``node``."""

@@ -234,6 +234,19 @@ def test_gather_ir_text_round_trip_and_reference() -> None:
     assert_matches_numpy(got, want, exact=True)
 
 
+def test_gather_window_round_trip_and_reference() -> None:
+    text = """func @w(%x: f32[6,5], %i: i16[3,1]) -> f32[3,3] {
+  %0 = gather %x, %i {axes=[0], dims=[1], start=[1, 4], step=[1, -2], stop=[none, none]} : f32[3,3]
+  return %0
+}"""
+    g = parse(text)
+    assert print_graph(g) == text
+    x, i = np.arange(30, dtype=np.float32).reshape(6, 5), np.array([[0], [-1], [2]], np.int16)
+    assert_matches_numpy(interpret(g, [x, i])[0], x[1:, 4::-2][i[:, 0]], exact=True)
+    with pytest.raises(FusecIndexError, match="axis 0 with size 5"):  # indices count within the window
+        interpret(g, [x, np.array([[5], [0], [0]], np.int16)])
+
+
 @pytest.mark.parametrize("attrs, text", [
     ("{axes=[0, 0], dims=[2]}", "distinct"),
     ("{axes=[0, 2], dims=[3]}", "dims"),

@@ -52,6 +52,10 @@ def gather_then_reduce(x, i):
     return x[i].sum(1)
 
 
+def of_slice(x, i):  # the slice becomes the gather's window: the argument is read through it
+    return x[1:, ::-1][i] * 2
+
+
 def reversed_gather(x, i):
     return x.T[i] - x.T[i].max(1, keepdims=True)
 
@@ -87,5 +91,6 @@ WORKLOADS: dict[str, Workload] = {
     "of_reduction": Workload(of_reduction, lambda r, d, i: (_data(r, (30, 17), d), _idx(r, 30, (9,), i)), 2),
     "gather_then_reduce": Workload(gather_then_reduce, lambda r, d, i: (_data(r, (30, 17), d), _idx(r, 30, (9,), i)),
                                    1),
+    "of_slice": Workload(of_slice, lambda r, d, i: (_data(r, (31, 17), d), _idx(r, 30, (9,), i)), 1),
     "reversed_gather": Workload(reversed_gather, lambda r, d, i: (_data(r, (17, 30), d), _idx(r, 30, (9,), i)), 1),
 }
