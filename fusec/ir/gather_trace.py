@@ -197,6 +197,11 @@ def take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "r
         raise UnsupportedError(f"take(..., mode={mode!r}) is not supported inside a fused function",
                                hint="use mode='raise' (the default): out-of-range indices are an IndexError")
     x = _as_node(a, "take")
+    if isinstance(indices, list):  # a constant list: as x[..., indices] along the axis (a slice where it is one)
+        if axis is None:
+            _flat_only(x, "take")
+        ax = 0 if axis is None else normalize_axes(axis, x.ndim, allow_tuple=False)[0]
+        return Tracer(index(x, (slice(None),) * ax + (indices,)))
     i = _index_operand(indices, "take")
     if axis is None:
         _flat_only(x, "take")
