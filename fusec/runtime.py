@@ -231,7 +231,7 @@ class KernelLauncher:
         threads = spec.block[0] * spec.block[1]
         grid = spec.launch.grid(self.capacity(fn, threads))
         scalars = tuple(spec.args)
-        if spec.error_sites:  # gathers: the kernel's error word is this launcher's word on this device
+        if spec.error_sites and check_indices():  # gathers: the kernel's error word is this launcher's on this device
             names = [p.name for p in spec.params if p.role == "scalar"]
             word = np.uint64(self._error_word(device).data.ptr)
             scalars = tuple(word if name == ERROR_PARAM else v for name, v in zip(names, scalars))
@@ -458,7 +458,8 @@ def _estimate_blocks_per_sm(function: Any, threads: int) -> int:
 
 def check_indices() -> bool:
     """Whether calls check gathers' indices after their kernels (a synchronizing read of one word): on unless
-    ``FUSEC_CHECK_INDICES=0``, where an index out of range gives 0 for its element and no error."""
+    ``FUSEC_CHECK_INDICES=0``, where an index out of range gives 0 for its element and no error (read when a
+    kernel's launch is prepared: its error word is then a null pointer, which the kernel never writes)."""
     return os.environ.get("FUSEC_CHECK_INDICES", "1") != "0"
 
 

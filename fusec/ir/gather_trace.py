@@ -30,8 +30,8 @@ from fusec.ir.infer import broadcast_shapes, normalize_axes
 from fusec.ir.scalars import Scalar as _Scalar
 from fusec.ir.trace import Tracer, _as_node, _const, _index_bound, _mark_shape_read, _node, basic_index
 
-MASK_HINT = ("select with np.where(mask, x, 0) (same shape), or pass the mask to the reduction "
-             "(np.sum(x, where=mask) is x * mask summed: (x * mask).sum())")
+MASK_HINT = ("select with np.where(mask, x, 0) (same shape), or fold the mask into the reduction: "
+             "np.where(mask, x, 0).sum(), (x * mask).sum(), np.where(mask, x, -np.inf).max()")
 LIST_HINT = "pass the indices as an integer array argument of the fused function (np.asarray(indices))"
 
 
