@@ -345,3 +345,25 @@ def test_gather_benchmark_cross_entropy_builder() -> None:
                       fusec.ArraySpec(CROSS_ENTROPY_SHAPE[:1], "int64"))
     assert [k.region.kind for k in plan.kernels] == ["rows", "reduce-all"]
     assert cross_entropy_bytes(CROSS_ENTROPY_SHAPE) == 4 * 8192 * 32768 + 8 * 8192 + 4
+
+
+def test_gather_in_place_update_leaves_the_argument_on_index_error() -> None:
+    """A function that gathers never writes its updates in place (``fusec.update.hazard``): an index out of
+    range raises before any argument changes, on both backends."""
+    from fusec.update import hazard
+
+    def step(p, g, i):
+        p -= 0.5 * g[i]
+
+    specs = (fusec.ArraySpec((4, 3), "float32"), fusec.ArraySpec((6, 3), "float32"), fusec.ArraySpec((4,), "int64"))
+    plan = fusec.fuse(step).plan(*specs)
+    assert "gathers" in hazard(plan, plan.graph.outputs[-1], plan.graph.inputs[0])
+    p, g = np.ones((4, 3), np.float32), np.arange(18, dtype=np.float32).reshape(6, 3)
+    fusec.fuse(step)(p, g, np.array([0, 1, 2, -1]))
+    want = np.ones((4, 3), np.float32)
+    step(want, g, np.array([0, 1, 2, -1]))
+    assert_matches_numpy(p, want, exact=True)
+    p = np.ones((4, 3), np.float32)
+    with pytest.raises(IndexError):
+        fusec.fuse(step)(p, g, np.array([0, 1, 2, 9]))
+    assert (p == 1).all()
