@@ -367,3 +367,15 @@ def test_gather_in_place_update_leaves_the_argument_on_index_error() -> None:
     with pytest.raises(IndexError):
         fusec.fuse(step)(p, g, np.array([0, 1, 2, 9]))
     assert (p == 1).all()
+
+
+def test_gather_on_dask_arrays_is_refused_with_the_line() -> None:
+    """A gather reads other chunks' elements: the Dask path refuses it rather than gather within a chunk."""
+    da = pytest.importorskip("dask.array")
+
+    def f(x, i):
+        return x[i] * 2
+
+    x, i = da.ones((8, 4), chunks=(4, 4)), da.from_array(np.array([7, 0]), chunks=2)
+    with pytest.raises(UnsupportedError, match="gather is not supported on Dask arrays"):
+        fusec.fuse(f)(x, i)
