@@ -59,9 +59,9 @@ class Kernel:
 
     def read_bytes(self, node: Node) -> int:
         """The bytes of input array ``node`` the kernel reads: all of it, or where every member reading it is a
-        slice, the elements of those slices (at most the array's)."""
+        slice or gathers from it, the elements of those slices and gathers (at most the array's)."""
         readers = {n for n in self.region.nodes if node in n.operands}
-        if readers and all(n.op == "slice" for n in readers):
+        if readers and all(n.op == "slice" or (n.kind is Kind.GATHER and node not in n.operands[1:]) for n in readers):
             return min(node.nbytes, sum(n.nbytes for n in readers))
         return node.nbytes
 
@@ -107,7 +107,7 @@ class Plan:
 
     @property
     def kernel_count_unfused(self) -> int:
-        return sum(1 for n in self.traced.nodes if n.kind in (Kind.ELEMENTWISE, Kind.REDUCTION))
+        return sum(1 for n in self.traced.nodes if n.kind in (Kind.ELEMENTWISE, Kind.REDUCTION, Kind.GATHER))
 
     def __len__(self) -> int:
         return len(self.kernels)
@@ -132,13 +132,18 @@ def format_bytes(n: int, *, short: bool = False) -> str:
 
 
 def unfused_bytes(graph: Graph) -> int:
-    """Bytes moved when every elementwise op and reduction is its own kernel (views are free)."""
+    """Bytes moved when every elementwise op, reduction and gather is its own kernel (views are free; a gather
+    reads at most as many elements of its array as it gathers)."""
     total = 0
     for n in graph.nodes:
-        if n.kind not in (Kind.ELEMENTWISE, Kind.REDUCTION):
+        if n.kind not in (Kind.ELEMENTWISE, Kind.REDUCTION, Kind.GATHER):
             continue
         total += n.nbytes
-        total += sum(_base(o).nbytes for o in dict.fromkeys(n.operands) if _is_array(_base(o)))
+        for k, o in enumerate(dict.fromkeys(n.operands)):
+            base = _base(o)
+            if _is_array(base):
+                gathered = n.kind is Kind.GATHER and k == 0 and o not in n.operands[1:]
+                total += min(base.nbytes, n.nbytes) if gathered else base.nbytes
     return total
 
 

@@ -42,6 +42,7 @@ import numpy as np
 
 from fusec import logs
 from fusec.codegen.kernel import ForcedSchedules, check_forced, generate
+from fusec.codegen.lower import ERROR_PARAM
 from fusec.codegen.spec import KernelSpec
 from fusec.cubin_cache import cached_cubin, compile_and_store, compiled_with_cupy, precompile
 from fusec.dispatch import PackedLaunch, PlanRunner, PlanStep, recycler_for
@@ -114,6 +115,7 @@ class KernelLauncher:
         self._capacity: dict[tuple[int, int, int], int] = {}
         self._regions: dict[int, _RegionEntry] = {}  # id(region) -> entry, dropped with the region
         self._workspaces: dict[tuple[int, int], Any] = {}
+        self._error_words: dict[int, Any] = {}  # device -> the word gathers flag an index out of range in
         self._lock = threading.RLock()  # one compile per source, whichever thread asks first
         self.compiles = 0  # how many sources this launcher compiled (or found in CuPy's disk cache)
 
@@ -228,9 +230,14 @@ class KernelLauncher:
         fn = self.function(kernel.source, spec.name)
         threads = spec.block[0] * spec.block[1]
         grid = spec.launch.grid(self.capacity(fn, threads))
+        scalars = tuple(spec.args)
+        if spec.error_sites and check_indices():  # gathers: the kernel's error word is this launcher's on this device
+            names = [p.name for p in spec.params if p.role == "scalar"]
+            word = np.uint64(self._error_word(device).data.ptr)
+            scalars = tuple(word if name == ERROR_PARAM else v for name, v in zip(names, scalars))
         return LaunchRecipe(
             spec=spec, schedule=kernel.schedule, source=kernel.source, function=fn, grid=grid,
-            block=(spec.block[0], spec.block[1], 1), scalars=tuple(spec.args),
+            block=(spec.block[0], spec.block[1], 1), scalars=scalars,
             outputs=tuple((n.shape, n.dtype) for n in spec.outputs),
             workspace_bytes=spec.launch.workspace_bytes(grid) if grid else 0, tuned=tuned,
         )
@@ -299,6 +306,30 @@ class KernelLauncher:
             self._regions.clear()
             self._capacity.clear()
 
+    def _error_word(self, device: int) -> Any:
+        """The zeroed 32-bit word of ``device`` that kernels with gathers write an error code into."""
+        word = self._error_words.get(device)
+        if word is None:
+            word = self._error_words[device] = cupy_module().zeros(1, dtype=np.uint32)
+        return word
+
+    def check_errors(self, sites: Mapping[int, str]) -> None:
+        """After kernels with gathers (``sites``: error code -> the user's line): wait for them, and raise
+        fusec's IndexError (NumPy's error) when one met an index out of range; the word is zeroed again.
+        This read synchronizes the stream: ``FUSEC_CHECK_INDICES=0`` skips it."""
+        cp = cupy_module()
+        word = self._error_word(cp.cuda.runtime.getDevice())
+        code = int(word.get()[0])
+        if code:
+            word.fill(0)
+            from fusec.errors import FusecIndexError
+
+            loc = sites.get(code)
+            raise FusecIndexError("an index is out of bounds for the axis it gathers from (a kernel met it: the "
+                                  "result is not returned)", loc=loc or None,
+                                  hint="indices must lie in [-n, n) for an axis of n elements; the NumPy backend "
+                                       "names the index and the axis")
+
     def _workspace(self, nbytes: int) -> Any:
         """A zeroed scratch buffer for the current device and stream (kernels leave it zeroed)."""
         cp = cupy_module()
@@ -354,10 +385,12 @@ class KernelLauncher:
         slot = {node: i for i, node in enumerate(plan.graph.inputs)}
         steps = []
         values: dict[Node, Any] = dict(zip(plan.graph.inputs, arrays))
+        recipes = []
         for kernel in plan.kernels:
             inputs = self._entry(kernel.region).inputs
             recipe = self.cached_recipe(kernel.region, [values[n] for n in inputs], device,
                                          schedule=(schedules or {}).get(kernel.name), autotune=autotune)
+            recipes.append(recipe)
             outputs = []
             for node, (shape, dtype) in zip(recipe.spec.outputs, recipe.outputs):
                 slot[node] = len(slot)
@@ -366,6 +399,8 @@ class KernelLauncher:
             steps.append(_plan_step(self, recipe, tuple(slot[n] for n in inputs), tuple(outputs)))
         if any(o not in slot or o in plan.graph.inputs for o in plan.graph.outputs):
             return None
+        if check_indices() and any(step_recipe.spec.error_sites for step_recipe in recipes):
+            return None  # gathers' indices are checked after every call: the checked path
         return PlanRunner(tuple(steps), len(plan.graph.inputs), tuple(slot[o] for o in plan.graph.outputs), device,
                           structure)
 
@@ -421,6 +456,13 @@ def _estimate_blocks_per_sm(function: Any, threads: int) -> int:
     return max(1, min(32, by_regs, by_threads, by_smem))
 
 
+def check_indices() -> bool:
+    """Whether calls check gathers' indices after their kernels (a synchronizing read of one word): on unless
+    ``FUSEC_CHECK_INDICES=0``, where an index out of range gives 0 for its element and no error (read when a
+    kernel's launch is prepared: its error word is then a null pointer, which the kernel never writes)."""
+    return os.environ.get("FUSEC_CHECK_INDICES", "1") != "0"
+
+
 _DEFAULT: KernelLauncher | None = None
 _DEFAULT_LOCK = threading.Lock()
 
@@ -447,11 +489,16 @@ def run_plan(plan: Any, arrays: list[Any], out: Mapping[Node, Any] | None = None
     launcher = launcher or default_launcher()
     check_forced(schedules, [k.name for k in plan.kernels])
     memory: dict[Node, Any] = dict(zip(plan.graph.inputs, arrays))
+    sites: dict[int, str] = {}
     # a bar only where several kernels take over a second (a first call compiling them), on a terminal
     for kernel in progress(plan.kernels, f"compile {plan.graph.name}", unit="kernel", when=len(plan.kernels) > 1):
         targets = {n: out[n] for n in kernel.outputs if n in out} if out else None
         memory.update(launcher.run_region(kernel.region, memory, out=targets,
                                           schedule=(schedules or {}).get(kernel.name), autotune=autotune))
+        for recipe in launcher.recipes(kernel.region):
+            sites.update(recipe.spec.error_sites)
+    if sites and check_indices():
+        launcher.check_errors(sites)
     missing = [o for o in plan.graph.outputs if o not in memory]
     if missing:  # constants and sizes returned as they are: no kernel computes them
         run_nodes(cupy_module(), missing, memory)

@@ -28,7 +28,8 @@ def hazard(plan: Plan, value: Node, target: Node) -> str | None:
     it must be the last kernel to read ``target``, and inside it every value computed from ``target`` must be
     elementwise over ``target``'s shape (each element read only by the thread that writes it: no reduction,
     broadcast or transpose of ``target`` in the same kernel), and where the kernel reads ``target`` the new
-    value must depend on it (so each element's store follows its load)."""
+    value must depend on it (so each element's store follows its load). A function with a gather never writes
+    in place: an index out of range raises after the kernels, and the arguments must be as they were."""
     index = next((k for k, kernel in enumerate(plan.kernels) if value in kernel.outputs), None)
     if index is None:
         return "no kernel computes the new value"
@@ -36,6 +37,8 @@ def hazard(plan: Plan, value: Node, target: Node) -> str | None:
     if later:
         return f"kernel {later[0]} reads the old value after {plan.kernels[index].name} computes the new one"
     kernel = plan.kernels[index]
+    if any(n.kind is Kind.GATHER for k in plan.kernels for n in k.nodes):
+        return "the function gathers: its indices are checked after its kernels, before any argument changes"
     tainted = {target}
     for node in kernel.nodes:
         if any(o in tainted for o in node.operands):

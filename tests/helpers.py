@@ -177,3 +177,31 @@ def gpu_count() -> int:
 # (one reason for every GPU test, conftest's too: the one the README quotes)
 GPU_SKIP_REASON = "no CUDA GPU: run `pytest -m gpu` on a machine with one"
 GPU_ONLY = [pytest.mark.gpu, pytest.mark.skipif(gpu_count() == 0, reason=GPU_SKIP_REASON)]
+
+
+def gather_index_extents(graph: Any) -> dict[Any, int]:
+    """Each graph input a gather reads as indices (directly or through layout ops): the smallest extent of
+    the axes it indexes, so random indices can be drawn in range."""
+    out: dict[Any, int] = {}
+    for g in graph.nodes:
+        if g.op != "gather":
+            continue
+        for a, idx in zip(g.attr("axes"), g.operands[1:]):
+            while idx.op in ("expand_dims", "squeeze", "transpose", "broadcast_to", "slice"):
+                idx = idx.operands[0]
+            if idx.op == "input":
+                out[idx] = min(out.get(idx, g.operands[0].shape[a]), g.operands[0].shape[a])
+    return out
+
+
+def random_arguments(rng: np.random.Generator, graph: Any) -> list[np.ndarray]:
+    """:func:`random_array` for each input of ``graph``; gather indices in range (negative ones included)."""
+    extents = gather_index_extents(graph)
+    args = []
+    for n in graph.inputs:
+        if n in extents and extents[n] > 0:
+            low = 0 if n.dtype.kind == "u" else -extents[n]
+            args.append(rng.integers(low, extents[n], size=n.shape).astype(n.dtype))
+        else:
+            args.append(random_array(rng, n.shape, n.dtype))
+    return args

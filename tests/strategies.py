@@ -144,6 +144,33 @@ class _Builder:
             make_node("mul", (deviation, deviation))
         return make_node("sum", (squared,), {"axes": axes, "keepdims": self.draw(st.booleans())})
 
+    def gather(self) -> Node:
+        """``take_along_axis(x, idx, a)`` of an earlier node ``x`` along a random axis of ``n > 0`` elements, ``idx``
+        an earlier integer node (right-aligned: it broadcasts against ``x`` on the other axes) as ``v % n`` or
+        ``v % n - n``."""
+        x = self.pick()
+        if x.ndim == 0:
+            raise _Skip
+        a = self.draw(st.integers(0, x.ndim - 1))
+        n = x.shape[a]
+        if n == 0:
+            raise _Skip
+
+        def fits(v: Node) -> bool:
+            off = x.ndim - v.ndim
+            return off >= 0 and all(j + off == a or d in (1, x.shape[j + off]) for j, d in enumerate(v.shape))
+
+        ints = [v for v in self.pool if v.dtype.kind in "iu" and v.dtype.itemsize >= 2 and fits(v)]
+        if not ints:
+            raise _Skip
+        v = ints[-1 - self.draw(st.integers(0, len(ints) - 1))]
+        idx = make_node("mod", (v, make_node("const", (), {"value": n}, dtype=v.dtype)))
+        if v.dtype.kind == "i" and self.draw(st.booleans()):
+            idx = make_node("sub", (idx, make_node("const", (), {"value": n}, dtype=v.dtype)))
+        if idx.ndim < x.ndim:
+            idx = make_node("expand_dims", (idx,), {"axes": list(range(x.ndim - idx.ndim))})
+        return make_node("gather", (x, idx), {"axes": [a], "dims": [j for j in range(x.ndim) if j != a]})
+
     def layout(self, ops: list[str]) -> Node:
         op = self.draw(st.sampled_from(ops))
         x = self.pick()
@@ -201,14 +228,16 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
            allow_reductions: bool = True, allow_layout: bool = True, allow_consts: bool = True,
            allow_size: bool = True, ops: Iterable[str] | None = None, max_inputs: int = 3,
            max_outputs: int = 3, max_rank: int = 3, max_dim: int = 5, allow_empty: bool = True,
-           float_to_int_casts: bool = True, name: str = "g") -> Graph:
+           float_to_int_casts: bool = True, allow_gather: bool = False, name: str = "g") -> Graph:
     """A random valid :class:`Graph` (see the module docstring).
 
     ``max_nodes``: at most this many build steps (each adds one op, plus the casts and consts it
     needs); ``dtypes``: the dtypes every node may have (one dtype: no casts); ``ops``: the
     elementwise, reduction, layout and ``size`` ops that may be drawn (default: all; ``cast`` and
     ``const`` nodes still come where operands need them, see ``allow_consts``); the ``allow_*``
-    flags switch whole kinds off; ``allow_empty``: whether a dimension may be 0.
+    flags switch whole kinds off; ``allow_empty``: whether a dimension may be 0; ``allow_gather``: gathers
+    (``take_along_axis`` form, over a random axis of an input or a computed value) at indices computed from an
+    integer node as ``v % n`` or ``v % n - n``, so every index is in range, negative ones included.
     """
     allowed = frozenset(fdt.ir_dtype(d) for d in dtypes)
     chosen = set(OPS) if ops is None else set(ops)
@@ -221,6 +250,7 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
     steps += [("reduction", red)] * 2 if allow_reductions and red else []
     steps += [("layout", lay)] * 2 if allow_layout and lay else []
     steps += [("cast", [])] if len(allowed) > 1 else []
+    steps += [("gather", [])] * 2 if allow_gather else []
     steps += [("size", [])] if allow_size and "size" in chosen else []
     steps += [("moments", [])] if allow_reductions and allow_size and "sum" in chosen and any(
         d.kind == "f" for d in allowed) else []
@@ -245,6 +275,8 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
                 node = b.size()
             elif kind == "moments":
                 node = b.moments()
+            elif kind == "gather":
+                node = b.gather()
             else:
                 node = b.cast(b.pick(), draw(st.sampled_from(b.dtype_list)))
         except (_Skip, FusecError):

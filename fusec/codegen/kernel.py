@@ -39,7 +39,8 @@ class GeneratedKernel:
     def passes(self) -> dict[Node, int]:
         """How many times the kernel reads each input array from memory: once per loop that loads it (each
         phase of a reduction that re-reads its rows, then the epilogue), once in all where the rows sit in
-        registers (read into them once), and once for what it reads per row or once per kernel."""
+        registers (read into them once), and once for what it reads per row, once per kernel, or at gathered
+        positions."""
         spec = self.spec
         count = {f"in{k}": 0 for k in range(len(spec.inputs))}
         if spec.held:
@@ -52,6 +53,8 @@ class GeneratedKernel:
         for a in (*spec.uniform_loads, *spec.row_loads):
             if _array(a.pointer) in count and count[_array(a.pointer)] == 0:
                 count[_array(a.pointer)] = 1
+        for pointer in spec.gathered:  # a gather reads its elements once
+            count[pointer] = max(count[pointer], 1)
         return {node: count[f"in{k}"] for k, node in enumerate(spec.inputs)}
 
     def bytes_read(self) -> int:

@@ -18,6 +18,10 @@ of the kernel computes, and only then prints each decided statement from the op 
   the array (contiguous loops, rows in registers), else coordinates times stride parameters.
 - **Views.** An array read through a slice gets a pointer of its own, the array's plus an offset parameter
   (``in0_ld3 = in0 + ld3_o``), and strides times the slice's steps: a view costs no copy and no kernel.
+- **Gathers.** A gather's read is one expression (``fc::gather_read``): its base position (``gx<k>``, an index
+  access over the axes it does not gather) plus each gathered axis's checked index times its stride; an index
+  out of range reads nothing (the value is 0) and writes the gather's code into the error word ``err``, a
+  parameter the launcher points at a word it checks after the launch (null: no check).
 - **Parameters.** Arrays (``input``/``output``), the workspace where the schedule needs one, then scalars
   (extents, strides, ``size`` values), each with its role; the runtime passes arguments by role.
 
@@ -30,6 +34,7 @@ signature reuses the compiled kernel.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +60,13 @@ from fusec.schedule.kinds import PointwiseSchedule, ReduceAllSchedule, RowSchedu
 from fusec.schedule.nest import AccessInfo, LoopNest, declaration_order
 
 _WIDE_CTYPES = ("double", "long long", "unsigned long long")
+ERROR_PARAM = "err"  # the scalar parameter holding the address of a kernel's error word (gathers)
+
+
+def error_code(node: Node) -> int:
+    """The nonzero code a gather writes into the error word for an index out of range: from its source line,
+    so the same program gives the same source (and compile-cache key) in every process."""
+    return (zlib.crc32((node.loc or "").encode()) & 0x7FFFFFFF) | 1
 
 
 def kernel_label(region: Region, kind: str, name: str | None = None) -> str:
@@ -105,6 +117,8 @@ class _Lowering:
         sources = nest.one_pass_sources
         self.red_cuda = {r: cuda_ops.one_pass(sources[r].kind, sources[r].x.dtype, r.dtype) if r in sources
                          else cuda_ops.reduction(r.op, r.operands[0].dtype) for r in nest.reductions}
+        self.gather_params: dict[str, Any] = {}  # extents and strides of gathered axes, by parameter name
+        self.error_sites: dict[int, str] = {}  # error code -> the user's line of the gather that writes it
         hold = {nest.members[k] for k in schedule.hold} if self.regs else set()
         self.kept: dict[Node, int] = {}  # held value -> the phase that computes it first
         for ph in nest.phases:
@@ -127,9 +141,34 @@ class _Lowering:
         assert user is not None
         return nest.load_var(node, user)
 
+    def gather_expression(self, node: Node) -> str:
+        """A gather's read: ``fc::gather_read(array, base, position, stride, ...)``, one position per gathered
+        axis by ``fc::gather_index`` (NumPy's wrap of negative indices; an index out of range reads nothing and
+        writes the gather's code into the kernel's error word). Extents and strides are parameters."""
+        nest = self.nest
+        x, indices = node.operands[0], node.operands[1:]
+        info = nest.gather_access(node)
+        strides, shape = nest.gather_strides(node)
+        code = error_code(node)
+        self.error_sites[code] = node.loc or "a gather"
+        terms = []
+        for t, (a, idx) in enumerate(zip(node.attr("axes"), indices)):
+            n, s = f"{info.var}_n{t}", f"{info.var}_g{t}"
+            self.gather_params.setdefault(n, np.int64(shape[a]))
+            self.gather_params.setdefault(s, np.int64(strides[a]))
+            terms.append(f"fc::gather_index({self.value(idx, node)}, {n}, {ERROR_PARAM}, {code}u), {s}")
+        base = info.var
+        if node.attr("start") is not None:  # read through a window: from its first element
+            self.gather_params.setdefault(f"{info.var}_o", np.int64(nest.gather_offset(node)))
+            base = f"{info.var} + ({nest.index_ctype}){info.var}_o"
+        ptr = nest.pointer[x]
+        return f"fc::gather_read<{cuda_ops.ctype(x.dtype)}, {nest.index_ctype}>({ptr}, {base}, {', '.join(terms)})"
+
     def line(self, node: Node, fast_flag: str | None = None) -> str:
         """``node``'s C++ line; with ``fast_flag``, a division by a loop-invariant divisor takes
         ``fc::div_invariant``, which clears ``fast_flag`` where its operands are out of its range."""
+        if node.kind is Kind.GATHER:
+            return f"const {cuda_ops.ctype(node.dtype)} {self.nest.var[node]} = {self.gather_expression(node)};"
         operands = [self.value(o, node) for o in node.operands]
         if cuda_ops.is_float_cube(node):  # x ** 3 as two multiplies: powf costs ~40 instructions
             expr = f"fc::cube({operands[0]})"
@@ -265,6 +304,10 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
     built: dict[str, Access] = {}
     for i, info in enumerate(nest.infos):
         built[info.var] = _access(lo, nest, i, info, axes, scalar_params, index_ctype, index_np)
+    for pname, value in lo.gather_params.items():
+        scalar_params.append((Param(pname, "long long", "scalar"), value))
+    if lo.error_sites:  # the error word's address: null here, the launcher's own word when it runs the kernel
+        scalar_params.append((Param(ERROR_PARAM, "unsigned long long", "scalar"), np.uint64(0)))
     for node in nest.sizes:
         count = math.prod(node.operands[0].shape[a] for a in node.attr("axes"))
         scalar_params.append((Param(nest.size_param[node], cuda_ops.ctype(node.dtype), "scalar"),
@@ -305,7 +348,8 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
                            batch_axes=tuple(a for k, a in enumerate(axes) if k not in (out_axis, in_axis)))
     if isinstance(schedule, PointwiseSchedule) and schedule.loop == "inner_vector":
         loop_fields = dict(inner_broadcast=tuple(info.var for i, info in enumerate(nest.infos)
-                                                 if info.pointer is not None and nest.axes[-1].strides[i] == 0))
+                                                 if (info.pointer is not None or info.var.startswith("gx"))
+                                                 and nest.axes[-1].strides[i] == 0))
     held: tuple[Access, ...] = ()
     if lo.regs:  # every array the loops read along the row sits in registers
         loads = {a.var: a for ph in nest.phases for a in nest.split(ph.refs)[2] if a.pointer is not None}
@@ -326,6 +370,8 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         held_values=tuple((cuda_ops.ctype(n.dtype), nest.var[n]) for n in lo.kept),
         full_rows=lo.regs and schedule.lengths == "exact" and nest.n_loop == schedule.capacity,
         rows_aligned_at_run_time=lo.regs and schedule.lengths == "bucket" and lo.vec > 1, **loop_fields,
+        error_sites=tuple(sorted(lo.error_sites.items())),
+        gathered=tuple(sorted({nest.pointer[n.operands[0]] for n in nest.members if n.kind is Kind.GATHER})),
         headers=cuda_ops.extra_headers(n.op for n in nest.members) + (
             (cuda_ops.ONE_PASS_HEADER,) if nest.one_pass_sources else ()),
     )

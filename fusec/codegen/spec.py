@@ -240,6 +240,10 @@ class KernelSpec:
     # templates/ headers of device helpers beyond the common ones that the kernel needs
     # (cuda_ops.extra_headers for the ops it calls, one_pass.cuh.j2 for one-pass statistics)
     headers: tuple[str, ...] = ()
+    # gathers: (code, the user's line) of each gather that writes its code into the error word (parameter
+    # ``err``) for an index out of range; empty when the kernel has no gather
+    error_sites: tuple[tuple[int, str], ...] = ()
+    gathered: tuple[str, ...] = ()  # the array parameters gathers read (at computed positions, in body lines)
     # arrays read through a slice: (C++ type, the access's pointer, the array's pointer, the offset parameter),
     # declared at the kernel's start as ``const T* __restrict__ in0_ld3 = in0 + ld3_o;``
     view_pointers: tuple[tuple[str, str, str, str], ...] = ()

@@ -60,6 +60,8 @@ class AxisSlots:
         # (node, its axis map, region)
         self.reduce_check: dict[tuple, AxisMap | None] = {}
         self.written_once: dict[tuple, bool] = {}
+        # each gather of the graph: legality keeps it apart from the node it reads
+        self.gathers: tuple[Node, ...] = tuple(n for n in self.nodes if n.kind is Kind.GATHER)
         for i, n in enumerate(self.nodes):
             self.order[n] = i
             if n.kind is Kind.SOURCE:

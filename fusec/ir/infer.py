@@ -15,7 +15,7 @@ import numpy as np
 
 from fusec.errors import FusecAxisError, FusecIndexError, FusecTypeError, FusecValueError
 from fusec.ir import dtypes
-from fusec.ir.ops import NO_IDENTITY, OPS, Kind, OpDef
+from fusec.ir.ops import NO_IDENTITY, OPS, Kind, OpDef, arity_ok
 
 Shape = tuple[int, ...]
 
@@ -155,6 +155,44 @@ def _elementwise_dtype(op: OpDef, in_dtypes: list[np.dtype]) -> np.dtype:
     return out
 
 
+def gather_window(x_shape: Shape, attrs: Mapping[str, Any]) -> list[Bound] | None:
+    """A gather's window on its array (``start``/``stop``/``step``, resolved as a slice's), or None."""
+    return slice_bounds(x_shape, attrs) if "start" in attrs else None
+
+
+def gather_window_shape(x_shape: Shape, attrs: Mapping[str, Any]) -> Shape:
+    """The shape of the array a gather reads: its operand's, or its window's."""
+    window = gather_window(x_shape, attrs)
+    return x_shape if window is None else tuple(c for _, _, c in window)
+
+
+def gather_shape(x_shape: Shape, index_shapes: list[Shape], index_dtypes: list[np.dtype],
+                 attrs: Mapping[str, Any]) -> Shape:
+    """The result shape of ``gather`` (see the op table): every index operand has the result's rank; result
+    axis k is the broadcast of the index operands' extents there and of the axes of ``x`` that ``dims`` puts
+    there."""
+    axes, dims = tuple(attrs["axes"]), tuple(attrs["dims"])
+    if len(axes) != len(index_shapes):
+        raise FusecValueError(f"gather has {len(index_shapes)} index operands for axes {list(axes)}")
+    if len(set(axes)) != len(axes) or not all(0 <= a < len(x_shape) for a in axes):
+        raise FusecValueError(f"gather axes {list(axes)} are not distinct axes of an array of shape {x_shape}")
+    if len(dims) != len(x_shape) - len(axes):
+        raise FusecValueError(f"gather dims {list(dims)} must place the {len(x_shape) - len(axes)} axes not gathered")
+    if any(dt.kind not in "iu" for dt in index_dtypes):
+        raise FusecTypeError(f"gather indices must be integers, got {', '.join(map(str, index_dtypes))}")
+    ranks = {len(s) for s in index_shapes}
+    if len(ranks) != 1:
+        raise FusecValueError(f"gather index operands must have one rank, got shapes {index_shapes}")
+    (rank,) = ranks
+    if len(set(dims)) != len(dims) or not all(0 <= d < rank for d in dims):
+        raise FusecValueError(f"gather dims {list(dims)} are not distinct axes of a {rank}-d result")
+    placed = [1] * rank
+    kept = [j for j in range(len(x_shape)) if j not in axes]
+    for j, d in zip(kept, dims):
+        placed[d] = x_shape[j]
+    return broadcast_shapes(tuple(placed), *index_shapes, what="gather indices")
+
+
 def infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: np.dtype | None,
           shape: Shape | None) -> tuple[np.dtype, Shape]:
     """The (dtype, shape) a node must have. ``dtype``/``shape`` are given for ops that need them
@@ -168,7 +206,7 @@ def infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: np
 
 # ops whose result may have more dimensions, elements or bytes than each operand
 _MAY_GROW = frozenset(n for n, op in OPS.items() if op.kind is Kind.ELEMENTWISE) | {"input", "broadcast_to",
-                                                                                    "expand_dims"}
+                                                                                    "expand_dims", "gather"}
 
 
 def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: np.dtype | None,
@@ -176,8 +214,9 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
     op = OPS.get(op_name)
     if op is None:
         raise FusecValueError(f"unknown op '{op_name}'")
-    if len(operands) != op.arity:
-        raise FusecValueError(f"{op_name} takes {op.arity} operands, got {len(operands)}")
+    if not arity_ok(op, len(operands)):
+        raise FusecValueError(f"{op_name} takes {op.arity if op.arity >= 0 else 'at least 2'} operands, "
+                              f"got {len(operands)}")
     shapes = [o.shape for o in operands]
     in_dtypes = [o.dtype for o in operands]
 
@@ -218,6 +257,9 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
             raise FusecValueError(f"{op_name} reduces one axis or all of them, got {axes}")
         out_dtype = dtypes.INT64 if op.index_result else x_dtype
         return out_dtype, reduced_shape(x_shape, axes, bool(attrs["keepdims"]))
+
+    if op.kind is Kind.GATHER:
+        return in_dtypes[0], gather_shape(gather_window_shape(shapes[0], attrs), shapes[1:], in_dtypes[1:], attrs)
 
     # layout
     (x_shape,) = shapes

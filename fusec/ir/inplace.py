@@ -68,7 +68,7 @@ def _note_views(result: Any, base: Any) -> None:
         return
     root = base._view_of if base._view_of is not None else base
     for view in result if isinstance(result, (tuple, list)) else (result,):
-        if isinstance(view, Tracer) and view is not base:
+        if isinstance(view, Tracer) and view is not base and view.node.op != "gather":  # a gather is a copy
             view._view_of = root
             _views.views.append((weakref.ref(view), root))
 

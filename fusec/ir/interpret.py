@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from fusec.ir import gather_ref
 from fusec.ir.graph import Graph, Node
 from fusec.ir.infer import slice_bounds
 from fusec.ir.ops import Kind, reference
@@ -62,6 +63,8 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
         if node.op in ("sum", "prod"):  # accumulate in the node's dtype (np.sum(int8) would give int64)
             return fn(x, axis=axes, keepdims=keepdims, dtype=node.dtype)
         return fn(x, axis=axes, keepdims=keepdims)
+    if op.kind is Kind.GATHER:
+        return gather_ref.gather(xp, node, args[0], args[1:])
     (x,) = args
     if node.op == "expand_dims":
         return xp.expand_dims(x, tuple(node.attr("axes"))) if node.attr("axes") else x

@@ -10,7 +10,10 @@ Kinds:
 - ``source``: no data operands read (``input``, ``const``, ``size``);
 - ``elementwise``: NumPy broadcasting of same-dtype operands (casts are explicit ``cast`` nodes);
 - ``reduction``: over ``axes``, with ``keepdims``;
-- ``layout``: index remapping only (``expand_dims``, ``squeeze``, ``transpose``, ``broadcast_to``, ``slice``).
+- ``layout``: index remapping only (``expand_dims``, ``squeeze``, ``transpose``, ``broadcast_to``, ``slice``);
+- ``gather``: reads its first operand (an array) at positions its other operands (integer index arrays)
+  give: ``take_along_axis``, ``take`` and integer-array indexing trace to it. Its arity is variadic
+  (:data:`VARIADIC`: the array and one index operand per gathered axis).
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ class Kind(enum.Enum):
     ELEMENTWISE = "elementwise"
     REDUCTION = "reduction"
     LAYOUT = "layout"
+    GATHER = "gather"
+
+
+VARIADIC = -1  # the arity of an op taking any number (at least two) of operands: gather
 
 
 @dataclass(frozen=True)
@@ -194,6 +201,13 @@ _define(OpDef("slice", Kind.LAYOUT, 1, cost=0,
               doc="basic indexing: per axis `start`/`stop`/`step` as Python slices resolve them (none: the end); "
                   "step 0 is the integer index `start` (kept as a size-1 axis, out of range: IndexError)"))
 
+# --- gathers -----------------------------------------------------------------------------------
+_define(OpDef("gather", Kind.GATHER, VARIADIC, cost=1,
+              doc="out[p] = x[q]: `axes` are the axes of x read at the index operands' values (one integer operand "
+                  "per axis, all of the result's rank, broadcast to it; negative values wrap, out of range: "
+                  "IndexError), `dims` the result axis each other axis of x runs along; optional `start`/`stop`/`step` "
+                  "(as a slice's) read x through that window first"))
+
 # reductions without an identity raise on an empty reduced extent, as NumPy does
 NO_IDENTITY = frozenset({"max", "min", "nanmax", "nanmin", "argmax", "argmin"})
 
@@ -217,6 +231,11 @@ def reduction_identity(op: str, dt: np.dtype) -> Any:
         return not lowest
     info = np.iinfo(dt)
     return dt.type(info.min if lowest else info.max)
+
+
+def arity_ok(op: OpDef, n: int) -> bool:
+    """Whether ``op`` takes ``n`` operands (a variadic op: at least two)."""
+    return n >= 2 if op.arity == VARIADIC else n == op.arity
 
 
 def by_numpy_name() -> dict[str, OpDef]:

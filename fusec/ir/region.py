@@ -109,7 +109,18 @@ def corresponding_axes(op_node: Node, operand: Node) -> list[tuple[int, int]]:
         return [(k, p) for k, p in enumerate(op_node.attr("perm"))]
     if op == "slice":  # axis k of the result steps along axis k of the operand (strided, offset: nest.py)
         return [(k, k) for k in range(operand.ndim)]
+    if op_node.kind is Kind.GATHER:  # index operands run along the result (same rank); the array is read
+        if operand is op_node.operands[0]:  # from memory at computed positions, never linked (see region_space)
+            return []
+        return [(k, k) for k in range(operand.ndim)]
     return []
+
+
+def gather_refusal(gather: Node) -> str:
+    """Why a gather and the value it reads cannot share a kernel."""
+    return (f"a gather of {gather.operands[0].op}, which the same kernel would compute: the gathered elements come "
+            "from other threads (a gather reads an array in memory; it moves through elementwise ops to the "
+            "arguments, not through reductions)")
 
 
 def _is_member(node: Node) -> bool:
@@ -130,6 +141,8 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
         if n.op == "slice" and n.operands[0] in inside:
             raise Refusal(f"a slice of {n.operands[0].op}, which the same kernel computes: its elements come from "
                           "other threads (slices read arrays in memory; canonicalize moves them there)")
+        if n.kind is Kind.GATHER and n.operands[0] in inside:
+            raise Refusal(gather_refusal(n))
     reductions = [n for n in members if n.kind is Kind.REDUCTION]
     # maps over each member's own axes; for reductions, over the operand's axes (op_maps)
     maps: dict[Node, list] = {n: [None] * n.ndim for n in members}

@@ -463,8 +463,8 @@ def basic_index(x: Node, key: Any) -> Node:
             what = "a traced array" if isinstance(k, Tracer) else type(k).__name__
             raise UnsupportedError(
                 f"indexing with {what} is not supported inside a fused function (only integers, slices, "
-                "None/np.newaxis and ...)",
-                hint="select with np.where(mask, x, other); gathers (x[idx], take_along_axis) are not traced yet",
+                "None/np.newaxis, ... and integer arrays)",
+                hint="index with integers, slices, None, ... or integer arrays (x[idx], np.take_along_axis)",
             )
     if sum(k is Ellipsis for k in keys) > 1:
         raise FusecIndexError("an index can only have a single ellipsis ('...')")
@@ -637,7 +637,9 @@ class Tracer:
                          hint="use vectorized operations (reductions with axis=...)")
 
     def __getitem__(self, key: Any) -> Tracer:
-        return Tracer(basic_index(self.node, key))
+        from fusec.ir.gather_trace import index  # basic indexing, or a gather for integer-array indices
+
+        return Tracer(index(self.node, key))
 
     # -- methods CuPy's functions forward to, and ndarray's own
     def sum(self, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kw: Any) -> Tracer:
@@ -1030,5 +1032,6 @@ def output_node(value: Any, index: int, loc: str | None = None) -> Node:
 # the everyday functions built from the ops above (logsumexp, softmax, nanmean, ...) register themselves,
 # and so do in-place updates (x += 1, x[mask] = v) and the view bookkeeping they need
 import fusec.ir.composite  # noqa: E402, F401
+import fusec.ir.gather_trace  # noqa: E402, F401
 import fusec.ir.inplace  # noqa: E402, F401
 import fusec.ir.view_functions  # noqa: E402, F401

@@ -36,7 +36,7 @@ from fusec.errors import FusecError, VerifyError
 from fusec.ir import dtypes
 from fusec.ir.graph import Graph, Node, attr_key
 from fusec.ir.infer import infer
-from fusec.ir.ops import OPS, Kind
+from fusec.ir.ops import OPS, VARIADIC, Kind, arity_ok
 from fusec.ir.region import Region, kind_problem, make_regions
 from fusec.ir.text import REGION_KINDS, _global, _layout
 
@@ -128,12 +128,16 @@ def _node_problems(node: Node) -> tuple[str, ...]:
     return found
 
 
+def _arity_text(arity: int) -> str:
+    return "at least 2" if arity == VARIADIC else str(arity)
+
+
 def _check_node(node: Node) -> list[str]:
     op = OPS.get(node.op)
     if op is None:
         return ["unknown op"]
-    if len(node.operands) != op.arity:
-        return [f"has {len(node.operands)} operands, {node.op} takes {op.arity}"]
+    if not arity_ok(op, len(node.operands)):
+        return [f"has {len(node.operands)} operands, {node.op} takes {_arity_text(op.arity)}"]
     if node.dtype not in dtypes.SHORT_NAMES:
         return [f"dtype {node.dtype} is not supported"]
     attrs = dict(node.attrs)

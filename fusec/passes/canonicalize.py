@@ -19,6 +19,7 @@ import numpy as np
 
 from fusec.ir.graph import Graph, Node, make_node, rewrite
 from fusec.ir.ops import Kind
+from fusec.passes.gathers import sink_gather
 from fusec.passes.manager import register
 from fusec.passes.patterns import P, Rule, RuleSet, apply_rules, const, var
 from fusec.passes.views import sink_slice
@@ -325,6 +326,8 @@ RULES: list[Rule] = [
     Rule("transpose(transpose(x)) -> one transpose", P("transpose", P("transpose", x)), _compose_transpose),
     Rule("slice(f(x)) -> f(slice(x)): views sink to the arrays they read", P("slice", x),
          lambda node, x: sink_slice(node)),
+    Rule("gather(f(x), i) -> f(gather(x, i)): gathers sink to the arrays they read",
+         P(where=lambda n: n.kind is Kind.GATHER, name="_"), lambda node, _: sink_gather(node)),
     Rule("identity layout op -> x", P(where=lambda n: n.kind is Kind.LAYOUT, name="_"),
          lambda node, _: _identity_layout(node, node.operands[0])),
 ]

@@ -40,6 +40,7 @@ from fusec.ir.region import Region, make_regions
 from fusec.ir.space_state import SpaceState
 from fusec.passes import legality
 from fusec.passes.canonicalize import keepdims_form, reduce_over_nothing, size_of_input
+from fusec.passes.gathers import sink_gather
 from fusec.passes.group_order import GroupOrder
 from fusec.passes.manager import register
 from fusec.passes.recompute import Recomputation
@@ -51,11 +52,14 @@ INDEPENDENT_TRIES = 2  # independent elementwise groups: earlier groups of the s
 def _fusion_form(node: Node) -> Node:
     """What fusion needs of every graph, canonicalized or not: no reductions over no axes (kernels
     have nothing to reduce there), reductions in keepdims form, ``size`` nodes that read an
-    input's shape rather than an intermediate, and slices on the arrays they read (:mod:`views`)."""
+    input's shape rather than an intermediate, and slices and gathers on the arrays they read (:mod:`views`,
+    :mod:`gathers`)."""
     if node.op == "size":
         return size_of_input(node, node.operands[0]) or node
     if node.op == "slice":
         return sink_slice(node) or node
+    if node.kind is Kind.GATHER:
+        return sink_gather(node) or node
     if node.kind is Kind.REDUCTION:
         node = reduce_over_nothing(node, node.operands[0]) or node
     return keepdims_form(node) or node

@@ -2,6 +2,7 @@
 
 A merge of groups is legal when, in this order (the first failure is the reason given):
 
+0. no gather reads a value the same kernel computes (:func:`fusec.ir.region.gather_refusal`);
 1. the nodes have one iteration space (:func:`fusec.ir.region.region_space`, computed incrementally by
    :mod:`fusec.ir.space_state`);
 2. every node the kernel must write (returned, or read by another kernel) is written once per element:
@@ -25,7 +26,7 @@ from typing import Protocol
 
 from fusec.ir.axis_slots import AxisSlots
 from fusec.ir.graph import Node
-from fusec.ir.region import AxisMap, space_kind
+from fusec.ir.region import AxisMap, gather_refusal, space_kind
 from fusec.ir.space_state import refusal_text
 from fusec.passes import policy
 
@@ -91,7 +92,17 @@ class Cycle:
         return f"would create a cycle through {names[self.via]}"
 
 
-Reason = NoCommonSpace | WrittenTwice | OverBudget | Cycle
+@dataclass(frozen=True)
+class GatherOfComputed:
+    """A gather whose array the same kernel would compute (other threads' elements)."""
+
+    gather: Node
+
+    def text(self, names: Names) -> str:
+        return gather_refusal(self.gather)
+
+
+Reason = NoCommonSpace | WrittenTwice | OverBudget | Cycle | GatherOfComputed
 
 
 @functools.lru_cache(maxsize=4096)
@@ -121,12 +132,17 @@ class SpaceView(Protocol):
 
     def max_reduction_phase(self) -> int: ...
 
+    def contains(self, n: Node) -> bool: ...
+
 
 def kernel_reason(space: SpaceView, members: Callable[[], Members], slots: AxisSlots,
                   written: list[Node], n_reads: int) -> Reason | None:
     """Checks 1-3 for a candidate kernel: ``space`` is its iteration space, ``members`` gives its nodes
     (only called for a refusal), ``written`` the nodes it must write (topological order), ``n_reads``
     the arrays it reads. None when legal so far (the cycle check is the caller's)."""
+    for g in slots.gathers:
+        if space.contains(g) and space.contains(g.operands[0]):
+            return GatherOfComputed(g)
     if not space.legal:
         return NoCommonSpace(members(), slots)
     for n in written:

@@ -4,7 +4,8 @@ A ``slice`` of a function input is index arithmetic inside the kernel that reads
 :mod:`fusec.schedule.nest`), but a slice of a value computed in the same kernel would need elements other
 threads compute. So every slice is moved down to the arrays: through elementwise ops (each operand sliced
 along its own axes; a broadcast axis stays as it is), ``broadcast_to``, ``transpose``, ``expand_dims``,
-``squeeze``, another slice (composed into one) and reductions (the kept axes sliced, the reduced ones
+``squeeze``, another slice (composed into one), gathers (the array's kept axes and the index operands sliced)
+and reductions (the kept axes sliced, the reduced ones
 whole). What is computed then is only the selected part: ``exp(x)[::2]`` computes half the exponentials.
 A slice selecting nothing becomes an empty constant; one selecting everything disappears. After this,
 slices sit on function inputs only (fusion's form, which ``fuse`` applies to every graph).
@@ -13,7 +14,7 @@ slices sit on function inputs only (fusion's form, which ``fuse`` applies to eve
 from __future__ import annotations
 
 from fusec.ir.graph import Node, make_node
-from fusec.ir.infer import Bound, slice_attrs, slice_bounds
+from fusec.ir.infer import Bound, gather_window, slice_attrs, slice_bounds
 from fusec.ir.ops import Kind
 
 Bounds = tuple[Bound, ...]
@@ -37,6 +38,23 @@ def _operand_bounds(y: Node, bounds: Bounds) -> list[tuple[Node, Bounds | None]]
             ob = tuple(bounds[j + off] if o.shape[j] == y.shape[j + off] else (0, 1, o.shape[j])
                        for j in range(o.ndim))
             out.append((o, ob if o.ndim else None))
+        return out
+    if y.kind is Kind.GATHER:  # the kept axes of the array (within its window) and the index operands
+        x, indices = y.operands[0], y.operands[1:]
+        axes = y.attr("axes")
+        dim_of = dict(zip([j for j in range(x.ndim) if j not in axes], y.attr("dims")))
+        window = gather_window(x.shape, dict(y.attrs)) or [(0, 1, d) for d in x.shape]
+        xb = []
+        for j, (f, s, c) in enumerate(window):
+            if j in dim_of and c == y.shape[dim_of[j]]:
+                f2, s2, c2 = bounds[dim_of[j]]
+                xb.append((f + s * f2, s * s2, c2))
+            else:
+                xb.append((f, s, c))
+        out = [(x, tuple(xb))]
+        for i in indices:
+            out.append((i, tuple(bounds[k] if i.shape[k] == y.shape[k] else (0, 1, i.shape[k])
+                                 for k in range(i.ndim)) if i.ndim else None))
         return out
     (x,) = y.operands if len(y.operands) == 1 else (None,)
     if x is None:
@@ -69,6 +87,8 @@ def _rebuilt(y: Node, operands: list[Node], bounds: Bounds) -> Node:
     if y.op == "slice":  # composed into its operand's slice
         return operands[0]
     attrs = dict(y.attrs)
+    if y.kind is Kind.GATHER:  # the array's operand carries the window now
+        attrs = {"axes": attrs["axes"], "dims": attrs["dims"]}
     if y.op == "broadcast_to":
         attrs["shape"] = [c for _, _, c in bounds]
     dtype = y.dtype if y.op in ("cast", "const", "size") else None

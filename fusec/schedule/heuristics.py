@@ -285,6 +285,9 @@ def _inner_vector_misfit(nest: LoopNest, vec: int) -> str | None:
     if inner.extent % vec:
         return f"the innermost axis ({inner.extent}) is not a multiple of vec={vec}"
     moving = [(i, info) for i, info in enumerate(nest.infos) if info.pointer is not None and inner.strides[i] != 0]
+    for i, info in enumerate(nest.infos):  # a gather's base position steps by one (vector lane j: + j) or stays
+        if info.pointer is None and inner.strides[i] not in (0, 1):
+            return f"{info.var} steps by {inner.strides[i]} along the innermost axis, not 1"
     if not moving:
         return "no array moves along the innermost axis"
     for i, info in moving:

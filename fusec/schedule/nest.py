@@ -11,10 +11,10 @@ compute where and how it reaches memory:
    computed once per row: the prologue (before any reduction) and each phase's *finish* (after the
    phase's reductions). Each phase's loop computes the full members its reductions consume (its
    *needed* members); the epilogue loop computes the full members the full outputs need.
-3. **Accesses.** Every (array, axis map) pair that a member reads, every output and every argmax/argmin
-   position is an access (``ld<k>``, ``st<k>``, ``ix<k>``, numbered in the order the scopes first read
-   them): for each region axis, how many elements one step along it moves in that array (0 where it is
-   broadcast).
+3. **Accesses.** Every (array, axis map) pair that a member reads, every output, every argmax/argmin
+   position and every gather's base position is an access (``ld<k>``, ``st<k>``, ``ix<k>``, ``gx<k>``,
+   numbered in the order the scopes first read them): for each region axis, how many elements one step
+   along it moves in that array (0 where it is broadcast).
 4. **Collapse.** Size-1 region axes are dropped; adjacent axes of the same class (kept or reduced) merge
    when every access steps through them contiguously (``stride[a] == stride[a+1] * extent[a+1]``).
 5. **Index width.** ``int`` when every extent and every access's largest offset stays below
@@ -35,7 +35,7 @@ from functools import cached_property
 import numpy as np
 
 from fusec.ir.graph import Node
-from fusec.ir.infer import slice_bounds
+from fusec.ir.infer import gather_window, slice_bounds
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region, operand_map
 from fusec.schedule.layout import ArrayLayout, alignment
@@ -69,6 +69,7 @@ class AccessInfo:
     dtype: np.dtype | None
     vector: list[int]
     offset: int | None = None  # elements from the array's start, for a read through a slice (else None)
+    span: int = 0  # a gather's base position: the farthest element of the array a gathered index reaches
 
     @property
     def key(self) -> tuple[str, int]:
@@ -127,7 +128,7 @@ class LoopNest:
         self.phase = self._phases()
         self._one_pass_nest: LoopNest | None = self if one_pass or not self.one_pass_candidates else None
         self.accesses: dict[tuple, AccessInfo] = {}
-        self._counts = {"ld": 0, "st": 0, "ix": 0}
+        self._counts = {"ld": 0, "st": 0, "ix": 0, "gx": 0}
         self._scopes()
         self._collapse()
 
@@ -168,7 +169,7 @@ class LoopNest:
         """The scopes, registering accesses in the order the kernel's lines first read them."""
         phase = self.phase
         self.row_refs: set[str] = set()  # accesses read outside loops (per row / uniform)
-        per_row = [n for n in self.members if not self.full(n) and n.kind is Kind.ELEMENTWISE]
+        per_row = [n for n in self.members if not self.full(n) and n.kind in (Kind.ELEMENTWISE, Kind.GATHER)]
         self.prologue = tuple(n for n in per_row if phase[n] == 0)
         for n in self.prologue:
             self.operand_refs(n, self.row_refs)
@@ -224,6 +225,10 @@ class LoopNest:
 
     def value_refs(self, node: Node, user: Node | None, refs: set) -> None:
         """Record in ``refs`` the access ``user`` reads ``node`` through, if it reads memory."""
+        if user is not None and user.kind is Kind.GATHER and node is user.operands[0]:
+            refs.add(self.gather_access(user).var)
+            if node not in user.operands[1:]:
+                return
         if node in self.inside:
             if node.kind is Kind.LAYOUT:
                 self.value_refs(node.operands[0], node, refs)
@@ -307,6 +312,36 @@ class LoopNest:
             step *= x.shape[j]
         return self._access(("ix", r), "ix", r, None, None, self._vector(strides, self.space.reduce_maps[r], x.shape))
 
+    def gather_access(self, g: Node) -> AccessInfo:
+        """A gather's base position (``gx<k>``): the offset in its array along the axes it does not gather
+        (each runs along a region axis); the gathered axes add their index times their stride
+        (:mod:`fusec.codegen.lower`)."""
+        x = g.operands[0]
+        layout = self.layout(x)
+        axes = g.attr("axes")
+        result_axis = dict(zip([j for j in range(x.ndim) if j not in axes], g.attr("dims")))
+        amap = tuple(None if j in axes else self.space.maps[g][result_axis[j]] for j in range(x.ndim))
+        strides, shape = self.gather_strides(g)
+        info = self._access(("gx", g), "gx", g, None, None, self._vector(strides, amap, shape))
+        info.span = sum(abs(int(st)) * max(d - 1, 0) for st, d in zip(layout.strides, x.shape))
+        return info
+
+    def gather_strides(self, g: Node) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The strides (elements) and extents of the array gather ``g`` reads: its operand's, or through its window
+        (strides times the window's steps; :meth:`gather_offset` is where the window starts)."""
+        x = g.operands[0]
+        strides = tuple(int(s) for s in self.layout(x).strides)
+        window = gather_window(x.shape, dict(g.attrs))
+        if window is None:
+            return strides, x.shape
+        return tuple(s * step for s, (_, step, _) in zip(strides, window)), tuple(c for _, _, c in window)
+
+    def gather_offset(self, g: Node) -> int:
+        """Elements from the array's start to the first of gather ``g``'s window (0 without one)."""
+        x = g.operands[0]
+        window = gather_window(x.shape, dict(g.attrs))
+        return 0 if window is None else sum(f * int(s) for (f, _, _), s in zip(window, self.layout(x).strides))
+
     def load_var(self, node: Node, user: Node) -> str:
         """The variable of the load through which member ``user`` reads array ``node``."""
         return self.accesses[("ld", node, operand_map(user, node, self.space), self.view(user, node))].var
@@ -339,7 +374,7 @@ class LoopNest:
         self.extents = tuple(g.extent for g in self.axes)
         self.n_kept = math.prod(self.extents[k] for k in self.kept_idx)
         self.n_loop = math.prod(self.extents[k] for k in self.loop_idx)
-        biggest = max([self.n_kept, self.n_loop, *self.extents] + [
+        biggest = max([self.n_kept, self.n_loop, *self.extents] + [info.span for info in self.infos] + [
             (self.infos[i].offset or 0) + sum(abs(g.strides[i]) * max(g.extent - 1, 0) for g in self.axes)
             for i in range(len(self.infos))],
             default=0)
@@ -365,11 +400,12 @@ class LoopNest:
     def split(self, refs: frozenset[str] | set[str]) -> tuple[list[AccessInfo], list[AccessInfo], list[AccessInfo]]:
         """``refs`` by where the kernel reads them, each in declaration order: uniform (the same element
         everywhere: read once per kernel), per row (constant along the loop: read once per row), and in
-        the loop (moving along it; positions of argmax/argmin are always there)."""
+        the loop (moving along it; positions of argmax/argmin are always there; a gather's base position
+        where it moves, else with the uniform or per-row ones)."""
         uniform, row, loop = [], [], []
         for info in sorted((self.infos[self.info_index[v]] for v in refs), key=lambda a: a.key):
             i = self.info_index[info.var]
-            if info.pointer is None:
+            if info.pointer is None and (info.var.startswith("ix") or self.varying(i)):
                 loop.append(info)
             elif not self.varies_along_kept(i) and not self.varying(i):
                 uniform.append(info)

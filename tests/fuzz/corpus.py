@@ -22,7 +22,10 @@ options, so that NumPy defines every result exactly and an exact comparison is v
   elementwise ops) and up to 16 steps, for rows/cols kernels and multi-phase reductions;
 - ``views``: slices (any bounds and steps, integer indices), transposes, squeeze/expand_dims of inputs and of
   computed values beside the exact reductions and a few exact elementwise ops, up to 16 steps: slices moved
-  below reductions and elementwise ops, read through offsets and strides in every kernel kind.
+  below reductions and elementwise ops, read through offsets and strides in every kernel kind;
+- ``gathers``: ``take_along_axis`` gathers of inputs and of computed values over random axes, the indices
+  computed from integer nodes as ``v % n`` (or ``v % n - n``: negative), so every one is in range; gathers
+  moved to the arguments through elementwise ops and read at computed positions in every kernel kind.
 
 No family casts floats to integers (``float_to_int_casts=False``).
 
@@ -126,8 +129,14 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "views": dict(dtypes=("bool", "i32", "i64", "f16", "f32"), allow_size=False, max_nodes=16,
                   ops=EXACT_REDUCTIONS | {"slice", "transpose", "expand_dims", "squeeze", "add", "sub", "mul",
                                           "maximum", "where", "lt", "neg", "abs"}),
+    # gathers: take_along_axis of inputs and computed values over random axes, at indices computed in range
+    # (negative ones too) from integer inputs and values, next to elementwise ops and the exact reductions
+    "gathers": dict(dtypes=("bool", "i16", "i32", "i64", "f16", "f32"), allow_size=False, allow_gather=True,
+                    max_nodes=14, ops=EXACT_REDUCTIONS | {"transpose", "expand_dims", "slice", "add", "sub", "mul",
+                                                          "maximum", "where", "lt", "neg", "abs"}),
 }
-FAMILY_WEIGHTS = ("float",) * 3 + ("int",) * 2 + ("uint",) + ("int_reduce", "float_reduce") * 2 + ("views",) * 2
+FAMILY_WEIGHTS = (("float",) * 3 + ("int",) * 2 + ("uint",) + ("int_reduce", "float_reduce") * 2 + ("views",) * 2
+                  + ("gathers",) * 2)
 # (drawn uniformly)
 COMMON_OPTIONS: dict[str, Any] = dict(float_to_int_casts=False)
 

@@ -32,7 +32,7 @@ from fusec.ir.interpret import interpret
 from fusec.ir.text import parse, print_graph
 from fusec.passes.manager import optimize_text
 from fusec.plan import execute_numpy, make_plan
-from tests.helpers import assert_matches_numpy, random_array, seed_of
+from tests.helpers import assert_matches_numpy, random_arguments, seed_of
 
 CASES_DIR = Path(__file__).parent / "cases"
 CASE_FILES = sorted(CASES_DIR.glob("*.fir"))
@@ -127,7 +127,7 @@ def test_case_expected_is_canonical_and_equivalent(case: Case) -> None:
     before, after = parse(case.ir), parse(case.expected)
     assert print_graph(after) == case.expected
     rng = np.random.default_rng(seed_of(case.name))
-    args = [random_array(rng, n.shape, n.dtype) for n in before.inputs]
+    args = random_arguments(rng, before)
     try:
         want = interpret(before, args)
     except ValueError:  # NumPy raises for this input (an integer to a negative power): so must the result
