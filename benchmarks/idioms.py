@@ -98,6 +98,27 @@ def torch_adamw_inplace(torch: Any) -> Callable:
     return adamw
 
 
+# --- cross-entropy with take_along_axis (the per-row losses: the mean adds a reduce-all kernel) ---------------
+def build_cross_entropy_rows(xp: Any) -> Callable:
+    def cross_entropy(logits, targets):
+        m = logits.max(1, keepdims=True)
+        lse = xp.log(xp.exp(logits - m).sum(1)) + m[:, 0]
+        return lse - xp.take_along_axis(logits, targets[:, None], axis=1)[:, 0]
+
+    return cross_entropy
+
+
+def torch_cross_entropy_rows(torch: Any) -> Callable:
+    return lambda logits, targets: torch.nn.functional.cross_entropy(logits, targets, reduction="none")
+
+
+def cross_entropy_inputs(normal: Callable[[tuple], Any], shape: tuple) -> tuple:
+    """Logits ~ N(0, 1) and int64 targets in [0, classes), both in the run's namespace."""
+    rows, classes = shape
+    targets = (abs(normal((rows,))) * 1000).astype("int64") % classes
+    return normal(shape), targets
+
+
 def adamw_inputs(normal: Callable[[tuple], Any], shape: tuple) -> tuple:
     """param ~ N(0,1), grad ~ 0.1 N, m ~ 0.01 N, v = 0.01 |N| (v must not be negative)."""
     return normal(shape), normal(shape) * 0.1, normal(shape) * 0.01, abs(normal(shape)) * 0.01
@@ -109,6 +130,10 @@ IDIOMS: tuple[Workload, ...] = (
           tolerances=((1e-5, 1e-5),)),
     idiom("swiglu_split", "SwiGLU through np.split(x, 2, axis=-1)", build_swiglu, torch_swiglu,
           (16384, 2 * 5120), (64, 2 * 300), lambda s: 4 * _n(s) + 2 * _n(s), "4RC read + 2RC written"),
+    idiom("cross_entropy_rows", "cross-entropy per row through take_along_axis (int64 targets)",
+          build_cross_entropy_rows, torch_cross_entropy_rows, (8192, 32768), (64, 1000),
+          lambda s: 4 * _n(s) + 8 * s[0] + 4 * s[0], "4RC + 8R read + 4R written", inputs=cross_entropy_inputs,
+          tolerances=((1e-5, 1e-4),)),
     idiom("adamw_inplace", "AdamW step written in place (p -= ..., m *= b1; m += ...), 4 in, 3 updated",
           build_adamw_inplace, torch_adamw_inplace, (1 << 26,), (1 << 14,), lambda s: 28 * _n(s),
           "4 x 4n read + 3 x 4n written", inputs=adamw_inputs,

@@ -245,10 +245,14 @@ def deadline(seconds: float | None, what: str) -> Iterator[None]:
 
 # --- reference and checks --------------------------------------------------------------------------
 def reference(w: W.Workload, host_inputs: tuple, threads: int) -> tuple[np.ndarray, ...]:
-    """``w.build(numpy)`` on float64 copies of the inputs, in chunks of rows on a thread pool."""
+    """``w.build(numpy)`` on float64 copies of the (float) inputs, in chunks of rows on a thread pool."""
     fn = w.build(np)
+
+    def f64(a: np.ndarray) -> np.ndarray:  # float inputs in float64; integer ones (indices) as they are
+        return a.astype(np.float64) if a.dtype.kind == "f" else a
+
     if w.kind == "whole":
-        return tuple(np.asarray(o) for o in W.as_tuple(fn(*(a.astype(np.float64) for a in host_inputs))))
+        return tuple(np.asarray(o) for o in W.as_tuple(fn(*(f64(a) for a in host_inputs))))
     first = host_inputs[0]
     rows = first.shape[0] if first.ndim else 1
     per_row = max(1, first.size // max(rows, 1))
@@ -256,7 +260,7 @@ def reference(w: W.Workload, host_inputs: tuple, threads: int) -> tuple[np.ndarr
     slices = [slice(i, min(i + step, rows)) for i in range(0, rows, step)]
 
     def part(sl: slice) -> tuple:
-        return tuple(np.asarray(o) for o in W.as_tuple(fn(*(a[sl].astype(np.float64) for a in host_inputs))))
+        return tuple(np.asarray(o) for o in W.as_tuple(fn(*(f64(a[sl]) for a in host_inputs))))
 
     with ThreadPoolExecutor(max(1, threads)) as pool:
         parts = list(pool.map(part, slices))
