@@ -806,20 +806,22 @@ _trace_lock = threading.RLock()
 
 
 # Library functions that never reach a Tracer by themselves, wrapped while tracing to let Tracers through:
-# (module, attribute, fusec's FUNCTIONS name). CuPy's expand_dims/broadcast_to/squeeze/... type-check their
-# argument in Cython; SciPy's and cupyx's softmax family convert it to an array first.
-_CUPY_FUNCTIONS = ("expand_dims", "broadcast_to", "squeeze", "transpose", "where", "clip", "any", "all", "nansum",
-                   "nanmax", "nanmin", "count_nonzero", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin",
-                   "nanprod", "ptp", "round", "around", "round_", "zeros_like", "ones_like", "full_like", "isclose",
-                   "allclose", "swapaxes", "moveaxis", "rollaxis", "flip", "broadcast_arrays", "split", "array_split",
-                   "reshape", "ravel")
+# (module, attribute, fusec's FUNCTIONS name). CuPy's functions type-check their argument in Cython or build
+# CuPy arrays of their own (``cupy.take_along_axis`` indexes with ``cupy.arange``), so every function fusec
+# traces is wrapped in ``cupy`` under its name (:func:`wrapped_functions`: whatever FUNCTIONS holds, so a new
+# traced function reaches CuPy users without a list to update; ufuncs are not wrapped, they dispatch to
+# Tracers themselves); SciPy's and cupyx's softmax family convert it to an array first.
 _SOFTMAX_FAMILY = ("logsumexp", "softmax", "log_softmax")
 WRAPPED: tuple[tuple[str, str, str], ...] = (
-    *(("cupy", name, name) for name in _CUPY_FUNCTIONS),
     ("cupy.linalg", "norm", "linalg.norm"),
     *(("scipy.special", name, name) for name in _SOFTMAX_FAMILY),
     *(("cupyx.scipy.special", name, name) for name in _SOFTMAX_FAMILY),
 )
+
+
+def wrapped_functions() -> tuple[tuple[str, str, str], ...]:
+    """What tracing wraps: :data:`WRAPPED` and every dotless name of :data:`FUNCTIONS` in ``cupy``."""
+    return (*(("cupy", name, name) for name in sorted(FUNCTIONS) if "." not in name), *WRAPPED)
 
 
 def _has_tracer(args: tuple, kwargs: dict) -> bool:
@@ -837,16 +839,16 @@ def _wrapper(original: Any, qualified: str, impl: str) -> Callable[..., Any]:
 
 
 def _patch_libraries(fn: Callable[..., Any]) -> list[tuple[Any, str, Any]]:
-    """Wrap the :data:`WRAPPED` functions of the libraries already imported, in their modules and where the
+    """Wrap the :func:`wrapped_functions` of the libraries already imported, in their modules and where the
     traced function's globals (``from scipy.special import softmax``) or closure cells hold them. A function
     reached any other way (a default argument, another module's helper) is SciPy's own, and fails with
     the tracer's error for converting a traced value. Returns what to restore."""
     patched: list[tuple[Any, str, Any]] = []
     originals: dict[int, Any] = {}
-    for module_name, name, impl in WRAPPED:
+    for module_name, name, impl in wrapped_functions():
         module = sys.modules.get(module_name)
         original = getattr(module, name, None) if module is not None else None
-        if original is None or not callable(original):
+        if original is None or not callable(original) or hasattr(original, "nin"):  # absent, or a ufunc
             continue
         wrapper = _wrapper(original, f"{module_name}.{name}", impl)
         originals[id(original)] = wrapper
