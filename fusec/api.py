@@ -519,8 +519,9 @@ class Fused:
     def cuda_source(self, *args: Any, full: bool = False, **kwargs: Any) -> str:
         """The CUDA C source of every kernel for these arguments (arrays, whose layouts matter, or
         :class:`fusec.ArraySpec`, taken as C-contiguous). No GPU needed. Each kernel's device-helper
-        headers (~700 lines) are folded to one ``// #include <fusec helpers: ...>`` note; ``full=True``
-        gives each kernel's exact translation unit, as compiled."""
+        headers (~700 lines) are folded to one ``// #include <fusec helpers: ...>`` note, its accumulator types
+        and any block repeating an earlier one but for a line or two to notes (:mod:`fusec.source_fold`);
+        ``full=True`` gives each kernel's exact translation unit, as compiled."""
         from fusec.report import folded_source
 
         kernels = self._kernels(args, kwargs)
