@@ -137,6 +137,25 @@ def test_opt_parse_error_names_file_and_line(capsys, tmp_path):
     bad.write_text(SMALL_FIR.replace("abs %x", "frobnicate %x"))
     code, _, err = run_cli(capsys, "opt", str(bad))
     assert_one_line_error(code, err, f"{bad}:2", "frobnicate")
+    assert err == f"fusec: error: {bad}:2: unknown op 'frobnicate'\n"  # the line named once, not ":2: line 2:"
+
+
+@pytest.mark.parametrize("text, line", [("", 1), ("# only a comment\n", 1), ("func @f(%x: f32[4]) -> f32[4] {\n", 1),
+                                        (SMALL_FIR.replace("%y: f32[8]", "%y: f32[8"), 1),
+                                        (SMALL_FIR.replace("return %1, %2", "return %9"), 5)])
+def test_opt_parse_errors_name_their_line_once(capsys, tmp_path, text, line):
+    bad = tmp_path / "bad.fir"
+    bad.write_text(text)
+    code, _, err = run_cli(capsys, "opt", str(bad))
+    assert_one_line_error(code, err, f"{bad}:{line}: ")
+    assert not re.search(r"\bline \d", err), err
+
+
+def test_opt_reads_double_slash_comments_as_pass_cases_write_them(capsys, tmp_path):
+    case = tmp_path / "case.fir"
+    case.write_text("// a case, as tests/passes/cases writes one\n// RUN: dce\n" + SMALL_FIR + "\n// CHECK: ...\n")
+    code, out, err = run_cli(capsys, "opt", str(case), "-p", "dce")
+    assert (code, err, out) == (0, "", SMALL_FIR + "\n")
 
 
 def test_opt_type_mismatch_is_one_line_error(capsys, tmp_path):

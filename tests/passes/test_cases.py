@@ -10,7 +10,7 @@ errors name the file's own line numbers)::
     // CHECK:   return %x
     // CHECK: }
     // CHECK-REFUSAL: different iteration space    each refusal to fuse is matched by one of these
-    // CHECK-ERROR: line 4: unknown op             instead of CHECK: optimize_text must raise this
+    // CHECK-ERROR: bad.fir:4: unknown op          instead of CHECK: optimize_text must raise this
 
 ``optimize_text`` is the code path of ``fusec opt FILE -p PASSES``; the refusals come from the graph
 its ``dump`` callback sees after the last pass. Every case that is not an error also has its input
