@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 FULL_HINT = "full=True or --full shows them"
 TWIN_MIN_LINES = 6  # a shorter block is left as it is: its note would save little
-TWIN_DIFFERENCES = 2  # at most this many lines may differ between a block and its twin
+TWIN_DIFFERENCES = 1  # at most this many lines may differ between a block and its twin (more: the reader needs both)
 
 
 def fold_accumulators(lines: list[str], spec) -> list[str]:

@@ -147,8 +147,8 @@ def test_fold_twins_folds_a_repeated_loop_and_names_the_changed_line() -> None:
 
 def test_fold_twins_leaves_blocks_that_differ_in_more_lines_or_are_short() -> None:
     loop = ["for (int i = 0; i < n; ++i) {", *(f"  v{k} = f{k}(x);" for k in range(6)), "}"]
-    three_changed = [line.replace("f1", "g1").replace("f2", "g2").replace("f3", "g3") for line in loop]
-    assert fold_twins(loop + three_changed) == loop + three_changed
+    two_changed = [line.replace("f1", "g1").replace("f2", "g2") for line in loop]  # a reader needs both loops
+    assert fold_twins(loop + two_changed) == loop + two_changed
     short = ["if (a) {", "  b();", "}"]
     assert fold_twins(short + short) == short + short
 
