@@ -417,3 +417,16 @@ def test_replay_sources_script_has_the_commands_the_readme_names():
     done = subprocess.run([sys.executable, "scripts/replay_sources.py", "--help"], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=120)
     assert done.returncode == 0 and "{record,compare}" in done.stdout
+
+
+def test_ops_doc_command_has_help_and_one_line_errors(tmp_path, capsys):
+    from fusec.ir.ops_doc import main as ops_doc
+
+    with pytest.raises(SystemExit) as done:
+        ops_doc(["--help"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("usage: python -m fusec.ir.ops_doc")
+    assert ops_doc([str(tmp_path / "missing.md")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("python -m fusec.ir.ops_doc: error: ") and len(err.splitlines()) == 1
+    (tmp_path / "plain.md").write_text("# no ops block\n")
+    assert ops_doc([str(tmp_path / "plain.md")]) == 1 and "has no '<!-- ops:begin -->'" in capsys.readouterr().err
