@@ -24,6 +24,8 @@ from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
 from fusec.plan import Kernel, format_bytes
 
+SHOWN = 6  # siblings named on the line; the others are counted
+
 
 @dataclass(frozen=True)
 class Siblings:
@@ -124,7 +126,7 @@ def sibling_lines(kernel: Kernel, names: Mapping[Node, str]) -> list[str]:
     out = []
     for s in siblings(kernel):
         parts = []
-        for heads, reads in zip(s.heads, s.reads):
+        for heads, reads in list(zip(s.heads, s.reads))[:SHOWN]:
             what = ", ".join(f"{names[n]} {n.op}" for n in heads if n.kind is not Kind.LAYOUT) or ", ".join(
                 f"{names[n]} {n.op}" for n in heads)
             parts.append(f"{what} (reads {', '.join(names[a] for a in reads) or 'nothing'})")
@@ -138,7 +140,8 @@ def sibling_lines(kernel: Kernel, names: Mapping[Node, str]) -> list[str]:
         else:
             tail = "no input in common: no bytes saved, " + (
                 f"one launch instead of {len(s.heads)}" if s.kind == "groups" else "one kernel for all")
-        out += [f"  siblings: {head}{'; '.join(parts)}", f"            {tail}"]
+        more = f"; and {len(s.heads) - SHOWN} more" if len(s.heads) > SHOWN else ""
+        out += [f"  siblings: {head}{'; '.join(parts)}{more}", f"            {tail}"]
     return out
 
 

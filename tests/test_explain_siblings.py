@@ -93,3 +93,13 @@ def test_reductions_of_one_level_after_a_shared_one_are_siblings_of_that_level()
 def test_kernels_without_siblings_print_no_siblings_line():
     e = _explain(lambda x, y: (x.sum(-1), y.sum(-1)), (64, 100), (64, 100))  # rows of different arrays: apart
     assert e.kernel_count == 2 and _lines(e) == []
+
+
+def test_many_siblings_are_counted_past_the_first_six():
+    e = _explain(lambda x: tuple((x * k).sum(-1) for k in range(1, 10)), (64, 100))
+    (kernel,) = e.plan.kernels
+    (s,) = siblings(kernel)
+    assert len(s.heads) == 9 and s.bytes_saved == 8 * e.plan.graph.inputs[0].nbytes
+    (line,) = [x for x in _lines(e) if x.startswith("  siblings:")]
+    assert line.startswith("  siblings: 9 independent groups in one launch: ") and line.endswith("; and 3 more")
+    assert line.count("(reads %x)") == 6
