@@ -42,3 +42,12 @@ def test_fuse_of_a_fused_function_adds_schedules_and_keeps_fusion_off():
 def test_fuse_decorator_with_options_on_a_fused_function():
     named = fusec.fuse(name="again")(softmax)
     assert named.name == "again" and named.fn is softmax.fn
+
+
+def test_fuse_of_a_fused_function_pickles_with_its_options():
+    import pickle
+
+    forced = fusec.fuse(softmax, schedules={"k0": "rows:block"})
+    back = pickle.loads(pickle.dumps(forced))
+    assert back.fn is softmax.fn and back.name == "rows_softmax" and back.static_argnames == frozenset({"axis"})
+    assert _schedule_line(back) == "  schedule: rows:block (forced)"
