@@ -18,12 +18,12 @@ _LOOP = re.compile(r"^\s*for \(index_t (\w+) = ([^;]+); \1 < (\w+); \1 \+= strid
 
 
 def _body(lines: list[str], start: int) -> list[str]:
-    """The lines of the braced block opened on ``lines[start]``."""
+    """The lines of the braced block opened on ``lines[start]`` (or on a line after it: a long loop header)."""
     depth, out = 0, []
     for line in lines[start:]:
         out.append(line)
         depth += line.count("{") - line.count("}")
-        if depth == 0:
+        if depth == 0 and "{" in "".join(out):
             return out
     raise AssertionError("unbalanced braces")
 
@@ -141,3 +141,58 @@ def test_passes_in_source_counts_a_vector_loop_and_its_tail_as_one_pass():
     assert passes_in_source(source) == ({"in0": 2}, {"out0": 1})
     with pytest.raises(AssertionError, match="scalar tail"):
         passes_in_source(source.replace("for (index_t i = nvec * 4 + start; i < n; i += stride) {", "{"))
+
+
+# --- rows: a pass is a loop over the row inside the loop over rows -------------------------------------------
+
+
+def row_passes_in_source(source: str) -> dict[str, int]:
+    """From a rows kernel's source: how many loops inside the loop over rows (the outermost ones, at any depth
+    of ``if`` blocks) load each ``in<k>``: each phase that re-reads the row, the epilogue; one where the row is
+    read into registers."""
+    lines = source[source.index('extern "C" __global__'):].splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(r"\s*for \(index_t (?:warp_)?row = ", line))
+    row_loop = _body(lines, start)
+    count: dict[str, int] = {}
+    i = next(k for k, line in enumerate(row_loop) if "{" in line) + 1
+    while i < len(row_loop) - 1:
+        if re.match(r"\s*for \(", row_loop[i]):
+            loop = _body(row_loop, i)
+            for p in set(re.findall(r"\b(in\d+)\b", "\n".join(loop))):
+                count[p] = count.get(p, 0) + 1
+            i += len(loop)
+        else:
+            i += 1
+    return count
+
+
+def softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def layernorm(x, w):
+    m = x.mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5) * w
+
+
+ROW_CASES = [(softmax, s) for s in (None, "rows:block", "rows:warp", "rows:block,one_pass=0", "rows:warp,one_pass=0")]
+ROW_CASES += [(layernorm, s) for s in (None, "rows:block", "rows:block,one_pass=0", "rows:warp_regs")]
+
+
+@pytest.mark.parametrize("fn, schedule", ROW_CASES, ids=[f"{fn.__name__}-{s or 'heuristics'}" for fn, s in ROW_CASES])
+def test_explain_bytes_of_a_rows_kernel_are_the_row_loops_in_its_source(fn, schedule):
+    shapes = [(64, 1000), (1000,)][:fn.__code__.co_argcount]
+    specs = [fusec.ArraySpec(s, F32) for s in shapes]
+    f = fusec.fuse(fn, schedules={"k0": schedule} if schedule else None)
+    e = f.explain(*specs)
+    (kernel,) = e.plan.kernels
+    assert kernel.kind == "rows"
+    count = row_passes_in_source(f.cuda_source(*specs, full=True))
+    spec = e.kernels[0].spec
+    x = spec.inputs[0]
+    assert e.input_passes(0)[x] == count["in0"]
+    read = sum(kernel.read_bytes(n) * e.input_passes(0)[n] for n in kernel.inputs)
+    report = str(e).splitlines()
+    assert _bytes(next(line for line in report if line.startswith("  reads:"))) == read
+    assert read >= count["in0"] * x.nbytes
