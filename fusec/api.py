@@ -519,8 +519,9 @@ class Fused:
     def cuda_source(self, *args: Any, full: bool = False, **kwargs: Any) -> str:
         """The CUDA C source of every kernel for these arguments (arrays, whose layouts matter, or
         :class:`fusec.ArraySpec`, taken as C-contiguous). No GPU needed. Each kernel's device-helper
-        headers (~700 lines) are folded to one ``// #include <fusec helpers: ...>`` note; ``full=True``
-        gives each kernel's exact translation unit, as compiled."""
+        headers (~700 lines) are folded to one ``// #include <fusec helpers: ...>`` note, its accumulator types
+        and any block repeating an earlier one but for a line or two to notes (:mod:`fusec.source_fold`);
+        ``full=True`` gives each kernel's exact translation unit, as compiled."""
         from fusec.report import folded_source
 
         kernels = self._kernels(args, kwargs)
@@ -801,6 +802,7 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
         def softmax2(x): ...
 
         gelu = fusec.fuse(my_gelu, fusion=False)   # an existing function, unfused
+        wide = fusec.fuse(softmax, schedules={"k0": "rows:block"})  # a fused one: the same function, more options
 
     Arguments:
 
@@ -861,8 +863,21 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
     options = dict(name=name, fusion=fusion, schedules=schedules, autotune=autotune, static_argnames=static_argnames,
                    static_argnums=static_argnums)
     if fn is None:
-        return lambda f: Fused(f, **options)
+        return lambda f: fuse(f, **options)
+    if isinstance(fn, Fused):
+        return Fused(fn.fn, **_options_over(fn, options))
     return Fused(fn, **options)
+
+
+def _options_over(fused: Fused, options: dict[str, Any]) -> dict[str, Any]:
+    """``fuse(fused, **options)``: the same Python function with the options given, the others ``fused``'s
+    (schedules added to the ones it forces, as ``with_schedules`` does)."""
+    given_static = options["static_argnames"] is not None or options["static_argnums"] is not None
+    return dict(name=options["name"] or fused.name, fusion=fused.fusion and options["fusion"],
+                schedules={**fused.schedules, **_forced_schedules(options["schedules"])},
+                autotune=fused.autotune if options["autotune"] is None else options["autotune"],
+                static_argnames=options["static_argnames"] if given_static else fused.static_argnames,
+                static_argnums=options["static_argnums"] if given_static else None)
 
 
 __all__ = ["Fused", "fuse", "FusecError"]

@@ -2,7 +2,8 @@
 
 :class:`Explanation` (what ``f.explain(...)`` returns) renders, in sections: the traced IR; the IR
 after the passes, with each kernel's region marked; each kernel (name, kind, iteration space, nodes,
-what it reads and writes, its launch shape); every refusal to fuse with its reason; the intermediates
+what it reads and writes, its launch shape, the siblings it merged: :mod:`fusec.explain_siblings`); every
+refusal to fuse with its reason; the intermediates
 written to memory between kernels; the bytes moved fused against unfused; and, with ``run=True`` on a
 GPU, each kernel's measured time and bandwidth.
 
@@ -30,6 +31,8 @@ from fusec.codegen.kernel import check_forced, generate
 from fusec.errors import FusecError, FusecValueError
 from fusec.explain_dot import PALETTE, dot_text, type_text
 from fusec.explain_run import KernelTime, Timings, measure, to_device
+from fusec.explain_siblings import bytes_saved as sibling_bytes_saved
+from fusec.explain_siblings import sibling_lines
 from fusec.gpu import require_gpu
 from fusec.ir.graph import Node
 from fusec.ir.text import node_names
@@ -170,6 +173,7 @@ class Explanation:
             out.append(f"  writes: {format_bytes(k.bytes_written)} to {writes}" if writes else "  writes: nothing")
             out.append(f"  schedule: {self._schedule_text(i)}")
             out.append(f"  launch: {self.launches[i]}")
+            out += sibling_lines(k, names)
         out += ["", c.head("-- not fused --")]
         out += [c.warn(f"  {r}") for r in plan.refusals] or ["  nothing was refused"]
         out += ["", c.head("-- intermediates in memory --")]
@@ -186,6 +190,8 @@ class Explanation:
                 f"  fused:   {len(plan.kernels)} kernel(s), {format_bytes(fused)}",
                 f"  unfused: {plan.kernel_count_unfused} kernel(s), {format_bytes(unfused)}",
                 "  fusion moves " + c.bold(ratio)]
+        if saved := sibling_bytes_saved(plan.kernels):
+            out.append(f"  of which merging siblings saves {format_bytes(saved)} (see each kernel's siblings)")
         if self.timings is not None:
             out += [""] + self._render_timings(c)
         return "\n".join(out) + "\n"

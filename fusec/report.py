@@ -2,7 +2,8 @@
 
 :func:`folded_source` shows each kernel as rendered (:func:`fusec.codegen.render.render_body`) after one line
 naming the device-helper headers it includes and how many lines they hold, instead of the ~700 lines of
-helpers that start every translation unit; ``full=True`` callers get the exact source instead.
+helpers that start every translation unit, with its accumulator types and repeated blocks folded too
+(:mod:`fusec.source_fold`); ``full=True`` callers get the exact source instead.
 
 :class:`PtxasReport` is what ``Fused.ptxas`` returns: one :class:`PtxasRow` per kernel (registers, spills,
 stack, shared memory, threads per block and the blocks and occupancy per SM these allow), printed as a table.
@@ -16,6 +17,7 @@ from typing import Any
 
 from fusec.codegen.render import SCHEDULE_HEADER, render_body
 from fusec.schedule.device import H200, DeviceProperties
+from fusec.source_fold import shown_body
 
 COMMON_HEADERS = ("fusec_device.cuh", SCHEDULE_HEADER.removesuffix(".j2"))
 
@@ -34,7 +36,7 @@ def fold_note(kernel: Any) -> str:
 
 def folded_source(kernels: Iterable[Any]) -> str:
     """Each generated kernel (:class:`fusec.codegen.kernel.GeneratedKernel`) as its header note and its body."""
-    return "\n".join(fold_note(k) + "\n" + render_body(k.spec) for k in kernels)
+    return "\n".join(fold_note(k) + "\n" + shown_body(k.spec, render_body(k.spec)) for k in kernels)
 
 
 @dataclass(frozen=True)

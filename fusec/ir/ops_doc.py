@@ -96,6 +96,23 @@ def update_readme(path: str) -> bool:
     return new != text
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fusec.ir.ops_doc [README.md]``: regenerate the ops list in place; one-line errors."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m fusec.ir.ops_doc",
+                                     description="Regenerate the dtypes and ops list between the README's "
+                                                 f"'{BEGIN}' and '{END}' lines from the op table.")
+    parser.add_argument("readme", nargs="?", default="README.md", help="the file to update (default: README.md)")
+    target = parser.parse_args(argv).readme
+    try:
+        changed = update_readme(target)
+    except (OSError, ValueError) as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{target}: {'updated' if changed else 'already current'}")
+    return 0
+
+
 if __name__ == "__main__":
-    target = sys.argv[1] if len(sys.argv) > 1 else "README.md"
-    print(f"{target}: {'updated' if update_readme(target) else 'already current'}")
+    sys.exit(main())

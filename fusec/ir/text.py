@@ -14,8 +14,10 @@ Inputs are named by their ``name`` attribute, every other node ``%0, %1, ...`` i
 (:func:`node_names`). After fusion the nodes of each region sit in a block
 ``kernel @k1 pointwise recomputes %0 { ... }``; a node in several regions is printed in the first and
 named in the header of the others; ``no kernels`` marks a partitioned graph with no regions
-(``regions == ()``). ``# comments`` and blank lines are ignored. The parser builds every node
-through ``make_node`` and checks each ``: type`` annotation against the inferred one.
+(``regions == ()``). Comments (``# ...``, and ``// ...`` so that ``fusec opt`` reads the pass cases
+with their directive lines) and blank lines are ignored. The parser builds every node through
+``make_node`` and checks each ``: type`` annotation against the inferred one; an error's location is
+``FILE:LINE`` and its message does not repeat the line.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from fusec.ir.region import Region, kind_problem, make_regions
 REGION_KINDS = ("pointwise", "reduce-all", "rows", "cols")
 _BARE_GLOBAL = re.compile(r"[A-Za-z0-9_.]+\Z")
 _TOKEN = re.compile(r"""
-    (?P<ws>\s+) | (?P<comment>\#.*)
+    (?P<ws>\s+) | (?P<comment>(?:\#|//).*)
   | (?P<name>%[A-Za-z0-9_.]+)
   | (?P<global>@(?:"(?:[^"\\]|\\.)*"|[A-Za-z0-9_.]+))
   | (?P<str>"(?:[^"\\]|\\.)*")
@@ -198,7 +200,7 @@ class _Line:
         self.toks.append(("end", ""))
 
     def error(self, message: str, hint: str | None = None) -> ParseError:
-        return ParseError(f"line {self.lineno}: {message}", loc=self.loc, hint=hint)
+        return ParseError(message, loc=self.loc, hint=hint)  # loc is FILE:LINE: the message repeats no line
 
     def peek(self, kind: bool = False) -> str:
         return self.toks[self.i][0 if kind else 1]
@@ -294,9 +296,9 @@ class _Line:
 def parse(text: str, filename: str | None = None) -> Graph:
     """The graph that ``text`` (one ``func``) describes; :class:`ParseError` naming the line if bad."""
     src = filename or "<fir>"
-    lines = [(i, t) for i, t in enumerate(text.splitlines(), 1) if t.split("#", 1)[0].strip()]
+    lines = [(i, t) for i, t in enumerate(text.splitlines(), 1) if t.split("#", 1)[0].split("//", 1)[0].strip()]
     if not lines:
-        raise ParseError("line 1: expected 'func @name(...) -> ... {'", loc=f"{src}:1")
+        raise ParseError("expected 'func @name(...) -> ... {'", loc=f"{src}:1")
     toks = [_Line(t, i, f"{src}:{i}") for i, t in lines]
     head = toks[0]
     head.take(text="func")

@@ -10,7 +10,8 @@ errors name the file's own line numbers)::
     // CHECK:   return %x
     // CHECK: }
     // CHECK-REFUSAL: different iteration space    each refusal to fuse is matched by one of these
-    // CHECK-ERROR: line 4: unknown op             instead of CHECK: optimize_text must raise this
+    // CHECK-ERROR: bad.fir:4: unknown op          instead of CHECK: optimize_text must raise this
+                                                   (``line 4: unknown op`` says the same: the error's place)
 
 ``optimize_text`` is the code path of ``fusec opt FILE -p PASSES``; the refusals come from the graph
 its ``dump`` callback sees after the last pass. Every case that is not an error also has its input
@@ -20,6 +21,7 @@ and its expected output checked to compute the same values, and its expected tex
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +76,8 @@ def load_case(path: Path) -> Case:
             ir.append(line)
     assert passes is not None, f"{path.name}: no '// RUN: passes' line"
     assert (error is None) != (not checks), f"{path.name}: needs CHECK lines or one CHECK-ERROR line, not both"
+    if error is not None and (m := re.fullmatch(r"line (\d+): (.*)", error)):
+        error = f"{path.stem}.fir:{m[1]}: {m[2]}"  # errors name their place as FILE:LINE
     return Case(path.stem, passes, "\n".join(ir), "\n".join(checks) if checks else None, error, tuple(refusals))
 
 

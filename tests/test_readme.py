@@ -1,0 +1,432 @@
+"""Every command and every printed output of README.md is exercised: each fenced block is claimed by a test
+here (or in test_docs.py, for the demo, logging and explain outputs), which runs the command or the Python
+snippet and compares what it prints, allowing only for numbers that vary (times); a new block without a test
+fails :func:`test_every_readme_block_is_exercised_by_a_test`. The paths and commands the prose names exist."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import textwrap
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fusec
+from fusec.__main__ import build_parser, main
+from fusec.passes.manager import DEFAULT_PIPELINE
+from tests.conftest import cuda_gpu_present
+from tests.test_examples import load_example
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+
+@dataclass(frozen=True)
+class Block:
+    line: int  # of the opening fence
+    info: str  # the fence's language: bash, python, or "" for printed output
+    text: str  # dedented, without the fences
+
+
+def blocks() -> list[Block]:
+    out, lines = [], README.read_text(encoding="utf-8").splitlines()
+    start = info = None
+    for i, line in enumerate(lines, 1):
+        if line.strip().startswith("```"):
+            if start is None:
+                start, info = i, line.strip()[3:]
+            else:
+                out.append(Block(start, info, textwrap.dedent("\n".join(lines[start:i - 1])) + "\n"))
+                start = None
+    assert start is None, "README.md has an unclosed code fence"
+    return out
+
+
+def block(needle: str, after: int = 0) -> Block:
+    """The one block holding ``needle``; ``after=1``: the block after it (the output a snippet prints)."""
+    all_blocks = blocks()
+    found = [i for i, b in enumerate(all_blocks) if needle in b.text]
+    assert len(found) == 1, f"README.md: {len(found)} blocks hold {needle!r}"
+    return all_blocks[found[0] + after]
+
+
+LOGS_TEST = "tests/test_docs.py::test_readme_logging_example_prints_what_the_readme_shows"
+# the block each test covers: (needle, blocks after it) -> the test
+CLAIMS = {
+    ('pip install -e ".[test]"    #', 0): "test_quick_start_commands_are_what_ci_runs_and_demo_runs_here",
+    ("print(softmax.trace(", 0): "test_quick_start_snippet_prints_the_ir_shown",
+    ("print(softmax.trace(", 1): "test_quick_start_snippet_prints_the_ir_shown",
+    ("fusec demo [--size N]", 0): "test_cli_synopsis_is_every_option_of_every_command",
+    ("$ fusec demo --no-gpu", 0): "tests/test_docs.py::test_readme_demo_output_is_what_the_command_prints",
+    ('fusec.set_logs("trace,recompile")', 0): LOGS_TEST,
+    ('fusec.set_logs("trace,recompile")', 1): LOGS_TEST,
+    ("$ fusec explain examples/softmax.py:softmax", 0):
+        "tests/test_docs.py::test_readme_explain_output_is_what_the_command_prints",
+    ("e = softmax.explain(fusec.ArraySpec", 0): "test_explain_from_python_block_runs_as_its_comments_say",
+    ('schedules={"k0": "rows:block_regs,threads=512"}', 0): "test_schedules_block_forces_the_schedule",
+    ("--schedule k0=rows:block --source", 0): "test_schedule_command_forces_the_schedule_and_prints_the_source",
+    ("Python function --trace--> Graph", 0): "test_how_it_works_diagram_names_the_pipeline",
+    ("func @softmax(%x: f32[64,64])", 0): "test_opt_output_block_is_what_fusec_opt_prints",
+    ("import dask.array as da", 0): "test_dask_block_runs_lazily_and_computes_softmax",
+    ("def adam(p, g, m, v, lr, step", 0): "test_runtime_scalars_block_traces_once",
+    ("def adamw(p, g, m, v, lr, step", 0): "test_adamw_block_is_one_kernel_updating_its_arguments",
+    ("pytest -m gpu           #", 0): "test_tests_block_commands",
+    ('@register("mypass"', 0): "test_extending_with_a_pass_block_registers_a_pass",
+}
+
+
+def test_every_readme_block_is_exercised_by_a_test():
+    claimed = {}
+    for (needle, after), test in CLAIMS.items():
+        b = block(needle, after)
+        claimed[b.line] = test
+        path, _, name = test.rpartition("::")
+        module = sys.modules[__name__] if not path else __import__(path[:-3].replace("/", "."), fromlist=["_"])
+        assert callable(getattr(module, name or test, None)), f"{test} does not exist"
+    unclaimed = [f"line {b.line}: {b.text.splitlines()[0]}" for b in blocks() if b.line not in claimed]
+    assert not unclaimed, f"README.md blocks no test exercises (add one to CLAIMS): {unclaimed}"
+
+
+def _run_main(capsys, argv: list[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- quick start -------------------------------------------------------------------------------------------
+
+
+def _commands(b: Block) -> list[str]:
+    return [line.split("#", 1)[0].strip() for line in b.text.splitlines() if line.split("#", 1)[0].strip()]
+
+
+def test_quick_start_commands_are_what_ci_runs_and_demo_runs_here(capsys, monkeypatch):
+    commands = _commands(block('pip install -e ".[test]"    #'))
+    assert commands == ['pip install -e ".[test]"', "pytest", "fusec demo"]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert re.search(r'^pip install [^\n]*-e "\.\[test\]"', ci, re.MULTILINE)
+    assert re.search(r"^timeout [^\n]* pytest ", ci, re.MULTILINE)
+    assert re.search(r"^if fusec demo --no-gpu ", ci, re.MULTILINE)  # the README: "`fusec demo` as `--no-gpu`"
+    if cuda_gpu_present():
+        pytest.skip("with a GPU, fusec demo times 2^28-element runs: the GPU tests run it")
+    monkeypatch.chdir(ROOT)
+    code, out, err = _run_main(capsys, shlex.split(commands[2])[1:])
+    assert (code, err) == (0, "")
+    assert len(out.splitlines()) <= 80, "the README: 'in one screen'"
+    assert "== sum_abs: abs(x).sum()" in out and "== softmax:" in out and "no CUDA GPU found" in out
+    assert out.rstrip().endswith("result checked against NumPy: OK")
+    # the README's demo block is the --no-gpu run: without a GPU, `fusec demo` differs in the reason only
+    monkeypatch.chdir(ROOT)
+    _, no_gpu, _ = _run_main(capsys, ["demo", "--no-gpu"])
+    differ = [(a, b) for a, b in zip(out.splitlines(), no_gpu.splitlines()) if a != b]
+    assert len(out.splitlines()) == len(no_gpu.splitlines()) and len(differ) == 1
+    assert differ[0][1].endswith("(--no-gpu given)") and differ[0][0].startswith("no CUDA GPU found: ")
+
+
+def _exec_printing(code: str, namespace: dict) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, str(README), "exec"), namespace)  # noqa: S102 - the README's own snippet
+    return out.getvalue()
+
+
+def test_quick_start_snippet_prints_the_ir_shown():
+    snippet, shown = block("print(softmax.trace("), block("print(softmax.trace(", 1)
+    assert snippet.info == "python" and shown.info == ""
+    namespace: dict = {}
+    printed = _exec_printing(snippet.text, namespace)
+    assert printed == shown.text
+    x = namespace["x"]
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(namespace["y"], e / e.sum(axis=-1, keepdims=True), rtol=2e-6)
+    assert isinstance(namespace["y"], np.ndarray)  # "NumPy in: the reference backend, NumPy out"
+
+
+# --- the command line --------------------------------------------------------------------------------------
+
+
+def _subparsers() -> dict:
+    parser = build_parser()
+    (action,) = [a for a in parser._actions if a.dest == "command"]
+    return action.choices
+
+
+def test_cli_synopsis_is_every_option_of_every_command():
+    synopsis = block("fusec demo [--size N]")
+    commands = _subparsers()
+    seen = set()
+    for line in _commands(synopsis):
+        words = line.split()
+        assert words[0] == "fusec", line
+        name = words[1]
+        seen.add(name)
+        sub = commands[name]
+        options = {s for a in sub._actions for s in a.option_strings if s.startswith("--")} - {"--help"}
+        shown = set(re.findall(r"--[a-z][a-z-]*", line))
+        for short in re.findall(r"(?<![\w-])-([a-z])\b", line):
+            assert f"-{short}" in sub._option_string_actions, (name, short)
+        # every long option the command takes is in its line, and the line shows no other; -p's long form is --passes
+        assert shown == options - {"--passes"}, (name, shown ^ options)
+        for choice in re.findall(r"\[(\w+(?:\|\w+)*)\]$", line):
+            positional = [a for a in sub._actions if not a.option_strings and a.choices]
+            assert positional and set(choice.split("|")) <= set(positional[0].choices), (name, choice)
+    assert seen == set(commands), f"the synopsis lacks {set(commands) - seen}"
+
+
+def test_python_m_fusec_is_the_same_command():
+    assert "(`python -m fusec ...` is the same; every command has `--help`.)" in README.read_text(encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "fusec", "opt", "--help"], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("usage: fusec opt")
+
+
+# --- what explain shows ------------------------------------------------------------------------------------
+
+
+def _statements(code: str) -> list[str]:
+    """The snippet's statements, each with its comment line (for the ones whose comment says what it needs)."""
+    lines = code.splitlines()
+    return [("\n".join(lines[s.lineno - 1:s.end_lineno])) for s in ast.parse(code).body]
+
+
+def test_explain_from_python_block_runs_as_its_comments_say(tmp_path, monkeypatch, capsys):
+    snippet = block("e = softmax.explain(fusec.ArraySpec")
+    softmax = load_example("softmax").softmax
+    x = np.random.default_rng(1).standard_normal((256, 512), dtype=np.float32)
+    namespace = {"fusec": fusec, "softmax": softmax, "np": np, "x": x}
+    monkeypatch.chdir(tmp_path)
+    readme_report = block("$ fusec explain examples/softmax.py:softmax").text.split("\n", 1)[1]
+    for statement in _statements(snippet.text):
+        code, _, comment = statement.partition("  #")
+        if "on a GPU" in comment and not cuda_gpu_present():
+            with pytest.raises(fusec.FusecError, match="GPU"):
+                exec(code, namespace)  # noqa: S102 - "run=True needs a CUDA GPU; without one it raises FusecError"
+            continue
+        if "ptxas" in code:
+            pytest.importorskip("cuda.core", reason="cuda-core (NVRTC) is not installed: pip install -e '.[test]'")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # save() without Graphviz warns that it wrote the DOT text
+            value = eval(code, namespace) if not code.lstrip().startswith(("report =", "e =", "spec =")) else exec(
+                code, namespace)  # noqa: S307
+        printed = capsys.readouterr().out
+        if code.startswith("print(e)"):
+            assert printed.rstrip("\n") == readme_report.rstrip("\n"), "print(e) is the report above"
+        elif code.startswith("e.to_dot()"):
+            assert value.startswith("digraph") and "cluster" in value
+        elif code.startswith("e.save("):
+            assert (tmp_path / "softmax.svg").is_file() or (tmp_path / "softmax.dot").is_file()
+        elif code.strip() == "e":
+            html = value._repr_html_()
+            assert "<table" in html and "k0_rows_max_sub_exp_sum_div" in html
+        elif code.startswith("print(softmax.cuda_source(spec))"):
+            assert printed.startswith("// #include <fusec helpers") and "lines folded" in printed
+        elif "full=True" in code:
+            assert "lines folded" not in value and value.count('extern "C" __global__') == 1
+        elif code.startswith("print(report)"):
+            assert printed.splitlines()[0].split()[:3] == ["kernel", "arch", "registers"]
+        elif "report.row(" in code:
+            assert isinstance(value, int) and value > 0
+
+
+def test_schedules_block_forces_the_schedule():
+    snippet = block('schedules={"k0": "rows:block_regs,threads=512"}')
+    softmax = load_example("softmax").softmax
+    namespace = {"fusec": fusec, "softmax": softmax}
+    exec(snippet.text, namespace)  # noqa: S102
+    spec = fusec.ArraySpec((8192, 8192), "float32")
+    line = next(x for x in str(namespace["f"].explain(spec)).splitlines() if x.startswith("  schedule: "))
+    assert line.startswith("  schedule: rows:block_regs,threads=512,") and line.endswith(" (forced)")
+    again = softmax.with_schedules({"k0": "rows:block_regs,threads=512"}).explain(spec)  # "or softmax.with_schedules"
+    assert line in str(again).splitlines()
+
+
+def test_schedule_command_forces_the_schedule_and_prints_the_source(capsys, monkeypatch):
+    (command,) = _commands(block("--schedule k0=rows:block --source"))
+    monkeypatch.chdir(ROOT)
+    code, out, err = _run_main(capsys, shlex.split(command)[1:])
+    assert (code, err) == (0, "")
+    assert "  schedule: rows:block (forced)" in out and "// schedule: rows:block\n" in out
+    assert out.count('extern "C" __global__') == 1
+
+
+# --- how it works ------------------------------------------------------------------------------------------
+
+
+def test_how_it_works_diagram_names_the_pipeline():
+    diagram = block("Python function --trace--> Graph").text
+    assert f"passes: {', '.join(DEFAULT_PIPELINE)} -->" in diagram
+
+
+def test_opt_output_block_is_what_fusec_opt_prints(tmp_path, capsys):
+    shown = block("func @softmax(%x: f32[64,64])")
+    m = re.search(r"\(from `(fusec opt softmax\.fir -p\s+[a-z,]+)`\):", README.read_text(encoding="utf-8"))
+    assert m, "README.md does not say which command printed the fused IR"
+    argv = shlex.split(m[1].replace("\n", " "))
+    softmax = load_example("softmax").softmax
+    (tmp_path / "softmax.fir").write_text(str(softmax.trace(fusec.ArraySpec((64, 64), "float32"))))
+    argv[2] = str(tmp_path / "softmax.fir")
+    code, out, err = _run_main(capsys, argv[1:])
+    assert (code, err) == (0, "")
+    assert out == shown.text
+
+
+# --- Dask, scalars, in-place updates -----------------------------------------------------------------------
+
+
+def test_dask_block_runs_lazily_and_computes_softmax(capsys):
+    da = pytest.importorskip("dask.array", reason="Dask is not installed: pip install -e '.[dask]'")
+    snippet = block("import dask.array as da")
+    softmax = load_example("softmax").softmax
+    host_array = np.random.default_rng(2).standard_normal((2048, 2048), dtype=np.float32)
+    namespace = {"softmax": softmax, "host_array": host_array}
+    printed = _exec_printing(snippet.text, namespace)
+    assert isinstance(namespace["y"], da.Array)  # "a lazy Dask array"
+    assert "stage 0" in printed and "bytes moved" in printed  # "the stages, the tasks of each and the bytes"
+    e = np.exp(host_array - host_array.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(namespace["y"].compute(), e / e.sum(axis=-1, keepdims=True), rtol=1e-5, atol=1e-8)
+
+
+def _adam_arrays(seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    return {name: rng.standard_normal(1000).astype(np.float32) for name in ("p", "g", "m")} | {
+        "v": np.abs(rng.standard_normal(1000)).astype(np.float32)}
+
+
+def test_runtime_scalars_block_traces_once():
+    snippet = block("def adam(p, g, m, v, lr, step")
+    namespace = {"fusec": fusec, "np": np, "schedule": lambda step: 1e-3 * 0.99 ** step, **_adam_arrays(3)}
+    plain = {"np": np, "schedule": namespace["schedule"], **_adam_arrays(3)}
+    exec(snippet.text, namespace)  # noqa: S102
+    exec(snippet.text.replace("@fusec.fuse\n", ""), plain)  # noqa: S102 - the same steps, plain NumPy
+    info = namespace["adam"].cache_info()
+    assert (info.traces, info.retraces) == (1, 0), "the README: 'traced and compiled once'"
+    for name in ("p", "m", "v"):
+        np.testing.assert_allclose(namespace[name], plain[name], rtol=1e-5, atol=1e-7)
+
+
+def test_adamw_block_is_one_kernel_updating_its_arguments():
+    snippet = block("def adamw(p, g, m, v, lr, step")
+    namespace = {"fusec": fusec, "np": np}
+    plain = {"np": np}
+    exec(snippet.text, namespace)  # noqa: S102
+    exec(snippet.text.replace("@fusec.fuse\n", ""), plain)  # noqa: S102
+    spec = fusec.ArraySpec((1000,), "float32")
+    assert namespace["adamw"].plan(spec, spec, spec, spec, 1e-3, 2).kernels.__len__() == 1
+    fused_args, plain_args = _adam_arrays(4), _adam_arrays(4)
+    assert namespace["adamw"](*fused_args.values(), 1e-3, 2) is None
+    plain["adamw"](*plain_args.values(), 1e-3, 2)
+    for name in ("p", "m", "v"):  # "change the caller's array"
+        np.testing.assert_allclose(fused_args[name], plain_args[name], rtol=1e-6, atol=1e-7)
+        assert not np.array_equal(fused_args[name], _adam_arrays(4)[name])
+
+
+# --- tests, extending ----------------------------------------------------------------------------------------
+
+
+def test_tests_block_commands():
+    commands = _commands(block("pytest -m gpu           #"))
+    assert commands == ["pytest", "pytest -m gpu"]
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert '"gpu: needs an NVIDIA GPU' in pyproject and 'testpaths = ["tests"]' in pyproject
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "--collect-only", "-q", "-p",
+                           "no:cacheprovider", "tests/test_cli.py"], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:]
+    selected = [line for line in done.stdout.splitlines() if "::" in line]
+    assert selected and all("gpu" in line for line in selected)  # the GPU tests of test_cli.py, only those
+
+
+def test_extending_with_a_pass_block_registers_a_pass(tmp_path):
+    snippet = block('@register("mypass"')
+    script = tmp_path / "mypass.py"
+    script.write_text(snippet.text + textwrap.dedent('''
+        import sys
+        from fusec.__main__ import main
+        from fusec.ir.text import parse
+        g = parse("func @f(%x: f32[4]) -> f32[4] {\\n  %0 = exp %x : f32[4]\\n  return %0\\n}")
+        assert mypass(g) is g  # "rewrite returns the same Graph when nothing changed"
+        sys.exit(main(sys.argv[1:]))
+    '''))
+    (tmp_path / "case.fir").write_text("// RUN: mypass\nfunc @f(%x: f32[4]) -> f32[4] {\n  return %x\n}\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    help_text = subprocess.run([sys.executable, str(script), "opt", "--help"], capture_output=True, text=True,
+                               env=env, timeout=120)
+    assert help_text.returncode == 0 and re.search(r"^\s+mypass\s+what it does, in one line$", help_text.stdout,
+                                                   re.MULTILINE), help_text.stdout
+    # "Try it by hand with `fusec opt case.fir -p mypass --dump`"
+    done = subprocess.run([sys.executable, str(script), "opt", str(tmp_path / "case.fir"), "-p", "mypass", "--dump"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "# after mypass\nfunc @f(%x: f32[4]) -> f32[4] {\n  return %x\n}\n"
+
+
+def test_every_pass_case_runs_through_fusec_opt(capsys):
+    """The README: 'The pass tests are `.fir` files run through the same machinery': each case file, as it is,
+    through `fusec opt FILE -p PASSES` prints its CHECK lines (or fails with its CHECK-ERROR)."""
+    from tests.passes.test_cases import CASE_FILES, load_case
+
+    for path in CASE_FILES:
+        case = load_case(path)
+        code, out, err = _run_main(capsys, ["opt", str(path), "-p", case.passes])
+        if case.error is None:
+            assert (code, err) == (0, ""), path.name
+            assert out == case.expected + "\n", path.name
+        else:
+            assert code != 0 and case.error.split(".fir:", 1)[-1] in err, (path.name, err)
+
+
+# --- the prose ------------------------------------------------------------------------------------------------
+
+
+def test_paths_the_readme_names_exist():
+    text = README.read_text(encoding="utf-8")
+    paths = set(re.findall(r"`((?:\.ci|fusec|tests|templates|scripts|benchmarks|examples|docs)/[\w./-]*)`", text))
+    paths |= set(re.findall(r"\]\(((?:docs|examples)/[\w./-]+|[A-Z]+\.md)\)", text))
+    assert len(paths) > 20
+    missing = sorted(p for p in paths if not (ROOT / p).exists() and not (ROOT / p.split(" ")[0]).exists())
+    assert not missing, f"README.md names paths that do not exist: {missing}"
+
+
+def test_ops_doc_command_regenerates_the_list_in_place(tmp_path):
+    assert "`python -m fusec.ir.ops_doc README.md`" in README.read_text(encoding="utf-8")
+    copy = tmp_path / "README.md"
+    shutil.copy(README, copy)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "fusec.ir.ops_doc", str(copy)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0 and done.stdout == f"{copy}: already current\n"
+    assert copy.read_text(encoding="utf-8") == README.read_text(encoding="utf-8")
+
+
+def test_replay_sources_script_has_the_commands_the_readme_names():
+    assert "`python scripts/replay_sources.py record/compare`" in README.read_text(encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "scripts/replay_sources.py", "--help"], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == 0 and "{record,compare}" in done.stdout
+
+
+def test_ops_doc_command_has_help_and_one_line_errors(tmp_path, capsys):
+    from fusec.ir.ops_doc import main as ops_doc
+
+    with pytest.raises(SystemExit) as done:
+        ops_doc(["--help"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("usage: python -m fusec.ir.ops_doc")
+    assert ops_doc([str(tmp_path / "missing.md")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("python -m fusec.ir.ops_doc: error: ") and len(err.splitlines()) == 1
+    (tmp_path / "plain.md").write_text("# no ops block\n")
+    assert ops_doc([str(tmp_path / "plain.md")]) == 1 and "has no '<!-- ops:begin -->'" in capsys.readouterr().err
