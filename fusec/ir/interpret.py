@@ -72,6 +72,8 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
     if node.op == "slice":
         return x[tuple(slice(first, first + step * count if first + step * count >= 0 else None, step)
                        if count else slice(0, 0) for first, step, count in slice_bounds(x.shape, dict(node.attrs)))]
+    if node.op == "reshape":
+        return xp.reshape(x, tuple(node.attr("shape")))
     if node.op == "broadcast_to":
         return xp.broadcast_to(x, tuple(node.attr("shape")))
     raise AssertionError(f"no reference for {node.op}")

@@ -10,7 +10,8 @@ Kinds:
 - ``source``: no data operands read (``input``, ``const``, ``size``);
 - ``elementwise``: NumPy broadcasting of same-dtype operands (casts are explicit ``cast`` nodes);
 - ``reduction``: over ``axes``, with ``keepdims``;
-- ``layout``: index remapping only (``expand_dims``, ``squeeze``, ``transpose``, ``broadcast_to``, ``slice``).
+- ``layout``: index remapping only (``expand_dims``, ``squeeze``, ``transpose``, ``broadcast_to``, ``slice``,
+  ``reshape``).
 """
 
 from __future__ import annotations
@@ -193,6 +194,10 @@ _define(OpDef("broadcast_to", Kind.LAYOUT, 1, cost=0, doc="broadcast to the node
 _define(OpDef("slice", Kind.LAYOUT, 1, cost=0,
               doc="basic indexing: per axis `start`/`stop`/`step` as Python slices resolve them (none: the end); "
                   "step 0 is the integer index `start` (kept as a size-1 axis, out of range: IndexError)"))
+
+_define(OpDef("reshape", Kind.LAYOUT, 1, cost=0,
+              doc="the operand's elements in C order laid out in `shape` (same size); kernels see it as index "
+                  "arithmetic only (fusec/passes/reshapes.py)"))
 
 # reductions without an identity raise on an empty reduced extent, as NumPy does
 NO_IDENTITY = frozenset({"max", "min", "nanmax", "nanmin", "argmax", "argmin"})

@@ -43,6 +43,7 @@ from fusec.passes.canonicalize import keepdims_form, reduce_over_nothing, size_o
 from fusec.passes.group_order import GroupOrder
 from fusec.passes.manager import register
 from fusec.passes.recompute import Recomputation
+from fusec.passes.reshapes import check_reshapes, refine_reshapes, returned_views
 from fusec.passes.views import sink_slice
 
 INDEPENDENT_TRIES = 2  # independent elementwise groups: earlier groups of the same shape each one tries to join
@@ -104,7 +105,8 @@ class _Partition(Recomputation):
         self.users = graph.users
         self.slots = AxisSlots(graph.nodes, self.users, counts.space)
         self.order = self.slots.order
-        self.returned = set(graph.outputs)
+        after = returned_views(graph)  # applied to the kernels' results by the runtime
+        self.returned = set(graph.outputs) | {n.operands[0] for n in after}
         self.groups: dict[int, Group] = {}
         self.owner: dict[Node, Group] = {}  # the group that computes and (if needed) writes a node
         self.holders: dict[Node, set[Group]] = {}
@@ -114,7 +116,7 @@ class _Partition(Recomputation):
         self.epoch = 0  # counts changes to any group: a refusal repeats while neither group nor the epoch changed
         self.last_refusal: dict[tuple[int, int], tuple[tuple, legality.Reason]] = {}
         for node in graph.nodes:
-            if node.kind is Kind.SOURCE:
+            if node.kind is Kind.SOURCE or node in after:
                 continue
             gid = len(self.groups)
             pos = self.order[node]
@@ -414,7 +416,7 @@ def partition(graph: Graph, counts: PartitionCounts | None = None) -> Graph:
 
 @register("fuse", "partition into kernels (pointwise, reduce-all, rows, cols) with the reason for every split")
 def fuse(graph: Graph) -> Graph:
-    graph = rewrite(graph, _fusion_form)
+    graph = check_reshapes(refine_reshapes(rewrite(graph, _fusion_form)))
     return partition(graph)
 
 
@@ -433,5 +435,5 @@ def partition_unfused(graph: Graph) -> Graph:
 
 @register("unfuse", "one kernel per elementwise op and reduction (views join one): the plan fusion is compared with")
 def unfuse(graph: Graph) -> Graph:
-    graph = rewrite(graph, _fusion_form)
+    graph = check_reshapes(refine_reshapes(rewrite(graph, _fusion_form)))
     return partition_unfused(graph)
