@@ -118,7 +118,7 @@ class _Lowering:
         nest = self.nest
         if node in nest.inside:
             if node.kind is Kind.LAYOUT:
-                return self.value(node.operands[0], nest.reader(node, user))
+                return self.value(node.operands[0], node)
             return nest.var[node]
         if node.op == "const":
             return cuda_ops.literal(node.attr("value"), node.dtype)

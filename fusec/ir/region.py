@@ -112,13 +112,6 @@ def corresponding_axes(op_node: Node, operand: Node) -> list[tuple[int, int]]:
     return []
 
 
-def _view_of_array(node: Node, inside: set[Node]) -> bool:
-    """Whether ``node`` is a chain of ``slice``/``reshape`` views of an array the region reads from memory."""
-    while node in inside and node.op in ("slice", "reshape"):
-        node = node.operands[0]
-    return node not in inside
-
-
 def _is_member(node: Node) -> bool:
     return node.kind is not Kind.SOURCE
 
@@ -134,7 +127,7 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
         raise Refusal("empty region")
     inside = set(members)
     for n in members:
-        if n.op == "slice" and n.operands[0] in inside and not _view_of_array(n.operands[0], inside):
+        if n.op == "slice" and n.operands[0] in inside:
             raise Refusal(f"a slice of {n.operands[0].op}, which the same kernel computes: its elements come from "
                           "other threads (slices read arrays in memory; canonicalize moves them there)")
     reductions = [n for n in members if n.kind is Kind.REDUCTION]

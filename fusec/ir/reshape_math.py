@@ -147,11 +147,36 @@ def view_base(node: Node) -> Node:
     return node
 
 
-def returned_views(graph: Graph) -> set[Node]:
-    """The reshapes that are returned and read by nothing else: views the runtime takes of what the kernels
-    wrote (or of an argument), no kernel's members."""
+def argument_views(graph: Graph) -> list[Node]:
+    """The views of arguments that kernels read as arrays of their own, in graph order: each ``reshape`` of an
+    argument (through slices and reshapes: after the ``reshapes`` pass each one only splits axes, so NumPy and
+    CuPy make it without a copy) and the views it is taken through. The runtime takes them before the kernels
+    run (:func:`fusec.schedule.layout.layouts_of` says how they lie in memory); no kernel holds them."""
+    chain: set[Node] = set()
+    for n in graph.nodes:
+        if n.op == "reshape" and view_base(n).op == "input":
+            while n.op in VIEW_OPS and n not in chain:
+                chain.add(n)
+                n = n.operands[0]
+    return [n for n in graph.nodes if n in chain]
+
+
+def returned_views(graph: Graph) -> list[Node]:
+    """The returned reshapes of computed values that nothing else reads: views of what the kernels wrote, taken
+    by the runtime after them; no kernel holds them."""
     users = graph.users
-    return {o for o in graph.outputs if o.op == "reshape" and not users.get(o)}
+    return list(dict.fromkeys(o for o in graph.outputs if o.op == "reshape" and not users.get(o)
+                              and view_base(o).op != "input"))
+
+
+def outside_kernels(graph: Graph) -> set[Node]:
+    """The views no kernel holds: :func:`returned_views`, and :func:`argument_views` that only views read
+    (a slice of an argument that a kernel also reads stays that kernel's member as well)."""
+    before = argument_views(graph)
+    users = graph.users
+    pre = set(before)
+    out = {n for n in before if n.op == "reshape" or all(u in pre for u in users.get(n, ()))}
+    return out | set(returned_views(graph))
 
 
 __all__ = ["VIEW_OPS", "common_refinement", "flat_cuts", "inner_sizes", "is_chain", "only_unit_axes_differ",

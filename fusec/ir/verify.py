@@ -38,7 +38,7 @@ from fusec.ir.graph import Graph, Node, attr_key
 from fusec.ir.infer import infer
 from fusec.ir.ops import OPS, Kind
 from fusec.ir.region import Region, kind_problem, make_regions
-from fusec.ir.reshape_math import returned_views
+from fusec.ir.reshape_math import outside_kernels
 from fusec.ir.text import REGION_KINDS, _global, _layout
 
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
@@ -222,7 +222,7 @@ def _region_problems(graph: Graph, names: Mapping[Node, str]) -> list[str]:
             if got != want:
                 problems.append(f"{label}: {part} are ({', '.join(names.get(n, '?') for n in got)}) but "
                                 f"make_regions gives ({', '.join(names.get(n, '?') for n in want)})")
-    after = returned_views(graph)  # views of what the kernels wrote, taken by the runtime
+    after = outside_kernels(graph)  # views of arguments and results, taken by the runtime
     for node in graph.nodes:
         if node.op == "input":
             continue

@@ -37,13 +37,14 @@ from fusec.ir.axis_slots import AxisSlots, SpaceCounts
 from fusec.ir.graph import Graph, Node, rewrite
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region, make_regions
+from fusec.ir.reshape_math import outside_kernels, returned_views
 from fusec.ir.space_state import SpaceState
 from fusec.passes import legality
 from fusec.passes.canonicalize import keepdims_form, reduce_over_nothing, size_of_input
 from fusec.passes.group_order import GroupOrder
 from fusec.passes.manager import register
 from fusec.passes.recompute import Recomputation
-from fusec.passes.reshapes import check_reshapes, refine_reshapes, returned_views
+from fusec.passes.reshapes import check_reshapes, refine_reshapes
 from fusec.passes.views import sink_slice
 
 INDEPENDENT_TRIES = 2  # independent elementwise groups: earlier groups of the same shape each one tries to join
@@ -103,10 +104,10 @@ class _Partition(Recomputation):
         self.graph = graph
         self.counts = counts
         self.users = graph.users
-        self.slots = AxisSlots(graph.nodes, self.users, counts.space)
+        outside = outside_kernels(graph)  # views the runtime takes of arguments and results (reshapes)
+        self.returned = set(graph.outputs) | {n.operands[0] for n in returned_views(graph)}
+        self.slots = AxisSlots(graph.nodes, self.users, counts.space, outside)
         self.order = self.slots.order
-        after = returned_views(graph)  # applied to the kernels' results by the runtime
-        self.returned = set(graph.outputs) | {n.operands[0] for n in after}
         self.groups: dict[int, Group] = {}
         self.owner: dict[Node, Group] = {}  # the group that computes and (if needed) writes a node
         self.holders: dict[Node, set[Group]] = {}
@@ -116,7 +117,7 @@ class _Partition(Recomputation):
         self.epoch = 0  # counts changes to any group: a refusal repeats while neither group nor the epoch changed
         self.last_refusal: dict[tuple[int, int], tuple[tuple, legality.Reason]] = {}
         for node in graph.nodes:
-            if node.kind is Kind.SOURCE or node in after:
+            if node.kind is Kind.SOURCE or node in outside:
                 continue
             gid = len(self.groups)
             pos = self.order[node]

@@ -31,7 +31,7 @@ from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.infer import slice_attrs, slice_bounds
 from fusec.ir.ops import Kind
 from fusec.ir.region import corresponding_axes
-from fusec.ir.reshape_math import inner_sizes, is_chain, reshape_node, returned_views, sub_extents, view_base
+from fusec.ir.reshape_math import inner_sizes, is_chain, outside_kernels, reshape_node, sub_extents
 from fusec.passes.manager import register
 
 Slot = tuple  # (node, axis), or for an argument read by a user: (argument, user, operand index, axis)
@@ -98,6 +98,8 @@ class _Refinement:
     def __init__(self, graph: Graph):
         self.graph = graph
         self.cuts = _Cuts()
+        self.ones_parent: dict[Slot, Slot] = {}  # size-1 axes that run together (a union-find)
+        self.follows: dict[Slot, set[Slot]] = {}  # a class of size-1 axes -> the axes of extent above 1 they stand for
         self.reshapes: list[Node] = []
         for u in graph.nodes:
             if u.kind is Kind.SOURCE:
@@ -116,6 +118,47 @@ class _Refinement:
                     continue
                 for ku, jo in self._linked(u, o):
                     self.cuts.union((u, ku), self.slot(o, u, i, jo))
+                self._link_unit_axes(u, o, self.slot(o, u, i, 0)[:-1])
+
+    def _link_unit_axes(self, u: Node, o: Node, prefix: tuple) -> None:
+        """Size-1 axes take as many size-1 sub-axes as the axis they stand for: an operand's broadcast axis
+        that of ``u``'s axis, a keepdims reduction's reduced axis that of its operand's, and a size-1 axis
+        running along a size-1 axis the same number (:meth:`groups`)."""
+        spreads = u.kind is Kind.ELEMENTWISE or u.op == "broadcast_to"
+        for ku, jo in corresponding_axes(u, o):
+            eu, eo = u.shape[ku], o.shape[jo]
+            mine, theirs = (u, ku), (*prefix, jo)
+            if eu == eo == 1:
+                self._ones_union(mine, theirs)
+            elif eo == 1 and eu > 1 and spreads:
+                self._ones_follow(theirs, mine)
+            elif eu == 1 and eo > 1 and u.kind is Kind.REDUCTION and jo in u.attr("axes"):
+                self._ones_follow(mine, theirs)
+
+    def _ones_find(self, slot: Slot) -> Slot:
+        parent = self.ones_parent
+        parent.setdefault(slot, slot)
+        while parent[slot] != slot:
+            parent[slot] = parent[parent[slot]]
+            slot = parent[slot]
+        return slot
+
+    def _ones_union(self, a: Slot, b: Slot) -> None:
+        ra, rb = self._ones_find(a), self._ones_find(b)
+        if ra != rb:
+            self.ones_parent[rb] = ra
+            self.follows.setdefault(ra, set()).update(self.follows.pop(rb, ()))
+
+    def _ones_follow(self, one: Slot, big: Slot) -> None:
+        self.follows.setdefault(self._ones_find(one), set()).add(big)
+
+    def unit_group(self, slot: Slot) -> tuple[int, ...]:
+        """The size-1 sub-axes of a size-1 axis: as many as the one axis its class stands for has sub-axes
+        (one where it stands for none, or for axes of different classes)."""
+        bigs = {self.cuts.find(b) for b in self.follows.get(self._ones_find(slot), ())}
+        if len(bigs) != 1:
+            return (1,)
+        return (1,) * len(self.cuts.subs(next(iter(bigs))))
 
     @staticmethod
     def slot(o: Node, user: Node, index: int, axis: int) -> Slot:
@@ -168,8 +211,9 @@ class _Refinement:
         root = self.cuts.find(slot)
         return {1} | set(self.cuts.cuts[root])
 
-    def groups(self, node: Node, slots: Sequence[Slot | None]) -> Groups:
-        return [self.cuts.subs(s) if s is not None and d > 1 else (d,) for d, s in zip(node.shape, slots)]
+    def groups(self, node: Node, slots: Sequence[Slot]) -> Groups:
+        return [self.cuts.subs(s) if d > 1 else self.unit_group(s) if d == 1 else (d,)
+                for d, s in zip(node.shape, slots)]
 
     def own(self, node: Node) -> Groups:
         return self.groups(node, [(node, k) for k in range(node.ndim)])
@@ -242,6 +286,9 @@ def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
             else:
                 refined.append((first, step, count))
         return reshape_node(make_node("slice", [x], slice_attrs(refined), loc=u.loc), _flat(own), u.loc)
+    if u.op == "reshape" and u.size == 0:  # nothing to read: an empty constant (as an empty slice becomes)
+        zero = make_node("const", (), {"value": 0}, dtype=u.dtype, loc=u.loc)
+        return make_node("broadcast_to", [zero], {"shape": list(_flat(own))}, loc=u.loc)
     # expand_dims, squeeze, reshape: the same elements in the same order over the refined shape
     return reshape_node(x, _flat(own), u.loc)
 
@@ -272,15 +319,16 @@ def refine_reshapes(graph: Graph) -> Graph:
 
 
 def check_reshapes(graph: Graph) -> Graph:
-    """``graph`` when each of its reshapes is returned (:func:`returned_views`) or a view of an argument;
-    else :class:`~fusec.errors.UnsupportedError` at the reshape (kernels read reshapes through strides)."""
-    after = returned_views(graph)
+    """``graph`` when each of its reshapes is a view of an argument or of a returned result (which the runtime
+    takes, :func:`~fusec.ir.reshape_math.outside_kernels`); else :class:`~fusec.errors.UnsupportedError` at the
+    reshape."""
+    outside = outside_kernels(graph)
     for n in graph.nodes:
-        if n.op == "reshape" and n not in after and view_base(n).op != "input":
+        if n.op == "reshape" and n not in outside:
             raise UnsupportedError(
-                f"a reshape from {n.operands[0].shape} to {n.shape} of a value computed in the function, "
-                f"which a slice or another view then reads, cannot be index arithmetic in one kernel",
-                loc=n.loc, hint="reshape the argument before the call, or slice before reshaping")
+                f"a reshape from {n.operands[0].shape} to {n.shape} of a value computed in the function, which "
+                "the function then reads further, cannot be index arithmetic in one kernel", loc=n.loc,
+                hint="reshape the argument before the call, or slice before reshaping")
     return graph
 
 

@@ -34,12 +34,10 @@ from functools import cached_property
 
 import numpy as np
 
-from fusec.errors import UnsupportedError
 from fusec.ir.graph import Node
 from fusec.ir.infer import slice_bounds
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region, operand_map
-from fusec.ir.reshape_math import VIEW_OPS, view_strides
 from fusec.schedule.layout import ArrayLayout, alignment
 from fusec.schedule.one_pass import OnePassSource, one_pass_sources
 
@@ -228,11 +226,11 @@ class LoopNest:
         """Record in ``refs`` the access ``user`` reads ``node`` through, if it reads memory."""
         if node in self.inside:
             if node.kind is Kind.LAYOUT:
-                self.value_refs(node.operands[0], self.reader(node, user), refs)
+                self.value_refs(node.operands[0], node, refs)
             return
         if is_array(node):
             assert user is not None
-            refs.add(self.load(node, self.read_map(user, node), self.view(user, node)).var)
+            refs.add(self.load(node, operand_map(user, node, self.space), self.view(user, node)).var)
 
     def operand_refs(self, node: Node, refs: set) -> None:
         for o in node.operands:
@@ -267,71 +265,23 @@ class LoopNest:
             self.accesses[key] = info
         return info
 
-    def reader(self, node: Node, user: Node | None) -> Node:
-        """The member through whose axes a read through layout member ``node`` (read by ``user``) is indexed:
-        the outermost of a chain of ``slice``/``reshape`` views (``user``, when both are views), else ``node``."""
-        if node.op in VIEW_OPS and user is not None and user.op in VIEW_OPS and user in self.inside:
-            return user
-        return node
-
     @staticmethod
-    def view(user: Node | None, node: Node) -> tuple[tuple[int, int], ...] | Node | None:
-        """(first index, step) per axis of array ``node`` where member ``user`` is a slice of it; ``user``
-        itself where it is the outermost of a chain of views with a reshape (:meth:`chain_view`); else None."""
-        if user is None or user.op not in VIEW_OPS:
+    def view(user: Node | None, node: Node) -> tuple[tuple[int, int], ...] | None:
+        """(first index, step) per axis of array ``node`` where member ``user`` is a slice of it, else None."""
+        if user is None or user.op != "slice":
             return None
-        if user.op == "slice" and user.operands[0] is node:
-            return tuple((first, step) for first, step, _ in slice_bounds(node.shape, dict(user.attrs)))
-        return user
+        return tuple((first, step) for first, step, _ in slice_bounds(node.shape, dict(user.attrs)))
 
-    def read_map(self, user: Node, node: Node) -> tuple:
-        """The axis map of a read of array ``node`` by ``user``: over the array's axes, or for a chain of views
-        with a reshape, over the axes of its outermost view."""
-        if isinstance(self.view(user, node), Node):
-            return tuple(self.space.maps[user])
-        return operand_map(user, node, self.space)
-
-    def chain_view(self, top: Node, node: Node) -> tuple[int, tuple[int, ...]]:
-        """(offset, strides) in elements of ``top``, a chain of ``slice``/``reshape`` views of array ``node``,
-        over ``node``'s layout: each slice moves the start and multiplies strides, each reshape (splitting axes,
-        or merging axes that step through memory one after the other) re-strides (:func:`view_strides`)."""
-        chain = []
-        v = top
-        while v is not node:
-            chain.append(v)
-            v = v.operands[0]
-        strides, shape, offset = tuple(self.layout(node).strides), node.shape, 0
-        for v in reversed(chain):
-            if v.op == "slice":
-                bounds = slice_bounds(shape, dict(v.attrs))
-                offset += sum(first * s for (first, _, _), s in zip(bounds, strides))
-                strides = tuple(s * step for (_, step, _), s in zip(bounds, strides))
-            else:
-                merged = view_strides(shape, strides, v.shape)
-                if merged is None:
-                    raise UnsupportedError(
-                        f"a reshape from {shape} to {v.shape} of an argument laid out with strides {strides} "
-                        "(in elements) is not a view", loc=v.loc,
-                        hint="pass a C-contiguous argument (np.ascontiguousarray), or reshape it before the call")
-                strides = merged
-            shape = v.shape
-        return offset, strides
-
-    def load(self, node: Node, amap: tuple, view: tuple[tuple[int, int], ...] | Node | None = None) -> AccessInfo:
+    def load(self, node: Node, amap: tuple, view: tuple[tuple[int, int], ...] | None = None) -> AccessInfo:
         """The access reading array ``node`` under axis map ``amap``; through a slice (``view``: first index and
         step per axis), its strides times the steps, from an offset (a pointer of its own in the kernel)."""
         strides = self.layout(node).strides
         offset = None
-        shape = node.shape
-        if isinstance(view, Node):
-            offset, strides = self.chain_view(view, node)
-            offset = offset or None  # no pointer of its own where the view starts where the array does
-            shape = view.shape
-        elif view is not None:
+        if view is not None:
             offset = sum(first * s for (first, _), s in zip(view, strides))
             strides = tuple(s * step for (_, step), s in zip(view, strides))
         info = self._access(("ld", node, amap, view), "ld", node, self.pointer[node], node.dtype,
-                            self._vector(strides, amap, shape))
+                            self._vector(strides, amap, node.shape))
         info.offset = offset
         return info
 
@@ -359,7 +309,7 @@ class LoopNest:
 
     def load_var(self, node: Node, user: Node) -> str:
         """The variable of the load through which member ``user`` reads array ``node``."""
-        return self.accesses[("ld", node, self.read_map(user, node), self.view(user, node))].var
+        return self.accesses[("ld", node, operand_map(user, node, self.space), self.view(user, node))].var
 
     def store_access(self, node: Node) -> AccessInfo:
         return self.accesses[("st", node)]
