@@ -56,10 +56,12 @@ def alignment(ptr: int) -> int:
 
 
 def layout_of(value: Any) -> ArrayLayout | None:
-    """The layout of one argument: an array's own; an :class:`fusec.ArraySpec`'s strides when it gives
-    them (its pointer taken as aligned); None for a spec without strides (a fresh C-contiguous array) and
+    """The layout of one argument: an array's own (a layout: itself); an :class:`fusec.ArraySpec`'s strides when
+    it gives them (its pointer taken as aligned); None for a spec without strides (a fresh C-contiguous array) and
     for anything that is not an array. An array whose strides are not whole elements raises
     :class:`fusec.FusecValueError`: no kernel can address it."""
+    if isinstance(value, ArrayLayout):
+        return value
     if isinstance(value, ArraySpec):
         return None if value.strides is None else ArrayLayout(tuple(value.strides), contiguous=False)
     if getattr(value, "strides", None) is None or not hasattr(value, "dtype"):
