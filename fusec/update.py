@@ -1,4 +1,5 @@
-"""In-place updates of a call's array arguments (``x += v`` on an input inside a fused function).
+"""In-place updates of a call's array arguments (``x += v`` on an input inside a fused function, and assignments to
+part of one, ``x[:, k] = v``: :func:`write_parts`).
 
 The traced graph returns each updated input's new value after the function's results
 (:class:`fusec.api.TracedFunction` ``.updates``). On the GPU the kernel that computes a new value writes it
@@ -78,9 +79,11 @@ def _array_module(backend: str) -> Any:
     return numpy
 
 
-def direct_updates(plan: Plan, updates: tuple[int, ...], arrays: list[Any], cupy: Any) -> dict[Node, Any]:
-    """The updated inputs' new values that their kernels may write straight into the arguments' buffers."""
-    n = len(plan.graph.outputs) - len(updates)
+def direct_updates(plan: Plan, updates: tuple[int, ...], arrays: list[Any], cupy: Any,
+                   parts: int = 0) -> dict[Node, Any]:
+    """The updated inputs' new values that their kernels may write straight into the arguments' buffers (the
+    graph's outputs end with the updates' values, then ``parts`` values of assignments to part of one)."""
+    n = len(plan.graph.outputs) - len(updates) - parts
     direct: dict[Node, Any] = {}
     for k, i in enumerate(updates):
         value, target = plan.graph.outputs[n + k], plan.graph.inputs[i]
@@ -111,3 +114,12 @@ def write_back(plan: Plan, updates: tuple[int, ...], arrays: list[Any], results:
             if outputs[j] is outputs[n + k]:
                 results[j] = target
     return results
+
+
+def write_parts(parts: tuple[Any, ...], arrays: list[Any], values: list[Any], xp: Any) -> None:
+    """Write the assignments to part of an argument (:class:`fusec.ir.slice_assign.PartialUpdate`, one of
+    ``values`` each) into the arguments' selected elements, in order, after every other update: NumPy's result,
+    every value having been computed from the arguments before any of them changed."""
+    for part, value in zip(parts, values):
+        target = arrays[part.index]
+        target[part.key] = value
