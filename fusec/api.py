@@ -36,7 +36,7 @@ from fusec.lru import LRU
 from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
 from fusec.plan import Plan, execute_numpy, make_plan
 from fusec.recompile import RecompileTracker
-from fusec.update import check_updated, direct_updates, write_back, write_parts
+from fusec.update import check_updated, direct_parts, direct_updates, write_back, write_parts
 
 _SHAPES_KEPT = 64  # graphs kept per signature, one per distinct set of input shapes
 _SIGNATURES_KEPT = 64  # traces kept per Fused, the least recently used dropped (a new static scalar is a new one)
@@ -493,8 +493,11 @@ class Fused:
 
         from fusec.runtime import run_plan
 
-        # kernels that write updated inputs themselves
+        # kernels that write updated inputs (or the assigned parts of them) themselves
         direct = direct_updates(plan, traced.updates, arrays, cupy, len(traced.parts))
+        parts_direct = {n: view for n, view in direct_parts(plan, traced.parts, traced.updates, arrays).items()
+                        if n not in direct}
+        direct.update(parts_direct)
         for node, dst in zip(plan.graph.outputs, outs or ()):
             if (dst.dtype == node.dtype and node not in direct
                     and not any(cupy.may_share_memory(dst, a) for a in arrays)):
@@ -508,7 +511,7 @@ class Fused:
         results, part_values = results[:len(results) - len(traced.parts)], results[len(results) - len(traced.parts):]
         if traced.updates:
             results = write_back(plan, traced.updates, arrays, results, cupy)
-        write_parts(traced.parts, arrays, part_values, cupy)
+        write_parts(traced.parts, arrays, part_values, cupy, {id(v) for v in parts_direct.values()})
         results = results[:traced.n_results]
         if outs is None:
             return results

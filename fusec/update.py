@@ -10,6 +10,8 @@ whatever the kernels read.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Collection
 from typing import Any
 
 from fusec.errors import FusecValueError
@@ -116,10 +118,34 @@ def write_back(plan: Plan, updates: tuple[int, ...], arrays: list[Any], results:
     return results
 
 
-def write_parts(parts: tuple[Any, ...], arrays: list[Any], values: list[Any], xp: Any) -> None:
+def direct_parts(plan: Plan, parts: tuple[Any, ...], updates: tuple[int, ...], arrays: list[Any]) -> dict[Node, Any]:
+    """The assignments to part of an argument whose kernel may write its values straight into the argument's
+    selected elements (a view of the argument, as ``out=``): the argument's only change (no whole update, no
+    other part), a value of exactly the selection's shape that a kernel computes and the function does not
+    return, where no kernel reads the argument (so nothing reads an element after it changes)."""
+    outputs = plan.graph.outputs
+    first = len(outputs) - len(parts)  # the parts' values are the graph's last outputs
+    returned = set(outputs[:first - len(updates)])
+    changes = Counter([*updates, *(p.index for p in parts)])
+    computed = {o for k in plan.kernels for o in k.outputs}
+    direct: dict[Node, Any] = {}
+    for part, value in zip(parts, outputs[first:]):
+        target = plan.graph.inputs[part.index]
+        if (changes[part.index] != 1 or value not in computed or value in returned or value in direct
+                or any(_base(i) is target for k in plan.kernels for i in k.region.inputs)):
+            continue
+        view = arrays[part.index][part.key]
+        if tuple(view.shape) == value.shape and view.dtype == value.dtype:
+            direct[value] = view
+    return direct
+
+
+def write_parts(parts: tuple[Any, ...], arrays: list[Any], values: list[Any], xp: Any,
+                written: Collection[int] = ()) -> None:
     """Write the assignments to part of an argument (:class:`fusec.ir.slice_assign.PartialUpdate`, one of
     ``values`` each) into the arguments' selected elements, in order, after every other update: NumPy's result,
-    every value having been computed from the arguments before any of them changed."""
+    every value having been computed from the arguments before any of them changed. A value whose ``id`` is in
+    ``written`` is the view its kernel wrote (:func:`direct_parts`)."""
     for part, value in zip(parts, values):
-        target = arrays[part.index]
-        target[part.key] = value
+        if id(value) not in written:
+            arrays[part.index][part.key] = value

@@ -201,3 +201,31 @@ def test_slice_assign_then_whole_assignment_replaces_the_parts() -> None:
     rng = np.random.default_rng(seed_of("parts then whole"))
     for fn in (f, g):
         _check(fn, random_array(rng, (4, 5), "float32"), random_array(rng, (4, 5), "float32"))
+
+
+def test_slice_assign_direct_write_only_where_nothing_else_touches_the_argument() -> None:
+    """Which assigned parts a GPU kernel may write straight into the argument's view (``direct_parts``; NumPy
+    arrays stand in for CuPy's here): the argument's only change, a computed value of the selection's shape that
+    is not returned, no kernel reading the argument."""
+    from fusec.update import direct_parts
+
+    def direct(fn, *args):
+        fused = fusec.fuse(fn)
+        traced, plan, _ = fused._plan(fused._params(args, {}))
+        arrays = [a for a in args if isinstance(a, np.ndarray)]
+        return direct_parts(plan, traced.parts, traced.updates, arrays)
+
+    x, v = np.zeros((6, 9), np.float32), np.ones((6, 9), np.float32)
+    (view,) = direct(_column, x, v).values()
+    assert view.shape == (6,) and np.shares_memory(view, x) and view.strides == (36,)
+
+    def returned(x, v):
+        y = v[:, 0] * 2
+        x[:, 1] = y
+        return y
+
+    def broadcast(x, v):
+        x[:, 1:3] = v[:, :1] * 2
+
+    for fn in (_shifted, _two_parts, _whole_then_part, _mixed, returned, broadcast):
+        assert direct(fn, x, v) == {}, fn.__name__
