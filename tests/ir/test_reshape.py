@@ -48,6 +48,8 @@ WORKLOADS = {
     "split_last": lambda x: x.reshape(x.shape[0], -1, 4) * 3,
     "split_first": lambda x: x.reshape(2, -1, x.shape[1]).sum(axis=0),
     "merge_pairs": lambda x: x.reshape(x.shape[0] // 2, -1).max(axis=1),
+    "merge_argmax": lambda x: x.reshape(x.shape[0] // 2, -1).argmax(axis=1),
+    "merge_argmin": lambda x: x.reshape(-1, 6).argmin(axis=0),
     "group_center": _group_center,
     "group_scale": _group_scale,
     "heads": lambda x: x.reshape(x.shape[0], 3, -1).transpose(1, 0, 2) - 1,
