@@ -95,6 +95,9 @@ def _whole(bound: tuple[int, int, int], extent: int) -> bool:
 
 
 class _Refinement:
+    """The cuts of every axis of ``graph`` (classes of axes that run together, and of size-1 axes standing for
+    them), and each node's refined shape."""
+
     def __init__(self, graph: Graph):
         self.graph = graph
         self.cuts = _Cuts()
@@ -281,6 +284,8 @@ def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
         for (first, step, count), g, d in zip(bounds, w, u.operands[0].shape):
             if _whole((first, step, count), d):
                 refined.extend((0, 1, e) for e in g)
+            elif d <= 1:  # an integer index of a size-1 axis: its other size-1 sub-axes whole
+                refined.extend([(first, step, count)] + [(0, 1, 1)] * (len(g) - 1))
             elif len(g) > 1:
                 raise _Conflict(f"a slice selects part of an axis of {d} elements that a reshape cuts into {g}")
             else:
