@@ -215,6 +215,8 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
                 f"zero-size array to reduction operation {numpy_name} which has no identity",
                 hint=f"{op_name} of an empty extent is undefined; check the shape before calling",
             )
+        if op_name in ("argmax", "argmin") and not axes and x_shape:
+            raise FusecValueError(f"{op_name} reduces at least one axis (the flat index over them), got none")
         out_dtype = dtypes.INT64 if op.index_result else x_dtype
         return out_dtype, reduced_shape(x_shape, axes, bool(attrs["keepdims"]))
 
