@@ -30,12 +30,13 @@ from fusec.explain import Explanation
 from fusec.ir import dtypes
 from fusec.ir.graph import Graph, rebind
 from fusec.ir.scalars import NeedsConcrete, Scalar, is_runtime_candidate, scalar_class
+from fusec.ir.slice_assign import PartialUpdate, check_unread
 from fusec.ir.trace import Tracer, output_node, return_site, trace_function
 from fusec.lru import LRU
 from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
 from fusec.plan import Plan, execute_numpy, make_plan
 from fusec.recompile import RecompileTracker
-from fusec.update import check_updated, direct_updates, write_back
+from fusec.update import check_updated, direct_parts, direct_updates, write_back, write_parts
 
 _SHAPES_KEPT = 64  # graphs kept per signature, one per distinct set of input shapes
 _SIGNATURES_KEPT = 64  # traces kept per Fused, the least recently used dropped (a new static scalar is a new one)
@@ -52,11 +53,17 @@ class TracedFunction:
     updates: tuple[int, ...] = ()  # array inputs updated in place: the graph's last outputs are their values
     runtime: frozenset[str] = frozenset()  # the arguments traced as runtime scalars
     by_shapes: dict[tuple, TracedFunction] = field(default_factory=dict)  # this trace for each set of shapes
+    parts: tuple[PartialUpdate, ...] = ()  # assignments to part of an argument: the graph's very last outputs
 
     @property
     def n_results(self) -> int:
         """How many of the graph's outputs the function returns (the in-place updates follow them)."""
-        return len(self.graph.outputs) - len(self.updates)
+        return len(self.graph.outputs) - len(self.updates) - len(self.parts)
+
+    @property
+    def updated(self) -> tuple[int, ...]:
+        """The array arguments the function changes: wholly (``updates``) or in part (``parts``)."""
+        return tuple(dict.fromkeys((*self.updates, *(p.index for p in self.parts))))
 
     def scalar_values(self, args: Mapping[str, Any]) -> list[np.ndarray] | None:
         """The runtime scalars' values for a call's arguments (by name), as 0-d arrays of their inputs'
@@ -357,12 +364,12 @@ class Fused:
         return self._counts.info()
 
     def _trace_new(self, params: list[tuple[str, Any]], runtime: frozenset[str]) -> TracedFunction:
-        inputs, result, specialized, scalars, updates = trace_function(
+        inputs, result, specialized, scalars, updates, parts = trace_function(
             self.fn, params, self._positional_count(params), runtime)
         if isinstance(result, dict):
             raise UnsupportedError(f"{self.name} returned a dict", loc=return_site(self.fn, returning_dict=True),
                                    hint="return a tuple (or a list) of arrays; name them at the call site")
-        if result is None and updates:  # a function that only updates its arguments in place
+        if result is None and (updates or parts):  # a function that only updates its arguments in place
             structure, values = "none", []
         elif isinstance(result, (tuple, list)):
             structure = "tuple" if isinstance(result, tuple) else "list"
@@ -374,8 +381,11 @@ class Fused:
             structure, values = "single", [result]
         loc = None if all(isinstance(v, Tracer) for v in values) else return_site(self.fn)
         outputs = tuple(output_node(v, i, loc) for i, v in enumerate(values))
-        graph = Graph(self.name, tuple(inputs), outputs + tuple(node for _, node in updates))
-        return TracedFunction(graph, structure, specialized, tuple(scalars), tuple(i for i, _ in updates), runtime)
+        graph = Graph(self.name, tuple(inputs), outputs + tuple(node for _, node in updates)
+                      + tuple(p.value for p in parts))
+        check_unread(graph)  # an argument read after an assignment to part of it
+        return TracedFunction(graph, structure, specialized, tuple(scalars), tuple(i for i, _ in updates), runtime,
+                              parts=tuple(parts))
 
     def plan(self, *args: Any, **kwargs: Any) -> Plan:
         """The kernels these arguments (arrays or :class:`fusec.ArraySpec`) run as, with bytes moved."""
@@ -458,20 +468,22 @@ class Fused:
         arrays = [v for _, v in params if _backend(v) is not None]
         n = traced.n_results
         outs = None if out is None else _check_out(self.name, out, plan.graph.outputs[:n], backend)
-        if traced.updates:
-            check_updated(self.name, params, traced.updates, backend)
+        if traced.updated:
+            check_updated(self.name, params, traced.updated, backend)
         if backend == "cupy":
             import cupy
 
             with counters.charging(self._counts):  # kernels compiled or read from disk count as this function's
                 results = self._run_gpu(plan, arrays + _on_device(scalars, cupy), outs, traced)
                 if (out is None and not kwargs and len(arrays) == len(args) and not _fusion_disabled()
-                        and not traced.updates):
+                        and not traced.updated):
                     self._remember_fast_path(args, traced, plan, arrays)
             return traced.pack(results)
         results = execute_numpy(plan, arrays + scalars, xp=np)
+        results, part_values = results[:len(results) - len(traced.parts)], results[len(results) - len(traced.parts):]
         if traced.updates:
             results = write_back(plan, traced.updates, arrays, results, np)
+        write_parts(traced.parts, arrays, part_values, np)
         if outs is not None:
             results = _write_out(results[:n], outs, np)
         return traced.pack(results)
@@ -481,7 +493,11 @@ class Fused:
 
         from fusec.runtime import run_plan
 
-        direct = direct_updates(plan, traced.updates, arrays, cupy)  # kernels that write updated inputs themselves
+        # kernels that write updated inputs (or the assigned parts of them) themselves
+        direct = direct_updates(plan, traced.updates, arrays, cupy, len(traced.parts))
+        parts_direct = {n: view for n, view in direct_parts(plan, traced.parts, traced.updates, arrays).items()
+                        if n not in direct}
+        direct.update(parts_direct)
         for node, dst in zip(plan.graph.outputs, outs or ()):
             if (dst.dtype == node.dtype and node not in direct
                     and not any(cupy.may_share_memory(dst, a) for a in arrays)):
@@ -492,8 +508,10 @@ class Fused:
             if type(exc).__name__ not in ("CompileError", "CompileException"):
                 raise
             raise _compile_failure(self, exc) from None
+        results, part_values = results[:len(results) - len(traced.parts)], results[len(results) - len(traced.parts):]
         if traced.updates:
             results = write_back(plan, traced.updates, arrays, results, cupy)
+        write_parts(traced.parts, arrays, part_values, cupy, {id(v) for v in parts_direct.values()})
         results = results[:traced.n_results]
         if outs is None:
             return results

@@ -18,6 +18,7 @@ from fusec.ir.graph import Graph, Node
 from fusec.ir.interpret import run_nodes
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region, RegionSpace
+from fusec.ir.reshape_math import argument_views
 from fusec.passes.manager import DEFAULT_PIPELINE, run_pipeline
 
 
@@ -164,6 +165,7 @@ def execute_numpy(plan: Plan, args: list[np.ndarray], xp: Any = np) -> list[Any]
     """
     graph = plan.graph
     memory: dict[Node, Any] = {node: xp.asarray(a) for node, a in zip(graph.inputs, args)}
+    run_nodes(xp, argument_views(graph), memory)  # views of the arguments that kernels read (no copies)
     for kernel in plan.kernels:
         env = {n: memory[n] for n in kernel.region.inputs if _is_array(n)}
         sources = [n for n in kernel.region.inputs if not _is_array(n)]

@@ -1,4 +1,5 @@
-"""In-place updates of a call's array arguments (``x += v`` on an input inside a fused function).
+"""In-place updates of a call's array arguments (``x += v`` on an input inside a fused function, and assignments to
+part of one, ``x[:, k] = v``: :func:`write_parts`).
 
 The traced graph returns each updated input's new value after the function's results
 (:class:`fusec.api.TracedFunction` ``.updates``). On the GPU the kernel that computes a new value writes it
@@ -9,6 +10,8 @@ whatever the kernels read.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Collection
 from typing import Any
 
 from fusec.errors import FusecValueError
@@ -81,9 +84,11 @@ def _array_module(backend: str) -> Any:
     return numpy
 
 
-def direct_updates(plan: Plan, updates: tuple[int, ...], arrays: list[Any], cupy: Any) -> dict[Node, Any]:
-    """The updated inputs' new values that their kernels may write straight into the arguments' buffers."""
-    n = len(plan.graph.outputs) - len(updates)
+def direct_updates(plan: Plan, updates: tuple[int, ...], arrays: list[Any], cupy: Any,
+                   parts: int = 0) -> dict[Node, Any]:
+    """The updated inputs' new values that their kernels may write straight into the arguments' buffers (the
+    graph's outputs end with the updates' values, then ``parts`` values of assignments to part of one)."""
+    n = len(plan.graph.outputs) - len(updates) - parts
     direct: dict[Node, Any] = {}
     for k, i in enumerate(updates):
         value, target = plan.graph.outputs[n + k], plan.graph.inputs[i]
@@ -114,3 +119,36 @@ def write_back(plan: Plan, updates: tuple[int, ...], arrays: list[Any], results:
             if outputs[j] is outputs[n + k]:
                 results[j] = target
     return results
+
+
+def direct_parts(plan: Plan, parts: tuple[Any, ...], updates: tuple[int, ...], arrays: list[Any]) -> dict[Node, Any]:
+    """The assignments to part of an argument whose kernel may write its values straight into the argument's
+    selected elements (a view of the argument, as ``out=``): the argument's only change (no whole update, no
+    other part), a value of exactly the selection's shape that a kernel computes and the function does not
+    return, where no kernel reads the argument (so nothing reads an element after it changes)."""
+    outputs = plan.graph.outputs
+    first = len(outputs) - len(parts)  # the parts' values are the graph's last outputs
+    returned = set(outputs[:first - len(updates)])
+    changes = Counter([*updates, *(p.index for p in parts)])
+    computed = {o for k in plan.kernels for o in k.outputs}
+    direct: dict[Node, Any] = {}
+    for part, value in zip(parts, outputs[first:]):
+        target = plan.graph.inputs[part.index]
+        if (changes[part.index] != 1 or value not in computed or value in returned or value in direct
+                or any(_base(i) is target for k in plan.kernels for i in k.region.inputs)):
+            continue
+        view = arrays[part.index][part.key]
+        if tuple(view.shape) == value.shape and view.dtype == value.dtype:
+            direct[value] = view
+    return direct
+
+
+def write_parts(parts: tuple[Any, ...], arrays: list[Any], values: list[Any], xp: Any,
+                written: Collection[int] = ()) -> None:
+    """Write the assignments to part of an argument (:class:`fusec.ir.slice_assign.PartialUpdate`, one of
+    ``values`` each) into the arguments' selected elements, in order, after every other update: NumPy's result,
+    every value having been computed from the arguments before any of them changed. A value whose ``id`` is in
+    ``written`` is the view its kernel wrote (:func:`direct_parts`)."""
+    for part, value in zip(parts, values):
+        if id(value) not in written:
+            arrays[part.index][part.key] = value

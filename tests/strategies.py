@@ -14,7 +14,8 @@ together, then up to ``max_nodes`` steps, each building one op from the op table
 (fan-out is common): elementwise ops through one of their NumPy loops (``ufunc_loops``), with
 ``cast`` nodes inserted so each operand has the loop's dtype and scalar ``const`` operands now and
 then; reductions over random axes with random ``keepdims``; ``expand_dims``, ``squeeze``,
-``transpose``, ``broadcast_to``, ``slice`` (any bounds and steps, integer indices); ``cast``;
+``transpose``, ``broadcast_to``, ``slice`` (any bounds and steps, integer indices), ``reshape`` (merging
+adjacent axes, splitting one, flattening, size-1 axes); ``cast``;
 ``size``; and variances as ``x.var`` traces them (a sum of squared deviations from the mean, which
 one-pass kernels take). It returns 1-``max_outputs`` outputs (sometimes an input, sometimes the same
 node twice). Every node is built with ``make_node``, so every graph passes ``verify``; a step that
@@ -31,6 +32,7 @@ should mask or compare with ``equal_nan``.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -187,9 +189,31 @@ class _Builder:
             return make_node(op, (x,), {"perm": self.draw(st.permutations(range(x.ndim)))})
         if op == "slice":
             return make_node(op, (x,), self.slice_attrs(x.shape))
+        if op == "reshape":
+            return make_node(op, (x,), {"shape": list(self.reshape_target(x.shape))})
         lead = [self.draw(self.dims) for _ in range(self.draw(st.integers(0, 1)))]
         shape = lead + [self.draw(self.dims) if d == 1 else d for d in x.shape]
         return make_node(op, (x,), {"shape": shape})
+
+    def reshape_target(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """A shape of the same size that merges a run of adjacent axes, splits one axis into two factors,
+        flattens everything, or adds and drops size-1 axes (each has a common refinement with ``shape``)."""
+        form = self.draw(st.sampled_from(["merge", "split", "flatten", "units"]))
+        if form == "merge" and len(shape) >= 2:
+            i = self.draw(st.integers(0, len(shape) - 2))
+            j = self.draw(st.integers(i + 2, len(shape)))
+            return (*shape[:i], math.prod(shape[i:j]), *shape[j:])
+        if form == "split":
+            splittable = [(k, a) for k, d in enumerate(shape) for a in range(2, d) if d % a == 0]
+            if splittable:
+                k, a = self.draw(st.sampled_from(splittable))
+                return (*shape[:k], a, shape[k] // a, *shape[k + 1:])
+        if form == "units":
+            kept = [d for d in shape if d != 1]
+            for _ in range(self.draw(st.integers(1, 2))):
+                kept.insert(self.draw(st.integers(0, len(kept))), 1)
+            return tuple(kept)
+        return (math.prod(shape),)
 
     def slice_attrs(self, shape: tuple[int, ...]) -> dict[str, list]:
         """Per axis a Python slice (bounds past either end, negative, none; steps of either sign) or, now and

@@ -74,7 +74,7 @@ def _prepare(fused: Fused, params: list[tuple[str, Any]]) -> tuple[Any, Any, lis
                                   "x.map_blocks(cupy.asarray) moves Dask chunks to the GPU")
     fused._check_arguments(specs)
     traced, graph, scalars = fused._traced(specs)
-    if traced.updates:
+    if traced.updates or traced.parts:
         raise UnsupportedError(f"{fused.name} updates arguments in place, which fusec does not do on Dask arrays",
                                hint="return the new values instead (Dask arrays are immutable)")
     backend = next(iter(libraries), "numpy")

@@ -13,7 +13,7 @@ and the summary kept per class of linked slots.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from fusec.ir.graph import Node
@@ -43,10 +43,12 @@ class SpaceCounts:
 class AxisSlots:
     """The slots of every node of one graph and the links between them, built once per fusion pass.
 
-    Slot ``first[n] + k`` is axis ``k`` of ``n``'s result; for a reduction, ``first[n] + n.ndim + j`` is
+    Nodes that are never members (sources, and the views of ``outside``) have no slots. Slot ``first[n] + k`` is
+    axis ``k`` of ``n``'s result; for a reduction, ``first[n] + n.ndim + j`` is
     axis ``j`` of its operand. ``order`` is each node's position in ``nodes`` (topological)."""
 
-    def __init__(self, nodes: Iterable[Node], users: Mapping[Node, list[Node]], counts: SpaceCounts | None = None):
+    def __init__(self, nodes: Iterable[Node], users: Mapping[Node, list[Node]], counts: SpaceCounts | None = None,
+                 outside: Collection[Node] = ()):
         self.nodes: list[Node] = list(nodes)
         self.users = users
         self.counts = counts if counts is not None else SpaceCounts()
@@ -62,9 +64,11 @@ class AxisSlots:
         self.written_once: dict[tuple, bool] = {}
         # each gather of the graph: legality keeps it apart from the node it reads
         self.gathers: tuple[Node, ...] = tuple(n for n in self.nodes if n.kind is Kind.GATHER)
+        # sources, and views the runtime takes (``outside``: reshapes of arguments), are read, never members
+        outside = {n for n in self.nodes if n.kind is Kind.SOURCE} | set(outside)
         for i, n in enumerate(self.nodes):
             self.order[n] = i
-            if n.kind is Kind.SOURCE:
+            if n in outside:
                 continue
             base = self.first[n] = len(self.extent)
             self.extent.extend(n.shape)
@@ -78,11 +82,11 @@ class AxisSlots:
                 axes = n.attr("axes")
                 positions = range(x.ndim) if n.attr("keepdims") else [j for j in range(x.ndim) if j not in axes]
                 self.inner[n] = [(base + k, op + j) for k, j in enumerate(positions)]
-                if x.kind is not Kind.SOURCE:
+                if x not in outside:
                     links[x] = [(op + j, self.first[x] + j) for j in range(x.ndim)]
             else:
                 for o in dict.fromkeys(n.operands):
-                    if o.kind is not Kind.SOURCE:
+                    if o not in outside:
                         links[o] = [(base + ku, self.first[o] + jo) for ku, jo in corresponding_axes(n, o)]
             self.links[n] = links
 

@@ -8,6 +8,7 @@ after two casts is fine.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -253,8 +254,8 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
                 f"zero-size array to reduction operation {numpy_name} which has no identity",
                 hint=f"{op_name} of an empty extent is undefined; check the shape before calling",
             )
-        if op_name in ("argmax", "argmin") and len(axes) not in (1, len(x_shape)):
-            raise FusecValueError(f"{op_name} reduces one axis or all of them, got {axes}")
+        if op_name in ("argmax", "argmin") and not axes and x_shape:
+            raise FusecValueError(f"{op_name} reduces at least one axis (the flat index over them), got none")
         out_dtype = dtypes.INT64 if op.index_result else x_dtype
         return out_dtype, reduced_shape(x_shape, axes, bool(attrs["keepdims"]))
 
@@ -285,6 +286,11 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
         return x_dtype, tuple(x_shape[p] for p in perm)
     if op_name == "slice":
         return x_dtype, tuple(count for _, _, count in slice_bounds(x_shape, attrs))
+    if op_name == "reshape":
+        target = tuple(int(d) for d in attrs["shape"])
+        if any(d < 0 for d in target) or math.prod(target) != math.prod(x_shape):
+            raise FusecValueError(f"cannot reshape an array of shape {x_shape} into shape {target}")
+        return x_dtype, target
     # broadcast_to
     target = tuple(attrs["shape"])
     if len(target) < len(x_shape) or broadcast_shapes(x_shape, target, what="broadcast_to") != target:

@@ -1,4 +1,5 @@
-"""In-place updates while tracing: ``x += v``, ``x[mask] = v``, ``x[...] = v``.
+"""In-place updates while tracing: ``x += v``, ``x[mask] = v``, ``x[...] = v`` (assignment to part of an argument,
+``x[:, k] = v``: :mod:`fusec.ir.slice_assign`).
 
 An update is functional in the IR (a new node) and rebinds the :class:`Tracer` object's node, so every
 Python name bound to that object sees it, as with NumPy (``a = x; a += 1`` changes ``x``). Updating a traced
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from fusec.errors import FusecTypeError, FusecValueError, UnsupportedError
-from fusec.ir import dtypes
+from fusec.ir import dtypes, slice_assign
 from fusec.ir.graph import Node
 from fusec.ir.scalars import Scalar
 from fusec.ir.trace import (
@@ -77,10 +78,14 @@ def _as_view(fn: Callable[..., Any]) -> Callable[..., Any]:
     if getattr(fn, "_fusec_view", False):
         return fn
 
+    indexing = fn.__name__ == "__getitem__"
+
     @functools.wraps(fn)
     def wrapper(a: Any, *args: Any, **kwargs: Any) -> Any:
         result = fn(a, *args, **kwargs)
         _note_views(result, a)
+        if indexing and _views.active and isinstance(a, Tracer) and isinstance(result, Tracer):
+            slice_assign.note_index(result, a, args[0])  # for x[key] op= v
         return result
 
     wrapper._fusec_view = True  # type: ignore[attr-defined]
@@ -102,9 +107,16 @@ def _wrap_views() -> None:
             setattr(Tracer, name, property(_as_view(prop.fget)))
 
 
+def live_views(base: Tracer) -> list[Tracer]:
+    """The views of ``base`` made while tracing that are still referenced."""
+    return [view for ref, root in _views.views if root is base and (view := ref()) is not None]
+
+
 def assign(target: Tracer, node: Node, what: str) -> Tracer:
     """Rebind ``target`` to ``node`` (its new value, of its dtype and shape), unless views forbid it."""
     if target._view_of is not None:
+        if slice_assign.assign_through_view(target, node):  # x[key] op= v on an argument
+            return target
         raise UnsupportedError(
             f"{what} on a view ({_describe(target)}) is not supported: NumPy would write through it into the "
             "array it views", hint="update the array itself, or copy the view first (y = x.T.copy())")
@@ -203,6 +215,8 @@ def _value_node(value: Any, dt: np.dtype, where: str) -> Node:
 
 
 def setitem(self: Tracer, key: Any, value: Any) -> None:
+    if slice_assign.echo(self, key, value):  # x[key] op= v: the update through x[key] wrote it already
+        return
     shape, dt = self.node.shape, self.node.dtype
     if isinstance(key, Tracer) and key.dtype == dtypes.BOOL:
         if key.node.shape != shape:
@@ -222,9 +236,12 @@ def setitem(self: Tracer, key: Any, value: Any) -> None:
         raise UnsupportedError("assignment with an integer index array (x[idx] = v) is not supported",
                                hint="build the result with np.where(mask, v, x)")
     if not _is_whole(key, len(shape)):
-        raise UnsupportedError(f"assignment to x[{_key_text(key)}] is not supported inside a fused function yet "
-                               "(only x[...] = v, x[:] = v and x[mask] = v)",
-                               hint="build the result with np.where(mask, v, x), the mask from a comparison")
+        if slice_assign.assign_part(self, key, value, live_views(self)):  # on an argument: those elements of it
+            return
+        raise UnsupportedError(f"assignment to x[{_key_text(key)}] of a value computed in the function is not "
+                               "supported yet (on an argument it changes those elements of the caller's array)",
+                               hint="build the whole new value with np.where (a mask from a comparison), or "
+                                    "return the value and assign to part of it after the call")
     v = _value_node(value, dt, "x[...]")
     if v.shape != shape:
         try:
@@ -253,4 +270,4 @@ def _key_text(key: Any) -> str:
 Tracer.__setitem__ = setitem  # type: ignore[method-assign]
 _wrap_views()
 
-__all__ = ["assign", "begin", "end", "setitem", "apply_ufunc"]
+__all__ = ["assign", "begin", "end", "live_views", "setitem", "apply_ufunc"]

@@ -50,12 +50,17 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
         (x,) = args
         axes = tuple(node.attr("axes"))
         keepdims = bool(node.attr("keepdims"))
-        if node.op in ("argmax", "argmin"):
+        if node.op in ("argmax", "argmin"):  # the C-order flat index over the reduced axes
             fn = getattr(xp, node.op)
             if len(axes) == 1 and x.ndim > 1:
                 return fn(x, axis=axes[0], keepdims=keepdims)
-            flat = fn(x.reshape(-1) if x.ndim else x)
-            return xp.asarray(flat).reshape(node.shape)
+            if len(axes) == x.ndim:
+                flat = fn(x.reshape(-1) if x.ndim else x)
+                return xp.asarray(flat).reshape(node.shape)
+            kept = [a for a in range(x.ndim) if a not in axes]
+            moved = xp.transpose(x, kept + list(axes))
+            merged = moved.reshape(tuple(x.shape[a] for a in kept) + (-1,))
+            return xp.asarray(fn(merged, axis=-1)).reshape(node.shape)
         if node.op in ("nanmax", "nanmin"):
             ufunc = xp.fmax if node.op == "nanmax" else xp.fmin
             return ufunc.reduce(x, axis=axes, keepdims=keepdims) if x.ndim else x.copy()
@@ -75,6 +80,8 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
     if node.op == "slice":
         return x[tuple(slice(first, first + step * count if first + step * count >= 0 else None, step)
                        if count else slice(0, 0) for first, step, count in slice_bounds(x.shape, dict(node.attrs)))]
+    if node.op == "reshape":
+        return xp.reshape(x, tuple(node.attr("shape")))
     if node.op == "broadcast_to":
         return xp.broadcast_to(x, tuple(node.attr("shape")))
     raise AssertionError(f"no reference for {node.op}")

@@ -10,7 +10,8 @@ Kinds:
 - ``source``: no data operands read (``input``, ``const``, ``size``);
 - ``elementwise``: NumPy broadcasting of same-dtype operands (casts are explicit ``cast`` nodes);
 - ``reduction``: over ``axes``, with ``keepdims``;
-- ``layout``: index remapping only (``expand_dims``, ``squeeze``, ``transpose``, ``broadcast_to``, ``slice``);
+- ``layout``: index remapping only (``expand_dims``, ``squeeze``, ``transpose``, ``broadcast_to``, ``slice``,
+  ``reshape``);
 - ``gather``: reads its first operand (an array) at positions its other operands (integer index arrays)
   give: ``take_along_axis``, ``take`` and integer-array indexing trace to it. Its arity is variadic
   (:data:`VARIADIC`: the array and one index operand per gathered axis).
@@ -207,6 +208,9 @@ _define(OpDef("gather", Kind.GATHER, VARIADIC, cost=1,
                   "per axis, all of the result's rank, broadcast to it; negative values wrap, out of range: "
                   "IndexError), `dims` the result axis each other axis of x runs along; optional `start`/`stop`/`step` "
                   "(as a slice's) read x through that window first"))
+_define(OpDef("reshape", Kind.LAYOUT, 1, cost=0,
+              doc="the operand's elements in C order laid out in `shape` (same size); kernels see it as index "
+                  "arithmetic only (fusec/passes/reshapes.py)"))
 
 # reductions without an identity raise on an empty reduced extent, as NumPy does
 NO_IDENTITY = frozenset({"max", "min", "nanmax", "nanmin", "argmax", "argmin"})

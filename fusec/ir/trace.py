@@ -884,13 +884,15 @@ def _restore(patched: list[tuple[Any, str, Any]]) -> None:
 class Traced(NamedTuple):
     """What :func:`trace_function` found: the graph's inputs (arrays, then runtime scalars), the function's
     result as returned, whether it read a concrete size, the runtime scalars that are inputs (in input
-    order), and the inputs it updated in place: ``(input index, new value)``."""
+    order), the inputs it updated in place: ``(input index, new value)``, and its assignments to part of an
+    argument (written after those)."""
 
     inputs: list[Node]
     result: Any
     shape_read: bool
     scalars: list[Scalar]
     updates: list[tuple[int, Node]]
+    parts: list[Any] = []  # assignments to part of an argument, in order (fusec.ir.slice_assign.PartialUpdate)
 
 
 def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_positional: int | None = None,
@@ -928,6 +930,7 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
         reset_shape_read()
         scalars.begin(len(inputs), _scalar_input, {name for name, _ in params})
         fusec.ir.inplace.begin()
+        fusec.ir.slice_assign.begin(tracers)
         try:
             result = fn(*call_args[:n], **keywords)
             for value in result if isinstance(result, (tuple, list)) else (result,):
@@ -940,9 +943,11 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
         finally:
             runtime_inputs = scalars.end()
             fusec.ir.inplace.end()
+            parts, before = fusec.ir.slice_assign.end()
             _restore(patched)
-        updates = [(i, t.node) for i, t in enumerate(tracers) if t.node is not inputs[i]]
-        return Traced(inputs + [s.node() for s in runtime_inputs], result, shape_was_read(), runtime_inputs, updates)
+        updates, parts = fusec.ir.slice_assign.final_updates(tracers, inputs, parts, before)
+        return Traced(inputs + [s.node() for s in runtime_inputs], result, shape_was_read(), runtime_inputs, updates,
+                      parts)
 
 
 def _scalar_input(name: str, index: int, dt: np.dtype) -> Node:
@@ -1036,4 +1041,5 @@ def output_node(value: Any, index: int, loc: str | None = None) -> Node:
 import fusec.ir.composite  # noqa: E402, F401
 import fusec.ir.gather_trace  # noqa: E402, F401
 import fusec.ir.inplace  # noqa: E402, F401
+import fusec.ir.slice_assign  # noqa: E402, F401
 import fusec.ir.view_functions  # noqa: E402, F401

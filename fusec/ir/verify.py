@@ -38,6 +38,7 @@ from fusec.ir.graph import Graph, Node, attr_key
 from fusec.ir.infer import infer
 from fusec.ir.ops import OPS, VARIADIC, Kind, arity_ok
 from fusec.ir.region import Region, kind_problem, make_regions
+from fusec.ir.reshape_math import outside_kernels
 from fusec.ir.text import REGION_KINDS, _global, _layout
 
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
@@ -225,11 +226,12 @@ def _region_problems(graph: Graph, names: Mapping[Node, str]) -> list[str]:
             if got != want:
                 problems.append(f"{label}: {part} are ({', '.join(names.get(n, '?') for n in got)}) but "
                                 f"make_regions gives ({', '.join(names.get(n, '?') for n in want)})")
+    after = outside_kernels(graph)  # views of arguments and results, taken by the runtime
     for node in graph.nodes:
         if node.op == "input":
             continue
         regions = member_of.get(node, [])
-        if not regions and node.kind is not Kind.SOURCE:
+        if not regions and node.kind is not Kind.SOURCE and node not in after:
             problems.append(f"{_label(node, names)}: is in no region")
         if len(regions) > 1 and node.kind not in (Kind.ELEMENTWISE, Kind.LAYOUT, Kind.SOURCE):
             held = ", ".join(_global(r.name) for r in regions)

@@ -1,10 +1,11 @@
 """Array functions traced into the layout ops (``transpose``, ``squeeze``/``expand_dims``, ``slice``,
 ``broadcast_to``): ``swapaxes``, ``moveaxis``, ``rollaxis``, ``.mT``, ``flip``, ``broadcast_arrays``,
-``split``/``array_split`` (slices) and ``reshape``/``ravel``/``flatten`` where the new shape only adds or drops
-size-1 axes. Each is a view in NumPy and index arithmetic in the kernel that reads it here.
+``split``/``array_split`` (slices) and ``reshape``/``ravel``/``flatten`` (the ``reshape`` op, or
+``squeeze``/``expand_dims`` where only size-1 axes come and go). Each is a view in NumPy and index arithmetic
+in the kernel that reads it here (a reshape through :mod:`fusec.passes.reshapes`).
 
-A reshape that merges or splits axes of more than one element (``(N, C, H, W) -> (N, G, C // G * H * W)``)
-is not traced yet: it raises :class:`~fusec.errors.UnsupportedError` with the shapes, and the README says so.
+A reshape whose shapes have no common refinement (``(2, 3) -> (3, 2)``) raises
+:class:`~fusec.errors.UnsupportedError` with the shapes, and the README says so.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from fusec.errors import FusecTypeError, FusecValueError, UnsupportedError
+from fusec.errors import FusecTypeError, FusecValueError, UnsupportedError, user_location
 from fusec.ir import trace as _trace
 from fusec.ir.graph import Node
 from fusec.ir.infer import broadcast_shapes, normalize_axes
-from fusec.ir.trace import Tracer, _as_node, _mark_shape_read, _node, _squeeze, basic_index, transpose
+from fusec.ir.reshape_math import common_refinement, only_unit_axes_differ, reshape_node
+from fusec.ir.trace import Tracer, _as_node, _mark_shape_read, _node, basic_index, transpose
 
 
 def _axis(axis: Any, ndim: int) -> int:
@@ -140,24 +142,33 @@ def _target_shape(shape: Any, size: int) -> tuple[int, ...]:
 
 
 def reshape(a: Any, *shape: Any, order: str = "C") -> Tracer:
-    """``reshape`` in C (or 'A') order where the new shape only drops and adds size-1 axes: a ``squeeze`` and
-    an ``expand_dims``. Merging or splitting axes of more than one element is not traced yet."""
+    """``reshape`` in C order (``'F'``: the reversed axes reshaped in C order, reversed back; ``'A'`` where only
+    size-1 axes come and go). A ``reshape`` node, or ``squeeze``/``expand_dims`` for size-1 axes; the
+    ``reshapes`` pass turns it into index arithmetic. Reshapes whose two sides have no common refinement
+    (``(2, 3) -> (3, 2)``) raise :class:`~fusec.errors.UnsupportedError`."""
     x = _as_node(a, "reshape")
-    if order not in ("C", "A"):
-        raise UnsupportedError(f"reshape with order={order!r} is not supported inside a fused function",
-                               hint="use order='C' (the default), or reshape the argument before the call")
+    if order not in ("C", "F", "A"):
+        raise FusecValueError(f"order must be one of 'C', 'F', 'A' (got {order!r})")
     if len(shape) == 1:
         shape = shape[0]
     _mark_shape_read()  # the target's extents are attributes
     target = _target_shape(shape, x.size)
-    if [d for d in x.shape if d != 1] != [d for d in target if d != 1]:
+    if only_unit_axes_differ(x.shape, target):
+        return Tracer(reshape_node(x, target, user_location()))
+    if order == "A":
         raise UnsupportedError(
-            f"reshape from {x.shape} to {target} merges or splits axes, which is not traced yet (only reshapes "
-            "that add or drop size-1 axes are)",
-            hint="reshape the argument before the call (a view), or the result after it")
-    node = _squeeze(x, tuple(i for i, d in enumerate(x.shape) if d == 1))
-    new = [i for i, d in enumerate(target) if d == 1]
-    return Tracer(_node("expand_dims", [node], {"axes": new}) if new else node)
+            f"reshape from {x.shape} to {target} with order='A' depends on the argument's memory layout",
+            hint="say order='C' or order='F'")
+    if common_refinement(x.shape, target) is None:
+        raise UnsupportedError(
+            f"reshape from {x.shape} to {target} is not traced: the two shapes have no common refinement, so no "
+            "kernel can read it through strides",
+            hint="reshape the argument before the call (or the result after it)")
+    if order == "F":
+        flipped = transpose(Tracer(x), list(range(x.ndim))[::-1]).node
+        inner = reshape_node(flipped, target[::-1], user_location())
+        return transpose(Tracer(inner), list(range(len(target)))[::-1])
+    return Tracer(reshape_node(x, target, user_location()))
 
 
 def ravel(a: Any, order: str = "C") -> Tracer:

@@ -37,6 +37,7 @@ from fusec.ir.axis_slots import AxisSlots, SpaceCounts
 from fusec.ir.graph import Graph, Node, rewrite
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region, make_regions
+from fusec.ir.reshape_math import outside_kernels, returned_views
 from fusec.ir.space_state import SpaceState
 from fusec.passes import legality
 from fusec.passes.canonicalize import keepdims_form, reduce_over_nothing, size_of_input
@@ -44,6 +45,7 @@ from fusec.passes.gathers import sink_gather
 from fusec.passes.group_order import GroupOrder
 from fusec.passes.manager import register
 from fusec.passes.recompute import Recomputation
+from fusec.passes.reshapes import check_reshapes, refine_reshapes
 from fusec.passes.views import sink_slice
 
 INDEPENDENT_TRIES = 2  # independent elementwise groups: earlier groups of the same shape each one tries to join
@@ -106,9 +108,10 @@ class _Partition(Recomputation):
         self.graph = graph
         self.counts = counts
         self.users = graph.users
-        self.slots = AxisSlots(graph.nodes, self.users, counts.space)
+        outside = outside_kernels(graph)  # views the runtime takes of arguments and results (reshapes)
+        self.returned = set(graph.outputs) | {n.operands[0] for n in returned_views(graph)}
+        self.slots = AxisSlots(graph.nodes, self.users, counts.space, outside)
         self.order = self.slots.order
-        self.returned = set(graph.outputs)
         self.groups: dict[int, Group] = {}
         self.owner: dict[Node, Group] = {}  # the group that computes and (if needed) writes a node
         self.holders: dict[Node, set[Group]] = {}
@@ -118,7 +121,7 @@ class _Partition(Recomputation):
         self.epoch = 0  # counts changes to any group: a refusal repeats while neither group nor the epoch changed
         self.last_refusal: dict[tuple[int, int], tuple[tuple, legality.Reason]] = {}
         for node in graph.nodes:
-            if node.kind is Kind.SOURCE:
+            if node.kind is Kind.SOURCE or node in outside:
                 continue
             gid = len(self.groups)
             pos = self.order[node]
@@ -418,7 +421,7 @@ def partition(graph: Graph, counts: PartitionCounts | None = None) -> Graph:
 
 @register("fuse", "partition into kernels (pointwise, reduce-all, rows, cols) with the reason for every split")
 def fuse(graph: Graph) -> Graph:
-    graph = rewrite(graph, _fusion_form)
+    graph = check_reshapes(refine_reshapes(rewrite(graph, _fusion_form)))
     return partition(graph)
 
 
@@ -437,5 +440,5 @@ def partition_unfused(graph: Graph) -> Graph:
 
 @register("unfuse", "one kernel per elementwise op and reduction (views join one): the plan fusion is compared with")
 def unfuse(graph: Graph) -> Graph:
-    graph = rewrite(graph, _fusion_form)
+    graph = check_reshapes(refine_reshapes(rewrite(graph, _fusion_form)))
     return partition_unfused(graph)

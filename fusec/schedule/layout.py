@@ -56,10 +56,12 @@ def alignment(ptr: int) -> int:
 
 
 def layout_of(value: Any) -> ArrayLayout | None:
-    """The layout of one argument: an array's own; an :class:`fusec.ArraySpec`'s strides when it gives
-    them (its pointer taken as aligned); None for a spec without strides (a fresh C-contiguous array) and
+    """The layout of one argument: an array's own (a layout: itself); an :class:`fusec.ArraySpec`'s strides when
+    it gives them (its pointer taken as aligned); None for a spec without strides (a fresh C-contiguous array) and
     for anything that is not an array. An array whose strides are not whole elements raises
     :class:`fusec.FusecValueError`: no kernel can address it."""
+    if isinstance(value, ArrayLayout):
+        return value
     if isinstance(value, ArraySpec):
         return None if value.strides is None else ArrayLayout(tuple(value.strides), contiguous=False)
     if getattr(value, "strides", None) is None or not hasattr(value, "dtype"):
@@ -78,6 +80,41 @@ def layouts_of(nodes: Iterable[Any], values: Mapping[Any, Any]) -> dict[Any, Arr
     for node in nodes:
         if node in values:
             layout = layout_of(values[node])
-            if layout is not None:
-                out[node] = layout
+        else:
+            layout = view_layout(node, values)
+        if layout is not None:
+            out[node] = layout
     return out
+
+
+def view_layout(node: Any, values: Mapping[Any, Any]) -> ArrayLayout | None:
+    """The layout of ``node``, a chain of ``slice``/``reshape`` views (:func:`fusec.ir.reshape_math.argument_views`)
+    of an array in ``values``, as NumPy and CuPy lay the view out: each slice moves the start and multiplies the
+    strides, each reshape re-strides; None when ``node`` is no such view (or the reshape is not one)."""
+    from fusec.ir.infer import slice_bounds
+    from fusec.ir.reshape_math import VIEW_OPS, view_strides
+
+    chain = []
+    base = node
+    while getattr(base, "op", None) in VIEW_OPS and base not in values:
+        chain.append(base)
+        base = base.operands[0]
+    if not chain or base not in values:
+        return None
+    given = layout_of(values[base])
+    layout = given if given is not None else ArrayLayout.c_contiguous(base.shape)
+    strides, shape, offset = tuple(layout.strides), tuple(base.shape), 0
+    for view in reversed(chain):
+        if view.op == "slice":
+            bounds = slice_bounds(shape, dict(view.attrs))
+            offset += sum(first * s for (first, _, _), s in zip(bounds, strides))
+            strides = tuple(s * step for (_, step, _), s in zip(bounds, strides))
+        else:
+            reshaped = view_strides(shape, strides, view.shape)
+            if reshaped is None:
+                return None
+            strides = reshaped
+        shape = tuple(view.shape)
+    fresh = ArrayLayout.c_contiguous(shape)
+    contiguous = all(s == f for s, f, d in zip(strides, fresh.strides, shape) if d != 1)
+    return ArrayLayout(strides, contiguous, min(layout.align, alignment(abs(offset) * node.dtype.itemsize)))

@@ -243,10 +243,7 @@ def test_inplace_view_update_is_refused():
         x *= 2
         return t
 
-    def indexed_view(x):
-        x[None] += 1
-
-    for fn in (through_view, view_alive, function_view_alive, indexed_view):
+    for fn in (through_view, view_alive, function_view_alive):
         with pytest.raises(UnsupportedError, match="view"):
             fusec.fuse(fn)(np.zeros((2, 3), np.float32))
 
@@ -275,7 +272,9 @@ def test_inplace_read_only_and_overlapping_arguments_are_errors():
 
 def test_inplace_unsupported_index_assignment_says_what_to_write():
     def f(x):
-        x[:, 0] = 1
+        y = x * 2
+        y[:, 0] = 1  # part of a computed value (on an argument it works: tests/ir/test_slice_assign.py)
+        return y
 
     def g(x, i):
         x[i] = 1

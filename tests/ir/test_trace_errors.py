@@ -125,7 +125,7 @@ def in_place_multiply_then_matmul(x):
 
 
 def reshape(x):
-    return x.reshape(2, 2)  # <- error
+    return x.reshape(2, 2, order="A")  # <- error
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,217 @@
+"""Assignment to part of an argument while tracing: ``x[:, k] = v``, ``x[a:b] = v``, ``x[..., ::2] = v``,
+``x[1:, None] += v`` (any basic index; ``v`` broadcast and cast as NumPy's ``setitem`` does).
+
+On an argument such an assignment changes exactly the selected elements of the caller's array, as NumPy does:
+the trace records a :class:`PartialUpdate` (the argument, the index as written, the value cast to the
+argument's dtype, each value a graph output after the whole-array updates' values), and after the kernels the
+runtime writes the values into those elements (:func:`fusec.update.write_parts`), in the order of the
+assignments, after any whole-array update (a whole-array assignment after them, ``x[...] = 0``, replaces
+them). Reading the argument again after it, inside the function, would need its new value everywhere, which
+needs the position of each element (``np.arange``): the argument's tracer is rebound to a *poisoned* node of
+its type, and a graph that reads one is refused with the line that reads it (:func:`check_unread`). On a value
+computed in the function, assignment to part of it is refused with a hint.
+
+``x[key] op= v`` is Python's ``t = x[key]; t op= v; x[key] = t``: the update of ``t``, a view of the argument
+made by indexing, is this partial update (so ``t`` sees its new values, as NumPy's view does), and the
+assignment that follows writes the same values again (recorded once).
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fusec.errors import FusecValueError, UnsupportedError, user_location
+from fusec.ir.graph import Graph, Node, make_node
+from fusec.ir.reshape_math import reshape_node
+
+
+@dataclass(frozen=True)
+class PartialUpdate:
+    """``arguments[index][key] = value``: ``key`` is the basic index as written (integers, slices, None, ...),
+    ``value`` the assigned value cast to the argument's dtype, in any shape that broadcasts to ``x[key]``'s."""
+
+    index: int
+    key: tuple[Any, ...]
+    value: Node
+
+
+class _State(threading.local):
+    def __init__(self) -> None:
+        self.arguments: dict[int, tuple[weakref.ref, int]] = {}  # id(tracer) -> (tracer, argument index)
+        self.parts: list[PartialUpdate] = []
+        self.before: dict[int, Node] = {}  # argument index -> its value before its first partial update
+        self.keys: dict[int, tuple[weakref.ref, Any, Any]] = {}  # id(view) -> (view, its root tracer, the index)
+        self.echoes: dict[int, Any] = {}  # id(view) -> the index of x[key] op= v, whose x[key] = view is a repeat
+
+
+_state = _State()
+
+
+def begin(arguments: list[Any]) -> None:
+    _state.arguments = {id(t): (weakref.ref(t), i) for i, t in enumerate(arguments)}
+    _state.parts, _state.before, _state.keys, _state.echoes = [], {}, {}, {}
+
+
+def end() -> tuple[list[PartialUpdate], dict[int, Node]]:
+    """The partial updates in order, and each partially updated argument's value before the first of them."""
+    out = (_state.parts, _state.before)
+    _state.arguments, _state.parts, _state.before, _state.keys, _state.echoes = {}, [], {}, {}, {}
+    return out
+
+
+def _argument_index(t: Any) -> int | None:
+    entry = _state.arguments.get(id(t))
+    return entry[1] if entry is not None and entry[0]() is t else None
+
+
+def note_index(view: Any, root: Any, key: Any) -> None:
+    """``view`` is ``root[key]`` (basic indexing), for ``root[key] op= v``."""
+    _state.keys[id(view)] = (weakref.ref(view), root, key)
+
+
+def _index_of_view(view: Any) -> tuple[Any, Any] | None:
+    entry = _state.keys.get(id(view))
+    return (entry[1], entry[2]) if entry is not None and entry[0]() is view else None
+
+
+def _normal_key(key: Any) -> tuple[Any, ...]:
+    """``key`` as a tuple of Python ints, slices, None and Ellipsis (NumPy integers made ints)."""
+    out = []
+    for k in key if isinstance(key, tuple) else (key,):
+        if isinstance(k, slice):
+            out.append(slice(*(None if p is None else operator.index(p) for p in (k.start, k.stop, k.step))))
+        elif k is None or k is Ellipsis:
+            out.append(k)
+        else:
+            out.append(operator.index(k))
+    return tuple(out)
+
+
+def _key_text(key: Any) -> str:
+    out = []
+    for k in key if isinstance(key, tuple) else (key,):
+        if isinstance(k, slice):
+            text = ":".join("" if p is None else str(p) for p in (k.start, k.stop))
+            out.append(text if k.step is None else f"{text}:{k.step}")
+        else:
+            out.append("..." if k is Ellipsis else "None" if k is None else repr(k))
+    return ", ".join(out)
+
+
+def _poison(t: Any, what: str) -> Node:
+    """A node of ``t``'s type that no kernel can compute: a graph reading it is refused (:func:`check_unread`)."""
+    node = t.node
+    name = node.attr("name", "the argument") if node.op == "input" else "a view of the argument"
+    return make_node("input", (), {"name": name, "index": -1, "poisoned": what}, dtype=node.dtype, shape=node.shape)
+
+
+def assign_part(target: Any, key: Any, value: Any, live_views: list[Any], node: Node | None = None) -> bool:
+    """``target[key] = value`` for an argument's tracer (True), or False when ``target`` is no argument.
+    ``live_views`` are the views of ``target`` still referenced (NumPy would write through them); ``node``, where
+    given, is the value already cast (an update through a view)."""
+    from fusec.ir.inplace import _value_node
+    from fusec.ir.trace import basic_index
+
+    index = _argument_index(target)
+    if index is None:
+        return False
+    text = f"x[{_key_text(key)}] = v"
+    view = basic_index(target.node, key)  # checks the index as NumPy does, and gives the selection's shape
+    v = node if node is not None else _value_node(value, target.node.dtype, f"x[{_key_text(key)}]")
+    try:
+        fits = np.broadcast_shapes(v.shape, view.shape) == view.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise FusecValueError(f"could not broadcast input array from shape {v.shape} into shape {view.shape}")
+    if not poisoned(target.node):  # the first assignment to part of it since it was last assigned whole
+        _state.parts = [p for p in _state.parts if p.index != index]
+        _state.before[index] = target.node
+    _state.parts.append(PartialUpdate(index, _normal_key(key), v))
+    what = f"{text} at {user_location() or 'an assignment'}"
+    for other in live_views:  # NumPy's views of the argument see the assignment
+        same = _index_of_view(other)
+        if same is not None and _normal_key(same[1]) == _normal_key(key):
+            other.node = v if v.shape == view.shape else make_node("broadcast_to", [v], {"shape": list(view.shape)})
+        elif not poisoned(other.node):
+            other.node = _poison(other, what)
+    if not poisoned(target.node):
+        target.node = _poison(target, what)
+    return True
+
+
+def assign_through_view(view: Any, node: Node) -> bool:
+    """``view op= v`` where ``view`` is ``x[key]`` of an argument ``x``: the partial update of ``x`` (True), which
+    the view then shows; False for any other view."""
+    found = _index_of_view(view)
+    if found is None:
+        return False
+    root, key = found
+    if _argument_index(root) is None:
+        return False
+    from fusec.ir.inplace import _is_whole, live_views
+
+    others = [v for v in live_views(root) if v is not view]
+    if _is_whole(key, root.node.ndim) and not others:  # x[...] op= v: the whole argument, which stays readable
+        root.node = reshape_node(node, root.node.shape, user_location())
+    else:
+        assign_part(root, key, None, others, node=node)
+    view.node = node
+    _state.echoes[id(view)] = key
+    return True
+
+
+def echo(target: Any, key: Any, value: Any) -> bool:
+    """Whether ``target[key] = value`` only repeats ``value op= v`` (Python's second step of ``x[key] op= v``),
+    which has written it already."""
+    found = _index_of_view(value)
+    if found is None or found[0] is not target or id(value) not in _state.echoes:
+        return False
+    if _normal_key(_state.echoes[id(value)]) != _normal_key(key):
+        return False
+    del _state.echoes[id(value)]
+    return True
+
+
+
+def poisoned(node: Node) -> bool:
+    """Whether ``node`` stands for an argument (or a view of one) after an assignment to part of it."""
+    return node.op == "input" and node.attr("poisoned") is not None
+
+
+def final_updates(arguments: list[Any], inputs: list[Node], parts: list[PartialUpdate],
+                  before: dict[int, Node]) -> tuple[list[tuple[int, Node]], list[PartialUpdate]]:
+    """The whole-array updates ``(argument index, new value)`` and the assignments to part of an argument that
+    follow them, from the arguments' tracers at the end of a trace: an argument last assigned in part keeps the
+    value it had before those parts; one assigned whole after them drops them."""
+    updates, kept = [], []
+    for i, t in enumerate(arguments):
+        node = before[i] if poisoned(t.node) else t.node
+        if node is not inputs[i]:
+            updates.append((i, node))
+    kept = [p for p in parts if poisoned(arguments[p.index].node)]
+    return updates, kept
+
+
+def check_unread(graph: Graph) -> None:
+    """Raise :class:`UnsupportedError` where ``graph`` reads an argument after an assignment to part of it."""
+    users = graph.users
+    for n in graph.nodes:
+        if poisoned(n):
+            reader = next(iter(users.get(n, ())), None)
+            raise UnsupportedError(
+                f"'{n.attr('name')}' is read after {n.attr('poisoned')}: its new value everywhere needs each "
+                "element's position, which fusec does not trace yet",
+                loc=reader.loc if reader is not None else None,
+                hint="read it before the assignment, or build the whole new value with np.where and assign it "
+                     "with x[...] = new")
+
+
+__all__ = ["PartialUpdate", "assign_part", "assign_through_view", "begin", "check_unread", "echo", "end",
+           "final_updates", "note_index", "poisoned"]

@@ -1,0 +1,67 @@
+"""Assignment to part of an argument (issue 17, item 4) on the GPU: ``tests/ir/test_slice_assign.py``'s cases and
+indexing keys through ``fusec.fuse`` with CuPy arguments laid out several ways (each a view into a larger buffer),
+against NumPy on the same data, in float32, float16 and int32: the selected elements change, nothing else of the
+buffer does: ``pytest -m gpu tests/gpu/test_slice_assign_gpu.py`` (skipped where CuPy sees no GPU). Kernel outputs
+are poisoned before each launch (the default launcher's ``poison``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusec
+import fusec.runtime
+from fusec.runtime import KernelLauncher
+from tests.helpers import GPU_ONLY, assert_matches_numpy, random_array, seed_of
+from tests.ir.test_slice_assign import CASES, _add, _set
+from tests.ir.test_views import KEYS, _ids
+
+cupy = pytest.importorskip("cupy")
+
+pytestmark = GPU_ONLY
+
+
+@pytest.fixture(autouse=True)
+def _poisoned_outputs(monkeypatch):
+    monkeypatch.setattr(fusec.runtime, "_DEFAULT", KernelLauncher(poison=True))
+
+
+def _check(fn, big: np.ndarray, index: tuple, v: np.ndarray) -> None:
+    """``fn`` on ``big[index]`` (a view), fused on the GPU and plain on the host: the results and the whole
+    buffer afterwards match."""
+    theirs = big.copy()
+    dev = cupy.asarray(big)
+    with np.errstate(all="ignore"):
+        got = fusec.fuse(fn)(dev[index], cupy.asarray(v))
+        want = fn(theirs[index], v.copy())
+    if want is None:
+        assert got is None
+    else:
+        assert_matches_numpy(cupy.asnumpy(got), np.asarray(want), exact=True)
+    assert np.array_equal(cupy.asnumpy(dev), theirs, equal_nan=True)
+
+
+LAYOUTS = {"contiguous": (slice(None, 6), slice(None, 9)), "strided": (slice(1, None, 2), slice(None, None, 2)),
+           "reversed": (slice(None, None, -2), slice(None, -1))}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_slice_assign_case_gpu_matches_numpy(name: str, dtype: str, layout: str) -> None:
+    rng = np.random.default_rng(seed_of("slice assign gpu", name, dtype, layout))
+    big = random_array(rng, (12, 18), dtype, special=False)
+    index = LAYOUTS[layout]
+    _check(CASES[name], big, index, random_array(rng, big[index].shape, dtype, special=False))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+@pytest.mark.parametrize("key", KEYS, ids=_ids)
+def test_slice_assign_key_gpu_matches_numpy(key: object, dtype: str) -> None:
+    rng = np.random.default_rng(seed_of("slice assign key gpu", _ids(key), dtype))
+    big = random_array(rng, (5, 6, 9), dtype)
+    index = (slice(None), slice(None), slice(1, 8))
+    v = random_array(rng, big[index][key].shape, dtype)
+    _check(_set(key), big, index, v)
+    _check(_add(key), big, index, v)
