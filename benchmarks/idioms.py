@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks.idioms_reshape import build_groupnorm, torch_groupnorm
 from benchmarks.workloads import CUPY_FUSE, NAIVE, TORCH_COMPILE, TORCH_EAGER, Workload
 
 IDIOM_PEERS = (NAIVE, CUPY_FUSE, TORCH_EAGER, TORCH_COMPILE)
@@ -119,6 +120,11 @@ def cross_entropy_inputs(normal: Callable[[tuple], Any], shape: tuple) -> tuple:
     return normal(shape), targets
 
 
+def groupnorm_inputs(normal: Callable[[tuple], Any], shape: tuple) -> tuple:
+    """x ~ N(0, 1) of (N, C, H, W), gamma and beta ~ N(0, 1) of (C,)."""
+    return normal(shape), normal((shape[1],)), normal((shape[1],))
+
+
 def adamw_inputs(normal: Callable[[tuple], Any], shape: tuple) -> tuple:
     """param ~ N(0,1), grad ~ 0.1 N, m ~ 0.01 N, v = 0.01 |N| (v must not be negative)."""
     return normal(shape), normal(shape) * 0.1, normal(shape) * 0.01, abs(normal(shape)) * 0.01
@@ -134,6 +140,9 @@ IDIOMS: tuple[Workload, ...] = (
           build_cross_entropy_rows, torch_cross_entropy_rows, (8192, 32768), (64, 1000),
           lambda s: 4 * _n(s) + 8 * s[0] + 4 * s[0], "4RC + 8R read + 4R written", inputs=cross_entropy_inputs,
           tolerances=((1e-5, 1e-4),)),
+    idiom("groupnorm_reshape", "group norm through x.reshape(N, G, -1) and back, 32 groups, affine",
+          build_groupnorm, torch_groupnorm, (32, 256, 64, 64), (2, 64, 4, 4), lambda s: 8 * _n(s) + 8 * s[1],
+          "4NCHW read + 4NCHW written", inputs=groupnorm_inputs, tolerances=((1e-4, 1e-4),)),
     idiom("adamw_inplace", "AdamW step written in place (p -= ..., m *= b1; m += ...), 4 in, 3 updated",
           build_adamw_inplace, torch_adamw_inplace, (1 << 26,), (1 << 14,), lambda s: 28 * _n(s),
           "4 x 4n read + 3 x 4n written", inputs=adamw_inputs,
