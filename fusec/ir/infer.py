@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from fusec.errors import FusecAxisError, FusecIndexError, FusecTypeError, FusecValueError
-from fusec.ir import dtypes
+from fusec.ir import dtypes, windows
 from fusec.ir.ops import NO_IDENTITY, OPS, Kind, OpDef
 
 Shape = tuple[int, ...]
@@ -190,6 +190,13 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
             return dtype, tuple(shape)
         if op_name == "const":
             return dtype, ()
+        if op_name == "iota":
+            count = attrs.get("count")
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise FusecValueError(f"iota needs a non-negative int count, got {count!r}")
+            for key in ("start", "next"):
+                dtypes.scalar_constant(attrs.get(key), dtype)  # a value of the dtype
+            return dtype, (count,)
         normalize_axes(list(attrs["axes"]), len(shapes[0]))  # size: check axes only
         return dtype, ()
 
@@ -243,6 +250,8 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
         return x_dtype, tuple(x_shape[p] for p in perm)
     if op_name == "slice":
         return x_dtype, tuple(count for _, _, count in slice_bounds(x_shape, attrs))
+    if op_name == "window":
+        return x_dtype, windows.check(windows.axes_of(attrs), x_shape)
     # broadcast_to
     target = tuple(attrs["shape"])
     if len(target) < len(x_shape) or broadcast_shapes(x_shape, target, what="broadcast_to") != target:

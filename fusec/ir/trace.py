@@ -810,7 +810,8 @@ _CUPY_FUNCTIONS = ("expand_dims", "broadcast_to", "squeeze", "transpose", "where
                    "nanmax", "nanmin", "count_nonzero", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin",
                    "nanprod", "ptp", "round", "around", "round_", "zeros_like", "ones_like", "full_like", "isclose",
                    "allclose", "swapaxes", "moveaxis", "rollaxis", "flip", "broadcast_arrays", "split", "array_split",
-                   "reshape", "ravel")
+                   "reshape", "ravel", "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack",
+                   "append", "pad")
 _SOFTMAX_FAMILY = ("logsumexp", "softmax", "log_softmax")
 WRAPPED: tuple[tuple[str, str, str], ...] = (
     *(("cupy", name, name) for name in _CUPY_FUNCTIONS),
@@ -821,7 +822,27 @@ WRAPPED: tuple[tuple[str, str, str], ...] = (
 
 
 def _has_tracer(args: tuple, kwargs: dict) -> bool:
-    return any(isinstance(x, Tracer) for x in args) or any(isinstance(x, Tracer) for x in kwargs.values())
+    """Whether a Tracer is among the arguments, or in a list or tuple of them (``np.concatenate([a, b])``)."""
+    def traced(x: Any) -> bool:
+        return isinstance(x, Tracer) or (isinstance(x, (list, tuple)) and any(isinstance(y, Tracer) for y in x))
+    return any(traced(x) for x in args) or any(traced(x) for x in kwargs.values())
+
+
+# Functions that make an array from numbers alone (``np.arange``): a call from the traced function's own code
+# (not from a library's) makes fusec's traced array instead of a concrete one: (module, attribute, FUNCTIONS name)
+CREATED: tuple[tuple[str, str, str], ...] = tuple(
+    (module, name, name) for module in ("numpy", "cupy") for name in ("arange", "indices"))
+
+
+def _creator_wrapper(original: Any, qualified: str, impl: str, thread: int) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        caller = sys._getframe(1).f_code.co_filename
+        if threading.get_ident() != thread or library_file(caller):
+            return original(*args, **kwargs)
+        return call_checked(qualified, FUNCTIONS[impl], args, kwargs)
+
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    return wrapper
 
 
 def _wrapper(original: Any, qualified: str, impl: str) -> Callable[..., Any]:
@@ -841,12 +862,16 @@ def _patch_libraries(fn: Callable[..., Any]) -> list[tuple[Any, str, Any]]:
     the tracer's error for converting a traced value. Returns what to restore."""
     patched: list[tuple[Any, str, Any]] = []
     originals: dict[int, Any] = {}
-    for module_name, name, impl in WRAPPED:
+    thread = threading.get_ident()
+    for (module_name, name, impl), creator in [*((w, False) for w in WRAPPED), *((c, True) for c in CREATED)]:
         module = sys.modules.get(module_name)
         original = getattr(module, name, None) if module is not None else None
         if original is None or not callable(original):
             continue
-        wrapper = _wrapper(original, f"{module_name}.{name}", impl)
+        if creator:
+            wrapper = _creator_wrapper(original, f"{module_name}.{name}", impl, thread)
+        else:
+            wrapper = _wrapper(original, f"{module_name}.{name}", impl)
         originals[id(original)] = wrapper
         patched.append((module, name, original))
         setattr(module, name, wrapper)
@@ -1032,3 +1057,4 @@ def output_node(value: Any, index: int, loc: str | None = None) -> Node:
 import fusec.ir.composite  # noqa: E402, F401
 import fusec.ir.inplace  # noqa: E402, F401
 import fusec.ir.view_functions  # noqa: E402, F401
+import fusec.ir.join_functions  # noqa: E402, F401

@@ -22,6 +22,7 @@ from fusec.ir.ops import Kind
 from fusec.passes.manager import register
 from fusec.passes.patterns import P, Rule, RuleSet, apply_rules, const, var
 from fusec.passes.views import sink_slice
+from fusec.passes.windows import sink_window
 
 x, y, c = var("x"), var("y"), var("c")
 
@@ -247,7 +248,7 @@ def _identity_layout(node: Node, x: Node) -> Node | None:
         return None
     if node.op in ("expand_dims", "squeeze") and node.attr("axes"):
         return None
-    if node.op == "slice":  # the same shape is not the same elements (x[::-1]): sink_slice knows
+    if node.op in ("slice", "window"):  # the same shape is not the same elements (x[::-1]): sink_slice knows
         return None
     return _keep(node, x)
 
@@ -323,6 +324,9 @@ RULES: list[Rule] = [
     Rule("squeeze(expand_dims(x, a), a) -> x", P("squeeze", P("expand_dims", x)), _same_axes),
     Rule("expand_dims(squeeze(x, a), a) -> x", P("expand_dims", P("squeeze", x)), _same_axes),
     Rule("transpose(transpose(x)) -> one transpose", P("transpose", P("transpose", x)), _compose_transpose),
+    Rule("slice(window(x)) -> one window", P("slice", P("window", x)), lambda node, x: sink_window(node)),
+    Rule("window(f(x)) -> f(window(x)): windows sink to the arrays they read", P("window", x),
+         lambda node, x: sink_window(node)),
     Rule("slice(f(x)) -> f(slice(x)): views sink to the arrays they read", P("slice", x),
          lambda node, x: sink_slice(node)),
     Rule("identity layout op -> x", P(where=lambda n: n.kind is Kind.LAYOUT, name="_"),

@@ -284,6 +284,11 @@ def _inner_vector_misfit(nest: LoopNest, vec: int) -> str | None:
     inner = nest.axes[-1]
     if inner.extent % vec:
         return f"the innermost axis ({inner.extent}) is not a multiple of vec={vec}"
+    inner_k = len(nest.axes) - 1
+    if any(inner_k in c for c in nest.clamped):
+        return "an array is read through a clamped index along the innermost axis (a pad or a join)"
+    if any(info.pointer is None and inner.strides[i] != 0 for i, info in enumerate(nest.infos)):
+        return "an index (iota) moves along the innermost axis"
     moving = [(i, info) for i, info in enumerate(nest.infos) if info.pointer is not None and inner.strides[i] != 0]
     if not moving:
         return "no array moves along the innermost axis"
