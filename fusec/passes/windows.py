@@ -27,14 +27,17 @@ def _as_window(bounds: tuple, shape: tuple[int, ...]) -> Bounds:
 
 
 def _is_identity(n: Node, bounds: Bounds) -> bool:
-    return all(b[:3] == (0, 1, d) or (d == 0 and b[2] == 0) for b, d in zip(bounds, n.shape))
+    return all((b[:3] == (0, 1, d) and not windows.clamps(b)) or (d == 0 and b[2] == 0)
+               for b, d in zip(bounds, n.shape))
 
 
 def _view_of(x: Node, bounds: Bounds, loc: str | None) -> Node:
     """``x`` read through ``bounds``: itself, a slice where no clamp binds, else a window."""
+    # one element along an axis: the clamped index itself (any step)
+    bounds = tuple((min(max(b[0], b[3]), b[4]), 1, 1, b[3], b[4]) if b[2] == 1 else b for b in bounds)
     if _is_identity(x, bounds):
         return x
-    if not any(windows.clamps(b) for b in bounds):
+    if not any(windows.clamps(b) or (b[1] == 0 and b[2] > 1) for b in bounds):
         return make_node("slice", [x], slice_attrs([b[:3] for b in bounds]), loc=loc)
     return make_node("window", [x], windows.attrs_of(bounds), loc=loc)
 
@@ -65,6 +68,11 @@ def sink_window(node: Node) -> Node | None:
         zero = make_node("const", (), {"value": 0}, dtype=node.dtype, loc=node.loc)
         return make_node("broadcast_to", [zero], {"shape": list(node.shape)}, loc=node.loc)
     x, root = _below(node, tuple((0, 1, d, 0, max(d - 1, 0)) for d in node.shape))
+    if any(n == 1 and b[2] != 1 for n, b in zip(x.shape, root)):  # a size-1 axis repeated: a broadcast of it
+        single = tuple((0, 1, 1, 0, 0) if n == 1 else b for n, b in zip(x.shape, root))
+        inner = _view_of(x, single, node.loc)
+        inner = (sink_window(inner) or inner) if inner.op == "window" else inner
+        return make_node("broadcast_to", [inner], {"shape": list(node.shape)}, loc=node.loc)
     done: dict[tuple[Node, Bounds], Node] = {}
     stack: list[tuple[Node, Bounds, bool]] = [(x, root, False)]
     while stack:

@@ -22,7 +22,10 @@ options, so that NumPy defines every result exactly and an exact comparison is v
   elementwise ops) and up to 16 steps, for rows/cols kernels and multi-phase reductions;
 - ``views``: slices (any bounds and steps, integer indices), transposes, squeeze/expand_dims of inputs and of
   computed values beside the exact reductions and a few exact elementwise ops, up to 16 steps: slices moved
-  below reductions and elementwise ops, read through offsets and strides in every kernel kind.
+  below reductions and elementwise ops, read through offsets and strides in every kernel kind;
+- ``joins``: iotas (``numpy.arange``'s values), windows (clamped indices, as pads and joins read) and slices
+  beside the exact reductions and a few exact elementwise ops (``where`` and ``lt`` as joins use them):
+  windows moved below reductions and elementwise ops, iotas computed from indices in every kernel kind.
 
 No family casts floats to integers (``float_to_int_casts=False``).
 
@@ -126,8 +129,15 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "views": dict(dtypes=("bool", "i32", "i64", "f16", "f32"), allow_size=False, max_nodes=16,
                   ops=EXACT_REDUCTIONS | {"slice", "transpose", "expand_dims", "squeeze", "add", "sub", "mul",
                                           "maximum", "where", "lt", "neg", "abs"}),
+    # joins: iotas (numpy.arange's values), windows (clamped indices: pads and the parts of joins), slices and
+    # where over them, next to reductions: windows moved below reductions and elementwise ops, read through
+    # clamped indices and index arithmetic in every kernel kind
+    "joins": dict(dtypes=("bool", "i32", "i64", "f16", "f32"), allow_size=False, max_nodes=16,
+                  ops=EXACT_REDUCTIONS | {"iota", "window", "slice", "transpose", "expand_dims", "broadcast_to",
+                                          "add", "sub", "mul", "maximum", "where", "lt", "neg", "abs"}),
 }
-FAMILY_WEIGHTS = ("float",) * 3 + ("int",) * 2 + ("uint",) + ("int_reduce", "float_reduce") * 2 + ("views",) * 2
+FAMILY_WEIGHTS = ("float",) * 3 + ("int",) * 2 + ("uint",) + ("int_reduce", "float_reduce") * 2 + ("views",) * 2 + (
+    "joins",) * 2
 # (drawn uniformly)
 COMMON_OPTIONS: dict[str, Any] = dict(float_to_int_casts=False)
 

@@ -265,3 +265,23 @@ def test_rope_is_one_kernel_with_no_copy() -> None:
     for fn in (_rope, _rope_split):
         (kernel,) = fusec.fuse(fn).plan(*spec).kernels
         assert kernel.bytes_read == 4 * (4 * 64 * 8 * 128 + 2 * 64 * 128)
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_join_graphs_round_trip_through_ir_text(name: str) -> None:
+    from fusec.ir.text import parse, print_graph
+
+    fn, _ = WORKLOADS[name]
+    args = _args(name, "float16")
+    fused = fusec.fuse(fn)
+    for graph in (fused.trace(*args), fused.plan(*args).graph):
+        text = print_graph(graph)
+        assert parse(text) == graph and print_graph(parse(text)) == text
+
+
+def test_iota_text_keeps_float_values_exact() -> None:
+    from fusec.ir.text import parse, print_graph
+
+    for dtype in ("float16", "float32", "float64"):
+        graph = fusec.fuse(lambda x: x + np.arange(0.1, 2.3, 0.7, dtype=dtype)).trace(np.zeros(4, dtype))
+        assert parse(print_graph(graph)) == graph
