@@ -367,7 +367,7 @@ def _access(lo: _Lowering, nest: LoopNest, i: int, info: AccessInfo, axes: list[
     ctype = cuda_ops.ctype(info.dtype) if info.dtype is not None else index_ctype
     kept = dot(nest.kept_idx)
     pointer = info.pointer
-    if info.offset is not None and info.pointer is not None:  # a read through a slice: its own pointer, the array's plus an offset parameter
+    if info.offset is not None and info.pointer is not None:  # a read through a slice: its own pointer, offset
         scalar_params.append((Param(f"{info.var}_o", index_ctype, "scalar"), index_np(info.offset)))
         pointer = f"{info.pointer}_{info.var}"
     return Access(info.var, pointer, ctype, kept, dot(nest.loop_idx),

@@ -103,7 +103,8 @@ def values(xp: Any, count: int, start: Any, nxt: Any, dt: np.dtype) -> Any:
         delta = ct(nxt) - b0
         out = (b0 + i.astype(ct) * delta).astype(dt)
     elif dt.kind in "iu":
-        delta = operator.index(np.array(nxt, dt) - np.array(start, dt))  # wraps in the dtype, as fill's `delta -= start`
+        with np.errstate(all="ignore"):  # wraps in the dtype, as fill's `delta -= start`
+            delta = operator.index(np.array(nxt, dt) - np.array(start, dt))
         b0 = np.uint64(operator.index(start) % 2**64)
         out = (b0 + i.astype(np.uint64) * np.uint64(delta % 2**64)).astype(dt)
     else:
@@ -121,5 +122,6 @@ def delta(start: Any, nxt: Any, dt: np.dtype) -> Any:
         ct = _compute_type(dt)
         return (ct(nxt) - ct(start)).item()
     if dt.kind in "iu":
-        return operator.index(np.array(nxt, dt) - np.array(start, dt))
+        with np.errstate(all="ignore"):
+            return operator.index(np.array(nxt, dt) - np.array(start, dt))
     return 0

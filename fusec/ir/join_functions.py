@@ -29,7 +29,6 @@ from fusec.ir.infer import normalize_axes
 from fusec.ir.scalars import Scalar
 from fusec.ir.trace import Tracer, _as_node, _check_no_out, _const, _mark_shape_read, _node, cast
 
-
 _INT32 = np.dtype(np.int32)
 
 

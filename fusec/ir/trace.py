@@ -1056,5 +1056,5 @@ def output_node(value: Any, index: int, loc: str | None = None) -> Node:
 # and so do in-place updates (x += 1, x[mask] = v) and the view bookkeeping they need
 import fusec.ir.composite  # noqa: E402, F401
 import fusec.ir.inplace  # noqa: E402, F401
-import fusec.ir.view_functions  # noqa: E402, F401
 import fusec.ir.join_functions  # noqa: E402, F401
+import fusec.ir.view_functions  # noqa: E402, F401

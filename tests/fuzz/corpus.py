@@ -169,7 +169,7 @@ def _sign_exact(node: Node) -> bool:
     """Whether NumPy and a GPU agree on every sign bit of ``node``: no computed NaN, no free zero."""
     while node.kind is Kind.LAYOUT:
         node = node.operands[0]
-    if node.dtype.kind != "f" or node.op in ("input", "const", "size"):
+    if node.dtype.kind != "f" or node.op in ("input", "const", "size", "iota"):
         return True
     return node.op == "cast" and node.operands[0].dtype.kind in "biu"
 
@@ -420,7 +420,7 @@ def plan_specs(plan: Plan, input_layouts: Sequence[ArrayLayout], prefix: str | N
     layouts: dict[Node, ArrayLayout] = dict(zip(plan.graph.inputs, input_layouts))
     specs = []
     for kernel in plan.kernels:
-        arrays = [n for n in kernel.region.inputs if n.op not in ("const", "size")]
+        arrays = [n for n in kernel.region.inputs if n.op not in ("const", "size", "iota")]
         name = None if prefix is None else f"{prefix}_{kernel.region.name}"
         specs.append(codegen_kernel.generate(kernel.region, {n: layouts[n] for n in arrays},
                                              (schedules or {}).get(kernel.name), name=name).spec)

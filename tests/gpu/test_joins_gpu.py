@@ -85,7 +85,8 @@ def test_arange_long_float_ranges_gpu_bit_for_bit() -> None:
     for dtype in ("float32", "float16", "float64"):
         want = np.arange(-3.0, 7000.0, 0.37, dtype=dtype)
         x = cupy.zeros(want.shape, want.dtype)
-        got = cupy.asnumpy(fusec.fuse(lambda x: x + np.arange(-3.0, 7000.0, 0.37, dtype=dtype))(x))
+        fn = lambda x, d=dtype: x + np.arange(-3.0, 7000.0, 0.37, dtype=d)  # noqa: E731
+        got = cupy.asnumpy(fusec.fuse(fn)(x))
         assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), dtype
 
 

@@ -128,7 +128,8 @@ def test_arange_random_float_steps_bit_for_bit() -> None:
         stop = start + step * int(rng.integers(0, 400))
         dtype = ["float32", "float16", "float64", None][k % 4]
         want = np.arange(start, stop, step, dtype=dtype)
-        got = fusec.fuse(lambda x: x + np.arange(start, stop, step, dtype=dtype))(np.zeros((), want.dtype))
+        fn = lambda x, a=start, b=stop, c=step, d=dtype: x + np.arange(a, b, c, dtype=d)  # noqa: E731
+        got = fusec.fuse(fn)(np.zeros((), want.dtype))
         assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (start, stop, step, dtype)
 
 
@@ -166,7 +167,8 @@ def test_indices_match_numpy() -> None:
     for dims, dtype, sparse in [((3, 4), int, False), ((2, 3, 2), np.int32, False), ((5, 2), np.float32, True),
                                 ((4,), np.int8, False)]:
         want = np.indices(dims, dtype=dtype, sparse=sparse)
-        got = fusec.fuse(lambda x: np.indices(dims, dtype=dtype, sparse=sparse))(np.zeros(1))
+        fn = lambda x, a=dims, b=dtype, c=sparse: np.indices(a, dtype=b, sparse=c)  # noqa: E731
+        got = fusec.fuse(fn)(np.zeros(1))
         for g, w in zip(got if sparse else [got], want if sparse else [want]):
             assert g.dtype == w.dtype and np.array_equal(g, w)
 
@@ -283,5 +285,26 @@ def test_iota_text_keeps_float_values_exact() -> None:
     from fusec.ir.text import parse, print_graph
 
     for dtype in ("float16", "float32", "float64"):
-        graph = fusec.fuse(lambda x: x + np.arange(0.1, 2.3, 0.7, dtype=dtype)).trace(np.zeros(4, dtype))
+        fn = lambda x, d=dtype: x + np.arange(0.1, 2.3, 0.7, dtype=d)  # noqa: E731
+        graph = fusec.fuse(fn).trace(np.zeros(4, dtype))
         assert parse(print_graph(graph)) == graph
+
+
+def test_benchmark_rope_builder_matches_numpy_in_one_kernel() -> None:
+    from benchmarks.idioms_joins import build_rope, rope_inputs
+
+    x, cos, sin = rope_inputs((2, 16, 3, 128))
+    want = build_rope(np)(x, cos, sin)
+    fused = fusec.fuse(build_rope(np))
+    assert np.array_equal(fused(x, cos, sin), want)
+    assert len(fused.plan(x, cos, sin).kernels) == 1
+
+
+def test_benchmark_torch_rope_matches_numpy() -> None:
+    from benchmarks.idioms_joins import build_rope, rope_inputs, torch_rope
+
+    torch = pytest.importorskip("torch")
+    x, cos, sin = rope_inputs((2, 16, 3, 128))
+    want = build_rope(np)(x, cos, sin)
+    got = torch_rope(torch)(*(torch.from_numpy(a) for a in (x, cos, sin))).numpy()
+    assert np.array_equal(got, want)
