@@ -22,9 +22,14 @@ AxisWindow = tuple[int, int, int, int, int]  # start, step, count, lo, hi
 
 
 def axes_of(attrs: Mapping[str, Any]) -> list[AxisWindow]:
-    """The per-axis windows of a ``window`` node's attributes."""
-    return [tuple(int(v) for v in t) for t in zip(attrs["start"], attrs["step"], attrs["count"], attrs["lo"],
-                                                  attrs["hi"])]
+    """The per-axis windows of a ``window`` node's attributes (a FusecValueError for missing or non-integer ones)."""
+    names = ("start", "step", "count", "lo", "hi")
+    lists = [attrs.get(name) for name in names]
+    if any(not isinstance(v, (list, tuple)) for v in lists) or len({len(v) for v in lists}) != 1:
+        raise FusecValueError("window needs lists start, step, count, lo and hi, one entry per axis")
+    if any(not isinstance(x, int) or isinstance(x, bool) for v in lists for x in v):
+        raise FusecValueError("window's start, step, count, lo and hi are integers")
+    return [tuple(t) for t in zip(*lists)]
 
 
 def attrs_of(axes: Sequence[AxisWindow]) -> dict[str, list[int]]:

@@ -13,7 +13,7 @@ import pytest
 import fusec
 from fusec.runtime import KernelLauncher, run_plan
 from tests.helpers import GPU_ONLY, assert_matches_numpy, assert_reduction_matches_numpy, seed_of
-from tests.ir.test_joins import ARANGES, DTYPES, WORKLOADS, _args, _rope
+from tests.ir.test_joins import ARANGES, DTYPES, WORKLOADS, _args, _plus_arange, _rope
 from tests.schedule.test_join_accesses import _laid_out
 
 cupy = pytest.importorskip("cupy")
@@ -85,8 +85,7 @@ def test_arange_long_float_ranges_gpu_bit_for_bit() -> None:
     for dtype in ("float32", "float16", "float64"):
         want = np.arange(-3.0, 7000.0, 0.37, dtype=dtype)
         x = cupy.zeros(want.shape, want.dtype)
-        fn = lambda x, d=dtype: x + np.arange(-3.0, 7000.0, 0.37, dtype=d)  # noqa: E731
-        got = cupy.asnumpy(fusec.fuse(fn)(x))
+        got = cupy.asnumpy(fusec.fuse(_plus_arange(-3.0, 7000.0, 0.37, dtype))(x))
         assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), dtype
 
 

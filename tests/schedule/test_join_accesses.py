@@ -90,6 +90,8 @@ def test_join_access_addresses_numpy_element(name: str, layout: str) -> None:
     checked = _check_accesses(fn, args)
     iota_or_window = name.startswith(("arange", "iota", "indices", "pad", "concat", "stack", "hstack", "vstack",
                                       "dstack", "column", "append", "rope", "slice_of", "onehot"))
+    if name == "iota_all":  # reshape of a 1-d iota: read directly (no window, no slice)
+        iota_or_window = True
     assert checked > 0 or not iota_or_window
 
 
@@ -122,16 +124,22 @@ def test_join_feeding_reductions_compiles_under_every_schedule(schedule: str) ->
 
 @pytest.mark.parametrize("loop", ["strided", "inner_vector", "tiled"])
 def test_iota_and_windows_compile_in_every_pointwise_loop(loop: str) -> None:
-    def fn(x, b):
-        return np.pad(x, ((0, 0), (1, 1)), mode="edge")[:, 1:-1] + b + np.arange(x.shape[1], dtype=np.float32)
+    def fn(x, b):  # an iota per row (broadcast along the rows) and an edge pad of the rows
+        return np.pad(x, ((1, 1), (0, 0)), mode="edge")[2:] + b + np.arange(x.shape[0], dtype=np.float32)[:, None]
 
-    specs = [fusec.ArraySpec((64, 128), "float32"), fusec.ArraySpec((64, 1), "float32")]
+    specs = [fusec.ArraySpec((64, 128), "float32"), fusec.ArraySpec((128,), "float32")]
     if loop == "tiled":
-        fn = lambda x, b: x.T + np.arange(x.shape[0], dtype=np.float32)  # noqa: E731
-        specs = [fusec.ArraySpec((128, 64), "float32"), fusec.ArraySpec((1,), "float32")]
-    try:
-        source = fusec.fuse(fn, schedules={"k0": f"pointwise:{loop}"}).cuda_source(*specs, full=True)
-    except fusec.ScheduleError as exc:
-        assert loop == "inner_vector" and "index" in str(exc), exc
-        return
+        fn = lambda x, b: np.pad(x.T, ((0, 0), (1, 0)), mode="edge") + np.arange(65, dtype=np.float32)  # noqa: E731
+        specs = [fusec.ArraySpec((64, 128), "float32"), fusec.ArraySpec((1,), "float32")]
+    fused = fusec.fuse(fn, schedules={"k0": f"pointwise:{loop}"})
+    source = fused.cuda_source(*specs, full=True)
     assert nvrtc.compile_cubin(source, arch="sm_90").cubin[:4] == b"\x7fELF"
+    assert f"pointwise:{loop}" in source
+
+
+def test_inner_vector_refuses_an_iota_or_a_clamp_along_the_innermost_axis() -> None:
+    specs = [fusec.ArraySpec((64, 128), "float32")]
+    for fn, why in ((lambda x: x + np.arange(128, dtype=np.float32), "index"),
+                    (lambda x: np.pad(x, ((0, 0), (2, 2)), mode="edge") * 2, "clamped")):
+        with pytest.raises(fusec.ScheduleError, match=why):
+            fusec.fuse(fn, schedules={"k0": "pointwise:inner_vector"}).cuda_source(*specs)
