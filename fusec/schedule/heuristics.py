@@ -177,7 +177,7 @@ def tile_axes(nest: LoopNest, min_extent: int = 2) -> tuple[int, int] | None:
     for i, info in enumerate(nest.infos):
         k = unit_axis(i)
         if info.var not in stores and info.pointer is not None and k is not None and k != out_axis \
-                and nest.axes[out_axis].strides[i] != 0:
+                and (nest.axes[out_axis].strides[i] != 0 or out_axis in nest.clamped[i]):
             votes[k] = votes.get(k, 0) + info.dtype.itemsize
     if not votes:
         return None

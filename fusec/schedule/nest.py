@@ -322,11 +322,11 @@ class LoopNest:
 
     def access_align(self, info: AccessInfo) -> int:
         """The alignment in bytes of the address an access starts at: its array's pointer, and its offset."""
-        if info.clamps:
-            return 1
         align = self.layout(info.node).align
         if info.offset and info.dtype is not None:
             align = min(align, alignment(info.offset * info.dtype.itemsize))
+        for clamp in info.clamps if info.dtype is not None else ():  # any index along a clamped axis
+            align = min(align, alignment(clamp[5] * info.dtype.itemsize))
         return align
 
     def store(self, node: Node) -> AccessInfo:
