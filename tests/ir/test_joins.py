@@ -317,3 +317,20 @@ def test_benchmark_torch_rope_matches_numpy() -> None:
     want = build_rope(np)(x, cos, sin)
     got = torch_rope(torch)(*(torch.from_numpy(a) for a in (x, cos, sin))).numpy()
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_join_plans_run_kernel_by_kernel(name: str, fusion: bool) -> None:
+    """Each kernel of the plan (fused, and one op per kernel) sees only what it declares as inputs."""
+    from fusec.plan import execute_numpy
+
+    fn, _ = WORKLOADS[name]
+    args = _args(name, "float32" if name != "onehot" else "int32")
+    plan = fusec.fuse(fn, fusion=fusion).plan(*args)
+    with np.errstate(all="ignore"):
+        want = fn(*args)
+        got = execute_numpy(plan, args)
+    for g, w in zip(got, want if isinstance(want, tuple) else (want,)):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        assert_matches_numpy(g, w, rtol=2e-6, atol=1e-5)
