@@ -47,6 +47,7 @@ WORKLOADS = {
     "indices_dense": (lambda x: x + np.indices(x.shape).sum(axis=0).astype(x.dtype), [(5, 7)]),
     "pad_edge": (lambda x: np.pad(x, ((2, 1), (3, 0)), mode="edge") * 2, [(5, 7)]),
     "pad_constant": (lambda x: np.pad(x + 1, 2, constant_values=((5, 6), (7, 8))), [(4, 5)]),
+    "pad_reversed": (lambda x: np.pad(x[::-1, ::-2], ((1, 2), (3, 1)), mode="edge") + 1, [(5, 9)]),
     "pad_row_sum": (lambda x: np.pad(x, (0, 3), mode="edge").sum(axis=-1), [(6, 21)]),
     "concat_inputs": (lambda x, y: np.concatenate([x, y], axis=1), [(4, 3), (4, 5)]),
     "concat_axis0": (lambda x, y: np.concatenate([x, y, x]) - 1, [(4, 3), (2, 3)]),
