@@ -17,7 +17,9 @@ of the kernel computes, and only then prints each decided statement from the op 
 - **Accesses.** Offsets as C++ expressions over the collapsed axes: ``i`` where one flat index addresses
   the array (contiguous loops, rows in registers), else coordinates times stride parameters.
 - **Views.** An array read through a slice gets a pointer of its own, the array's plus an offset parameter
-  (``in0_ld3 = in0 + ld3_o``), and strides times the slice's steps: a view costs no copy and no kernel.
+  (``in0_ld3 = in0 + ld3_o``), and strides times the slice's steps: a view costs no copy and no kernel. A read
+  through a window adds, per clamped axis, ``fc::clamp_index(first + step * c, lo, hi) * stride``; an iota's
+  value is ``fc::iota_*`` of its access's offset (``index_views.cuh``, included only where needed).
 - **Parameters.** Arrays (``input``/``output``), the workspace where the schedule needs one, then scalars
   (extents, strides, ``size`` values), each with its role; the runtime passes arguments by role.
 

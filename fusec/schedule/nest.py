@@ -14,9 +14,13 @@ compute where and how it reaches memory:
 3. **Accesses.** Every (array, axis map) pair that a member reads, every output and every argmax/argmin
    position is an access (``ld<k>``, ``st<k>``, ``ix<k>``, numbered in the order the scopes first read
    them): for each region axis, how many elements one step along it moves in that array (0 where it is
-   broadcast).
+   broadcast). A read through a ``slice`` adds an offset and multiplies strides by its steps; a read through a
+   ``window`` (pads, joins) also clamps the index along each axis where the clamp binds (``clamps``: the
+   array index there is ``clamp(first + step * coordinate, lo, hi)``). An ``iota`` is read like an array
+   without memory: its access gives the element offset, from which the kernel computes the value.
 4. **Collapse.** Size-1 region axes are dropped; adjacent axes of the same class (kept or reduced) merge
-   when every access steps through them contiguously (``stride[a] == stride[a+1] * extent[a+1]``).
+   when every access steps through them contiguously (``stride[a] == stride[a+1] * extent[a+1]``); an axis
+   some access reads through a clamp merges with none (its coordinate is read on its own).
 5. **Index width.** ``int`` when every extent and every access's largest offset stays below
    :data:`INT32_LIMIT`, else ``long long``; and whether one flat loop index addresses every array
    (``contiguous``).
