@@ -143,3 +143,15 @@ def test_inner_vector_refuses_an_iota_or_a_clamp_along_the_innermost_axis() -> N
                     (lambda x: np.pad(x, ((0, 0), (2, 2)), mode="edge") * 2, "clamped")):
         with pytest.raises(fusec.ScheduleError, match=why):
             fusec.fuse(fn, schedules={"k0": "pointwise:inner_vector"}).cuda_source(*specs)
+
+
+def test_join_beyond_int32_uses_64_bit_indices() -> None:
+    n = 2**30 + 3  # the join has 2**31 + 6 elements: int32 index math would overflow
+    specs = [fusec.ArraySpec((n,), "float32"), fusec.ArraySpec((n + 3,), "float32")]
+    fused = fusec.fuse(lambda x, y: np.concatenate([x, y]) + np.arange(2 * n + 3, dtype=np.float32))
+    source = fused.cuda_source(*specs, full=True)
+    assert "typedef long long index_t;" in source
+    assert nvrtc.compile_cubin(source, arch="sm_90").cubin[:4] == b"\x7fELF"
+    small = fusec.fuse(lambda x, y: np.concatenate([x, y])).cuda_source(
+        fusec.ArraySpec((1000,), "float32"), fusec.ArraySpec((10,), "float32"))
+    assert "typedef int index_t;" in small
