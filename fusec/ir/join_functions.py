@@ -254,11 +254,15 @@ def _stored(value: Any, dt: np.dtype) -> Any:
 
 
 def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Tracer:
-    """``numpy.pad`` with mode ``"edge"`` (a window) or ``"constant"`` (``constant_values``)."""
+    """``numpy.pad`` with mode ``"edge"`` (a window), ``"constant"`` (``constant_values``), and ``"wrap"``,
+    ``"reflect"``, ``"symmetric"`` (joins of slices, axis by axis) for pads no wider than the axis."""
     x = _as_node(array, "pad")
-    if mode not in ("constant", "edge"):
+    if mode not in ("constant", "edge", *_MIRRORS):
         raise UnsupportedError(f"np.pad mode {mode!r} is not traced",
-                               hint="modes 'constant' and 'edge' are; pad on the argument before the call")
+                               hint="modes 'constant', 'edge', 'wrap', 'reflect' and 'symmetric' are; pad on the "
+                                    "argument before the call")
+    if mode in _MIRRORS:
+        return _mirror_pad(x, pad_width, mode, kwargs)
     allowed = {"constant_values"} if mode == "constant" else set()
     unknown = set(kwargs) - allowed
     if unknown:
@@ -287,6 +291,53 @@ def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Tr
         if a:
             result = _node("where", [_node("ge", [position, _const(b + n, idt)]),
                                      _const(_stored(ca, x.dtype), x.dtype), result])
+    return Tracer(result)
+
+
+# mode -> (the slice before the array, the slice after it) along one axis of n elements, b and a wide
+def _backwards(start: int, stop: int) -> slice:
+    """Elements ``start`` down to ``stop`` (excluded; below 0: down to the first)."""
+    return slice(start, stop if stop >= 0 else None, -1)
+
+
+_MIRRORS: dict[str, Any] = {
+    "wrap": (lambda n, b: slice(n - b, n), lambda n, a: slice(0, a), lambda n: n),
+    "reflect": (lambda n, b: _backwards(b, 0), lambda n, a: _backwards(n - 2, n - 2 - a), lambda n: n - 1),
+    "symmetric": (lambda n, b: _backwards(b - 1, -1), lambda n, a: _backwards(n - 1, n - 1 - a), lambda n: n),
+}
+
+
+def _mirror_pad(x: Node, pad_width: Any, mode: str, kwargs: dict) -> Tracer:
+    """``np.pad`` in a mode that copies the array's own elements: per axis (in order, as NumPy pads them) a join
+    of a slice before, the array, and a slice after."""
+    unknown = set(kwargs) - ({"reflect_type"} if mode != "wrap" else set())
+    if unknown or kwargs.get("reflect_type", "even") != "even":
+        raise UnsupportedError(f"np.pad mode {mode!r} with {sorted(kwargs)} is not traced",
+                               hint="the default reflect_type='even' is")
+    before, after, widest = _MIRRORS[mode]
+    result = x
+    for k, (b, a) in enumerate((int(b), int(a)) for b, a in _pairs(pad_width, x.ndim, "pad_width", True)):
+        n = x.shape[k]
+        if not (b or a):
+            continue
+        if n == 0:
+            raise FusecValueError(f"can't extend empty axis {k} using modes other than 'constant' or 'empty'")
+        if n == 1:  # every mode repeats the one element
+            pads = [(0, 0)] * x.ndim
+            pads[k] = (b, a)
+            result = edge_window(result, pads)
+            continue
+        if max(b, a) > widest(n):
+            raise UnsupportedError(f"np.pad mode {mode!r} wider than the axis ({max(b, a)} > {widest(n)} along "
+                                   f"axis {k}) is not traced", hint="pad in several calls, or before the call")
+        parts = []
+        for width, part in ((b, before(n, b)), (None, None), (a, after(n, a))):
+            if width is None:
+                parts.append(result)
+            elif width:
+                key = (slice(None),) * k + (part,)
+                parts.append(_trace.basic_index(result, key))
+        result = _join(parts, k)
     return Tracer(result)
 
 
