@@ -8,7 +8,8 @@ picks it, so ``concatenate([P, Q], axis)`` is ``where(iota < len(P), window(P), 
 to the arrays they read (:mod:`fusec.passes.windows`), so a join of computed values, a slice of a join, a join
 under a reduction all stay in the kernel that consumes them. ``np.pad(x, w, mode="edge")`` is one window;
 ``mode="constant"`` puts ``where`` over it, axis by axis as NumPy fills it (a corner takes the constant of the
-last axis it lies outside of).
+last axis it lies outside of); ``"wrap"``, ``"reflect"`` and ``"symmetric"`` are joins of slices of the array,
+axis by axis (pads no wider than the axis).
 
 Windows depend on the arrays' sizes, so a function that joins or pads traces again for each new size (as one
 that reads ``x.shape`` does).
