@@ -23,12 +23,12 @@ from fusec.passes.manager import DEFAULT_PIPELINE, run_pipeline
 
 
 def _is_array(node: Node) -> bool:
-    return node.op not in ("const", "size")
+    return node.op not in ("const", "size", "iota")
 
 
 def _base(node: Node) -> Node:
     """The array a layout view reads (views move no bytes of their own; a slice reads its own elements)."""
-    while node.kind is Kind.LAYOUT and node.op != "slice":
+    while node.kind is Kind.LAYOUT and node.op not in ("slice", "window"):
         node = node.operands[0]
     return node
 
@@ -62,7 +62,8 @@ class Kernel:
         """The bytes of input array ``node`` the kernel reads: all of it, or where every member reading it is a
         slice or gathers from it, the elements of those slices and gathers (at most the array's)."""
         readers = {n for n in self.region.nodes if node in n.operands}
-        if readers and all(n.op == "slice" or (n.kind is Kind.GATHER and node not in n.operands[1:]) for n in readers):
+        if readers and all(n.op in ("slice", "window") or (n.kind is Kind.GATHER and node not in n.operands[1:])
+                           for n in readers):
             return min(node.nbytes, sum(n.nbytes for n in readers))
         return node.nbytes
 

@@ -87,7 +87,7 @@ class _RegionEntry:
     __slots__ = ("inputs", "recipes")
 
     def __init__(self, region: Region):
-        self.inputs = tuple(n for n in region.inputs if n.op not in ("const", "size"))
+        self.inputs = tuple(n for n in region.inputs if n.op not in ("const", "size", "iota"))
         self.recipes: dict[tuple, LaunchRecipe] = {}
 
 

@@ -15,7 +15,7 @@ together, then up to ``max_nodes`` steps, each building one op from the op table
 ``cast`` nodes inserted so each operand has the loop's dtype and scalar ``const`` operands now and
 then; reductions over random axes with random ``keepdims``; ``expand_dims``, ``squeeze``,
 ``transpose``, ``broadcast_to``, ``slice`` (any bounds and steps, integer indices), ``reshape`` (merging
-adjacent axes, splitting one, flattening, size-1 axes); ``cast``;
+adjacent axes, splitting one, flattening, size-1 axes), ``window`` (clamped indices); ``cast``;
 ``size``; and variances as ``x.var`` traces them (a sum of squared deviations from the mean, which
 one-pass kernels take). It returns 1-``max_outputs`` outputs (sometimes an input, sometimes the same
 node twice). Every node is built with ``make_node``, so every graph passes ``verify``; a step that
@@ -191,6 +191,8 @@ class _Builder:
             return make_node(op, (x,), self.slice_attrs(x.shape))
         if op == "reshape":
             return make_node(op, (x,), {"shape": list(self.reshape_target(x.shape))})
+        if op == "window":
+            return make_node(op, (x,), self.window_attrs(x.shape))
         lead = [self.draw(self.dims) for _ in range(self.draw(st.integers(0, 1)))]
         shape = lead + [self.draw(self.dims) if d == 1 else d for d in x.shape]
         return make_node(op, (x,), {"shape": shape})
@@ -230,6 +232,38 @@ class _Builder:
             stops.append(self.draw(bound))
             steps.append(self.draw(st.sampled_from([None, 1, 1, 2, -1, -2, 3])))
         return {"start": starts, "stop": stops, "step": steps}
+
+    def window_attrs(self, shape: tuple[int, ...]) -> dict[str, list]:
+        """Per axis an index clamped into the operand: a start before or past it, a step of either sign (or 0),
+        a count up to a few past the extent, and a clamp range inside it."""
+        axes = []
+        for d in shape:
+            if d == 0:
+                axes.append((0, 1, 0, 0, 0))
+                continue
+            lo = self.draw(st.integers(0, d - 1))
+            hi = self.draw(st.integers(lo, d - 1))
+            axes.append((self.draw(st.integers(-3, d + 2)), self.draw(st.sampled_from([1, 1, -1, 2, 0])),
+                         self.draw(st.integers(0, d + 3)), lo, hi))
+        return {name: [a[k] for a in axes] for k, name in enumerate(("start", "step", "count", "lo", "hi"))}
+
+    def iota(self) -> Node:
+        """``numpy.arange``'s values as long as a picked node's last axis (so they broadcast against it), of a
+        numeric dtype, from a small start by a small step (a fraction for floats)."""
+        numeric = [dt for dt in self.dtype_list if dt.kind in "iuf"]
+        x = self.pick()
+        count = x.shape[-1] if x.ndim and x.shape[-1] else self.draw(self.dims)
+        dt = self.draw(st.sampled_from(numeric))
+        start = self.draw(st.integers(0 if dt.kind == "u" else -5, 5))
+        step = self.draw(st.sampled_from([1, 2, -1] if dt.kind != "f" else [1, 0.25, -0.75, 0.1]))
+        if dt.kind == "u" and step < 0:
+            step = 1
+        from fusec.ir import iota as _iota
+
+        dt_, count, b0, b1 = _iota.resolve(start, start + step * count, step, dt)
+        if count == 0:
+            raise _Skip
+        return make_node("iota", (), {"count": count, "start": b0, "next": b1}, dtype=dt_)
 
     def size(self) -> Node:
         numeric = [dt for dt in self.dtype_list if dt.kind in "iuf"]
@@ -276,6 +310,7 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
     steps += [("cast", [])] if len(allowed) > 1 else []
     steps += [("gather", [])] * 2 if allow_gather else []
     steps += [("size", [])] if allow_size and "size" in chosen else []
+    steps += [("iota", [])] if ops is not None and "iota" in chosen and any(d.kind in "iuf" for d in allowed) else []
     steps += [("moments", [])] if allow_reductions and allow_size and "sum" in chosen and any(
         d.kind == "f" for d in allowed) else []
 
@@ -297,6 +332,8 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
                 node = b.layout(choices)
             elif kind == "size":
                 node = b.size()
+            elif kind == "iota":
+                node = b.iota()
             elif kind == "moments":
                 node = b.moments()
             elif kind == "gather":

@@ -24,6 +24,7 @@ from fusec.ir.ops import OPS, Kind, reduction_identity, ufunc_loops
 DEVICE_HEADER = "fusec_device.cuh.j2"  # templates/ name of the helper header every kernel starts with
 ONE_PASS_HEADER = "one_pass.cuh.j2"  # one-pass statistics' helpers, only in the sources of kernels using them
 SPECIAL_HEADER = "fusec_special.cuh.j2"  # helpers only the kernels that call them include (scipy.special ops)
+INDEX_HEADER = "index_views.cuh.j2"  # iota values and clamped indices, only in kernels reading iotas or windows
 UPDATE_STATES = ("any", "first", "held")  # what a thread's partial holds when an element is folded in
 ACC_FIELD_BOUND = 16  # bytes an accumulator takes at most (argmax pairs: value + long long; Welford: its own)
 PAIR_INDEX_CTYPE = "index_t"  # argmax/argmin partials' index: the kernel's own index type (int or long long)
@@ -82,6 +83,28 @@ def extra_headers(op_names: Iterable[str]) -> tuple[str, ...]:
     ops whose helpers only some kernels need keep them out of every other kernel's source."""
     needed = {ELEMENTWISE[n].header for n in op_names if n in ELEMENTWISE}
     return tuple(h for h in (SPECIAL_HEADER,) if h in needed)
+
+
+def iota_expression(index: str, start: Any, nxt: Any, dtype: Any) -> str:
+    """The C++ value of an iota (``numpy.arange``: :mod:`fusec.ir.iota`) of ``dtype`` at the element offset
+    ``index`` (an expression), with NumPy's fill arithmetic.
+
+    >>> iota_expression("ld0", 0.0, 0.1, "f32")
+    'fc::iota_float((long long)(ld0), 0x0.0p+0f, 0x1.99999a0000000p-4f, 0x1.99999a0000000p-4f)'
+    """
+    from fusec.ir import iota
+
+    dt = dtypes.ir_dtype(dtype)
+    i = f"(long long)({index})"
+    if dt.kind == "f":
+        delta = iota.delta(start, nxt, dt)
+        kind = {"f16": "half", "f32": "float", "f64": "double"}[dtypes.short(dt)]
+        delta_text = literal(delta, dtypes.FLOAT32 if kind == "half" else dt)
+        return f"fc::iota_{kind}({i}, {literal(start, dt)}, {literal(nxt, dt)}, {delta_text})"
+    if dt.kind in "iu":
+        delta = iota.delta(start, nxt, dt)
+        return f"fc::iota_int<{ctype(dt)}>({i}, {int(start) % 2**64}ULL, {delta % 2**64}ULL)"
+    return f"fc::iota_bool({i}, {literal(start, dt)}, {literal(nxt, dt)})"
 
 
 def is_float_cube(node: Any) -> bool:

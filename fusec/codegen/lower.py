@@ -17,7 +17,9 @@ of the kernel computes, and only then prints each decided statement from the op 
 - **Accesses.** Offsets as C++ expressions over the collapsed axes: ``i`` where one flat index addresses
   the array (contiguous loops, rows in registers), else coordinates times stride parameters.
 - **Views.** An array read through a slice gets a pointer of its own, the array's plus an offset parameter
-  (``in0_ld3 = in0 + ld3_o``), and strides times the slice's steps: a view costs no copy and no kernel.
+  (``in0_ld3 = in0 + ld3_o``), and strides times the slice's steps: a view costs no copy and no kernel. A read
+  through a window adds, per clamped axis, ``fc::clamp_index(first + step * c, lo, hi) * stride``; an iota's
+  value is ``fc::iota_*`` of its access's offset (``index_views.cuh``, included only where needed).
 - **Gathers.** A gather's read is one expression (``fc::gather_read``): its base position (``gx<k>``, an index
   access over the axes it does not gather) plus each gathered axis's checked index times its stride; an index
   out of range reads nothing (the value is 0) and writes the gather's code into the error word ``err``, a
@@ -54,7 +56,7 @@ from fusec.codegen.spec import (
 )
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
-from fusec.ir.region import Region
+from fusec.ir.region import Region, operand_map
 from fusec.schedule.heuristics import staged_inputs, tile_axes
 from fusec.schedule.kinds import PointwiseSchedule, ReduceAllSchedule, RowSchedule, Schedule
 from fusec.schedule.nest import AccessInfo, LoopNest, declaration_order
@@ -139,6 +141,10 @@ class _Lowering:
         if node.op == "size":
             return nest.size_param[node]
         assert user is not None
+        if node.op == "iota":  # a virtual array: its value is computed from the offset its access gives
+            info = nest.accesses[("ld", node, operand_map(user, node, nest.space), nest.view(user, node))]
+            index = f"{info.var} + {info.offset}" if info.offset else info.var
+            return cuda_ops.iota_expression(index, node.attr("start"), node.attr("next"), node.dtype)
         return nest.load_var(node, user)
 
     def gather_expression(self, node: Node) -> str:
@@ -334,7 +340,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
 
     params = [Param(nest.pointer[n], cuda_ops.ctype(n.dtype), "input") for n in nest.array_inputs]
     view_pointers = tuple((cuda_ops.ctype(info.dtype), built[info.var].pointer, info.pointer, f"{info.var}_o")
-                          for info in nest.infos if info.offset is not None)
+                          for info in nest.infos if info.offset is not None and info.pointer is not None)
     params += [Param(nest.out_pointer[n], cuda_ops.ctype(n.dtype), "output") for n in region.outputs]
     if schedule.workspace:
         params.append(Param("ws", "unsigned char", "workspace"))
@@ -348,7 +354,8 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
                            batch_axes=tuple(a for k, a in enumerate(axes) if k not in (out_axis, in_axis)))
     if isinstance(schedule, PointwiseSchedule) and schedule.loop == "inner_vector":
         loop_fields = dict(inner_broadcast=tuple(info.var for i, info in enumerate(nest.infos)
-                                                 if (info.pointer is not None or info.var.startswith("gx"))
+                                                 if (info.pointer is not None or info.var.startswith("gx")
+                                                     or info.is_iota)
                                                  and nest.axes[-1].strides[i] == 0))
     held: tuple[Access, ...] = ()
     if lo.regs:  # every array the loops read along the row sits in registers
@@ -373,7 +380,8 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         error_sites=tuple(sorted(lo.error_sites.items())),
         gathered=tuple(sorted({nest.pointer[n.operands[0]] for n in nest.members if n.kind is Kind.GATHER})),
         headers=cuda_ops.extra_headers(n.op for n in nest.members) + (
-            (cuda_ops.ONE_PASS_HEADER,) if nest.one_pass_sources else ()),
+            (cuda_ops.ONE_PASS_HEADER,) if nest.one_pass_sources else ()) + (
+            (cuda_ops.INDEX_HEADER,) if any(i.is_iota or i.clamps for i in nest.infos) else ()),
     )
 
 
@@ -383,6 +391,15 @@ def _access(lo: _Lowering, nest: LoopNest, i: int, info: AccessInfo, axes: list[
     to ``scalar_params`` as needed)."""
     def dot(indices: Sequence[int]) -> str | None:
         terms = []
+        for a, first, step, low, high, stride in info.clamps:  # read through a window: a clamped index per axis
+            k = nest.group_of[a]
+            if k not in indices:
+                continue
+            pname = f"{info.var}_s{k}"
+            scalar_params.append((Param(pname, index_ctype, "scalar"), index_np(stride)))
+            inner = axes[k].coord if step == 1 else f"{step} * {axes[k].coord}"
+            inner = f"{inner} + {first}" if first > 0 else (f"{inner} - {-first}" if first < 0 else inner)
+            terms.append(f"fc::clamp_index<index_t>({inner}, {low}, {high}) * {pname}")
         for k in indices:
             s = nest.axes[k].strides[i]
             if s == 0:
@@ -398,7 +415,7 @@ def _access(lo: _Lowering, nest: LoopNest, i: int, info: AccessInfo, axes: list[
     ctype = cuda_ops.ctype(info.dtype) if info.dtype is not None else index_ctype
     kept = dot(nest.kept_idx)
     pointer = info.pointer
-    if info.offset is not None:  # a read through a slice: its own pointer, the array's plus an offset parameter
+    if info.offset is not None and info.pointer is not None:  # a read through a slice: its own pointer, offset
         scalar_params.append((Param(f"{info.var}_o", index_ctype, "scalar"), index_np(info.offset)))
         pointer = f"{info.pointer}_{info.var}"
     return Access(info.var, pointer, ctype, kept, dot(nest.loop_idx),

@@ -131,7 +131,7 @@ def with_operands(node: Node, operands: tuple[Node, ...]) -> Node:
     if all(a.dtype == b.dtype and a.shape == b.shape for a, b in zip(operands, node.operands)):
         # operands of the same types: the node's own type, already inferred and checked
         return _intern(node.op, node.dtype, node.shape, operands, node.attrs, node.loc)
-    dtype = node.dtype if node.op in ("cast", "size", "const", "input") else None
+    dtype = node.dtype if node.op in ("cast", "size", "const", "input", "iota") else None
     shape = node.shape if node.op == "input" else None
     return make_node(node.op, operands, dict(node.attrs), dtype=dtype, shape=shape, loc=node.loc)
 

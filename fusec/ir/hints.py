@@ -21,8 +21,7 @@ _NOT_CONCRETE = "the value is not known until the kernel runs: return it and con
 
 # function or method name -> what to write instead
 FUNCTION_HINTS: dict[str, str] = {
-    **dict.fromkeys(["view", "concatenate", "stack", "hstack", "vstack", "repeat", "tile",
-                     "roll", "pad"], _LATER_VIEWS),
+    **dict.fromkeys(["view", "repeat", "tile", "roll"], _LATER_VIEWS),
     **dict.fromkeys(["cumsum", "cumprod", "nancumsum", "nancumprod", "diff", "sort", "argsort", "partition",
                      "median", "percentile", "quantile", "nanmedian", "unique", "nonzero", "argwhere"],
                     "this needs a scan, sort or selection kernel, which fusec does not generate: call it "

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from fusec.errors import FusecAxisError, FusecIndexError, FusecTypeError, FusecValueError
-from fusec.ir import dtypes
+from fusec.ir import dtypes, windows
 from fusec.ir.ops import NO_IDENTITY, OPS, Kind, OpDef, arity_ok
 
 Shape = tuple[int, ...]
@@ -230,6 +230,13 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
             return dtype, tuple(shape)
         if op_name == "const":
             return dtype, ()
+        if op_name == "iota":
+            count = attrs.get("count")
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise FusecValueError(f"iota needs a non-negative int count, got {count!r}")
+            for key in ("start", "next"):
+                dtypes.scalar_constant(attrs.get(key), dtype)  # a value of the dtype
+            return dtype, (count,)
         normalize_axes(list(attrs["axes"]), len(shapes[0]))  # size: check axes only
         return dtype, ()
 
@@ -291,6 +298,8 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
         if any(d < 0 for d in target) or math.prod(target) != math.prod(x_shape):
             raise FusecValueError(f"cannot reshape an array of shape {x_shape} into shape {target}")
         return x_dtype, target
+    if op_name == "window":
+        return x_dtype, windows.check(windows.axes_of(attrs), x_shape)
     # broadcast_to
     target = tuple(attrs["shape"])
     if len(target) < len(x_shape) or broadcast_shapes(x_shape, target, what="broadcast_to") != target:

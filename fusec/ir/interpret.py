@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from fusec.ir import gather_ref
+from fusec.ir import gather_ref, iota, windows
 from fusec.ir.graph import Graph, Node
 from fusec.ir.infer import slice_bounds
 from fusec.ir.ops import Kind, reference
@@ -36,6 +36,8 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
     op = node.opdef
     if node.op == "const":
         return to_xp(xp, np.asarray(node.attr("value"), dtype=node.dtype))
+    if node.op == "iota":
+        return iota.values(xp, node.attr("count"), node.attr("start"), node.attr("next"), node.dtype)
     if node.op == "size":
         (x,) = node.operands
         count = math.prod(x.shape[a] for a in node.attr("axes"))
@@ -82,6 +84,8 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
                        if count else slice(0, 0) for first, step, count in slice_bounds(x.shape, dict(node.attrs)))]
     if node.op == "reshape":
         return xp.reshape(x, tuple(node.attr("shape")))
+    if node.op == "window":
+        return windows.evaluate(x, windows.axes_of(dict(node.attrs)), xp)
     if node.op == "broadcast_to":
         return xp.broadcast_to(x, tuple(node.attr("shape")))
     raise AssertionError(f"no reference for {node.op}")

@@ -7,11 +7,13 @@ names; the interpreter, the tracer and the op-sweep tests read this table, so ad
 entry here (plus its CUDA expression, in ``fusec/codegen/cuda_ops.py``).
 
 Kinds:
-- ``source``: no data operands read (``input``, ``const``, ``size``);
+- ``source``: no data operands read (``input``, ``const``, ``size``, ``iota``: ``numpy.arange``'s values, index
+  arithmetic in the kernel that reads them);
 - ``elementwise``: NumPy broadcasting of same-dtype operands (casts are explicit ``cast`` nodes);
 - ``reduction``: over ``axes``, with ``keepdims``;
 - ``layout``: index remapping only (``expand_dims``, ``squeeze``, ``transpose``, ``broadcast_to``, ``slice``,
-  ``reshape``);
+  ``reshape``, ``window``: per axis a strided index clamped into the operand, which is how pads and joins
+  read);
 - ``gather``: reads its first operand (an array) at positions its other operands (integer index arrays)
   give: ``take_along_axis``, ``take`` and integer-array indexing trace to it. Its arity is variadic
   (:data:`VARIADIC`: the array and one index operand per gathered axis).
@@ -103,6 +105,9 @@ def _int_negative_power_mask(dt: np.dtype, values: list[np.ndarray]) -> np.ndarr
 _define(OpDef("input", Kind.SOURCE, 0, doc="a function argument"))
 _define(OpDef("const", Kind.SOURCE, 0, doc="a scalar constant of the node's dtype"))
 _define(OpDef("size", Kind.SOURCE, 1, doc="the number of elements of the operand over `axes`"))
+_define(OpDef("iota", Kind.SOURCE, 0, cost=0,
+              doc="numpy.arange's `count` values: element i is `start` (i = 0), `next` (i = 1), else start + i * "
+                  "(next - start) in the dtype's arithmetic (float16: in float32), as NumPy's fill computes them"))
 
 # --- elementwise: arithmetic -------------------------------------------------------------------
 _ew("add", np.add, commutative=True)
@@ -211,6 +216,9 @@ _define(OpDef("gather", Kind.GATHER, VARIADIC, cost=1,
 _define(OpDef("reshape", Kind.LAYOUT, 1, cost=0,
               doc="the operand's elements in C order laid out in `shape` (same size); kernels see it as index "
                   "arithmetic only (fusec/passes/reshapes.py)"))
+_define(OpDef("window", Kind.LAYOUT, 1, cost=0,
+              doc="per axis, element i is the operand's element clamp(start + step * i, lo, hi) (`count` of them): "
+                  "np.pad's edge mode and the parts of a join; a slice is a window whose clamp never binds"))
 
 # reductions without an identity raise on an empty reduced extent, as NumPy does
 NO_IDENTITY = frozenset({"max", "min", "nanmax", "nanmin", "argmax", "argmin"})

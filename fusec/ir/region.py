@@ -107,7 +107,7 @@ def corresponding_axes(op_node: Node, operand: Node) -> list[tuple[int, int]]:
         return list(zip(old, range(operand.ndim)))
     if op == "transpose":
         return [(k, p) for k, p in enumerate(op_node.attr("perm"))]
-    if op == "slice":  # axis k of the result steps along axis k of the operand (strided, offset: nest.py)
+    if op in ("slice", "window"):  # axis k of the result steps along axis k of the operand (strided, offset: nest.py)
         return [(k, k) for k in range(operand.ndim)]
     if op_node.kind is Kind.GATHER:  # index operands run along the result (same rank); the array is read
         if operand is op_node.operands[0]:  # from memory at computed positions, never linked (see region_space)
@@ -138,8 +138,8 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
         raise Refusal("empty region")
     inside = set(members)
     for n in members:
-        if n.op == "slice" and n.operands[0] in inside:
-            raise Refusal(f"a slice of {n.operands[0].op}, which the same kernel computes: its elements come from "
+        if n.op in ("slice", "window") and n.operands[0] in inside:
+            raise Refusal(f"a {n.op} of {n.operands[0].op}, which the same kernel computes: its elements come from "
                           "other threads (slices read arrays in memory; canonicalize moves them there)")
         if n.kind is Kind.GATHER and n.operands[0] in inside:
             raise Refusal(gather_refusal(n))

@@ -424,7 +424,7 @@ def _parse_node(ln: _Line, env: dict[str, Node], defined_at: dict[str, int]) -> 
     dt, shape = ln.type()
     ln.end()
     try:
-        node = make_node(op, operands, attrs, dtype=dt if op in ("const", "size", "cast") else None,
+        node = make_node(op, operands, attrs, dtype=dt if op in ("const", "size", "cast", "iota") else None,
                          loc=ln.loc)
     except FusecError as exc:
         raise ln.error(exc.message, hint=exc.hint) from exc

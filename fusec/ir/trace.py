@@ -810,7 +810,8 @@ _trace_lock = threading.RLock()
 # CuPy arrays of their own (``cupy.take_along_axis`` indexes with ``cupy.arange``), so every function fusec
 # traces is wrapped in ``cupy`` under its name (:func:`wrapped_functions`: whatever FUNCTIONS holds, so a new
 # traced function reaches CuPy users without a list to update; ufuncs are not wrapped, they dispatch to
-# Tracers themselves); SciPy's and cupyx's softmax family convert it to an array first.
+# Tracers themselves; the array creators of :data:`CREATED` are wrapped their own way); SciPy's and cupyx's
+# softmax family convert it to an array first.
 _SOFTMAX_FAMILY = ("logsumexp", "softmax", "log_softmax")
 WRAPPED: tuple[tuple[str, str, str], ...] = (
     ("cupy.linalg", "norm", "linalg.norm"),
@@ -821,11 +822,33 @@ WRAPPED: tuple[tuple[str, str, str], ...] = (
 
 def wrapped_functions() -> tuple[tuple[str, str, str], ...]:
     """What tracing wraps: :data:`WRAPPED` and every dotless name of :data:`FUNCTIONS` in ``cupy``."""
-    return (*(("cupy", name, name) for name in sorted(FUNCTIONS) if "." not in name), *WRAPPED)
+    created = {name for _, name, _ in CREATED}
+    return (*(("cupy", name, name) for name in sorted(FUNCTIONS) if "." not in name and name not in created),
+            *WRAPPED)
 
 
 def _has_tracer(args: tuple, kwargs: dict) -> bool:
-    return any(isinstance(x, Tracer) for x in args) or any(isinstance(x, Tracer) for x in kwargs.values())
+    """Whether a Tracer is among the arguments, or in a list or tuple of them (``np.concatenate([a, b])``)."""
+    def traced(x: Any) -> bool:
+        return isinstance(x, Tracer) or (isinstance(x, (list, tuple)) and any(isinstance(y, Tracer) for y in x))
+    return any(traced(x) for x in args) or any(traced(x) for x in kwargs.values())
+
+
+# Functions that make an array from numbers alone (``np.arange``): a call from the traced function's own code
+# (not from a library's) makes fusec's traced array instead of a concrete one: (module, attribute, FUNCTIONS name)
+CREATED: tuple[tuple[str, str, str], ...] = tuple(
+    (module, name, name) for module in ("numpy", "cupy") for name in ("arange", "indices"))
+
+
+def _creator_wrapper(original: Any, qualified: str, impl: str, thread: int) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        caller = sys._getframe(1).f_code.co_filename
+        if threading.get_ident() != thread or library_file(caller):
+            return original(*args, **kwargs)
+        return call_checked(qualified, FUNCTIONS[impl], args, kwargs)
+
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    return wrapper
 
 
 def _wrapper(original: Any, qualified: str, impl: str) -> Callable[..., Any]:
@@ -845,12 +868,17 @@ def _patch_libraries(fn: Callable[..., Any]) -> list[tuple[Any, str, Any]]:
     the tracer's error for converting a traced value. Returns what to restore."""
     patched: list[tuple[Any, str, Any]] = []
     originals: dict[int, Any] = {}
-    for module_name, name, impl in wrapped_functions():
+    thread = threading.get_ident()
+    for (module_name, name, impl), creator in [*((w, False) for w in wrapped_functions()),
+                                               *((c, True) for c in CREATED)]:
         module = sys.modules.get(module_name)
         original = getattr(module, name, None) if module is not None else None
         if original is None or not callable(original) or hasattr(original, "nin"):  # absent, or a ufunc
             continue
-        wrapper = _wrapper(original, f"{module_name}.{name}", impl)
+        if creator:
+            wrapper = _creator_wrapper(original, f"{module_name}.{name}", impl, thread)
+        else:
+            wrapper = _wrapper(original, f"{module_name}.{name}", impl)
         originals[id(original)] = wrapper
         patched.append((module, name, original))
         setattr(module, name, wrapper)
@@ -1042,4 +1070,5 @@ import fusec.ir.composite  # noqa: E402, F401
 import fusec.ir.gather_trace  # noqa: E402, F401
 import fusec.ir.inplace  # noqa: E402, F401
 import fusec.ir.slice_assign  # noqa: E402, F401
+import fusec.ir.join_functions  # noqa: E402, F401
 import fusec.ir.view_functions  # noqa: E402, F401

@@ -42,7 +42,7 @@ from fusec.ir.reshape_math import outside_kernels
 from fusec.ir.text import REGION_KINDS, _global, _layout
 
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
-_GIVEN_DTYPE = ("input", "const", "size", "cast")
+_GIVEN_DTYPE = ("input", "const", "size", "cast", "iota")
 _PROBLEMS: dict[tuple, tuple[str, ...]] = {}  # a node signature -> the problems of such a node
 _PROBLEMS_KEPT = 1 << 16
 

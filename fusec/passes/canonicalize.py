@@ -23,6 +23,7 @@ from fusec.passes.gathers import sink_gather
 from fusec.passes.manager import register
 from fusec.passes.patterns import P, Rule, RuleSet, apply_rules, const, var
 from fusec.passes.views import sink_slice
+from fusec.passes.windows import sink_window
 
 x, y, c = var("x"), var("y"), var("c")
 
@@ -248,7 +249,7 @@ def _identity_layout(node: Node, x: Node) -> Node | None:
         return None
     if node.op in ("expand_dims", "squeeze") and node.attr("axes"):
         return None
-    if node.op == "slice":  # the same shape is not the same elements (x[::-1]): sink_slice knows
+    if node.op in ("slice", "window"):  # the same shape is not the same elements (x[::-1]): sink_slice knows
         return None
     return _keep(node, x)
 
@@ -324,6 +325,9 @@ RULES: list[Rule] = [
     Rule("squeeze(expand_dims(x, a), a) -> x", P("squeeze", P("expand_dims", x)), _same_axes),
     Rule("expand_dims(squeeze(x, a), a) -> x", P("expand_dims", P("squeeze", x)), _same_axes),
     Rule("transpose(transpose(x)) -> one transpose", P("transpose", P("transpose", x)), _compose_transpose),
+    Rule("slice(window(x)) -> one window", P("slice", P("window", x)), lambda node, x: sink_window(node)),
+    Rule("window(f(x)) -> f(window(x)): windows sink to the arrays they read", P("window", x),
+         lambda node, x: sink_window(node)),
     Rule("slice(f(x)) -> f(slice(x)): views sink to the arrays they read", P("slice", x),
          lambda node, x: sink_slice(node)),
     Rule("gather(f(x), i) -> f(gather(x, i)): gathers sink to the arrays they read",

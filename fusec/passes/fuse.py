@@ -47,6 +47,7 @@ from fusec.passes.manager import register
 from fusec.passes.recompute import Recomputation
 from fusec.passes.reshapes import check_reshapes, refine_reshapes
 from fusec.passes.views import sink_slice
+from fusec.passes.windows import sink_window
 
 INDEPENDENT_TRIES = 2  # independent elementwise groups: earlier groups of the same shape each one tries to join
 
@@ -58,6 +59,8 @@ def _fusion_form(node: Node) -> Node:
     :mod:`gathers`)."""
     if node.op == "size":
         return size_of_input(node, node.operands[0]) or node
+    if node.op == "window" or (node.op == "slice" and node.operands[0].op == "window"):
+        return sink_window(node) or node
     if node.op == "slice":
         return sink_slice(node) or node
     if node.kind is Kind.GATHER:

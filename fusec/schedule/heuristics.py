@@ -177,7 +177,7 @@ def tile_axes(nest: LoopNest, min_extent: int = 2) -> tuple[int, int] | None:
     for i, info in enumerate(nest.infos):
         k = unit_axis(i)
         if info.var not in stores and info.pointer is not None and k is not None and k != out_axis \
-                and nest.axes[out_axis].strides[i] != 0:
+                and (nest.axes[out_axis].strides[i] != 0 or out_axis in nest.clamped[i]):
             votes[k] = votes.get(k, 0) + info.dtype.itemsize
     if not votes:
         return None
@@ -284,6 +284,11 @@ def _inner_vector_misfit(nest: LoopNest, vec: int) -> str | None:
     inner = nest.axes[-1]
     if inner.extent % vec:
         return f"the innermost axis ({inner.extent}) is not a multiple of vec={vec}"
+    inner_k = len(nest.axes) - 1
+    if any(inner_k in c for c in nest.clamped):
+        return "an array is read through a clamped index along the innermost axis (a pad or a join)"
+    if any(info.pointer is None and inner.strides[i] != 0 for i, info in enumerate(nest.infos)):
+        return "an index (iota) moves along the innermost axis"
     moving = [(i, info) for i, info in enumerate(nest.infos) if info.pointer is not None and inner.strides[i] != 0]
     for i, info in enumerate(nest.infos):  # a gather's base position steps by one (vector lane j: + j) or stays
         if info.pointer is None and inner.strides[i] not in (0, 1):

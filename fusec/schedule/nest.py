@@ -14,9 +14,14 @@ compute where and how it reaches memory:
 3. **Accesses.** Every (array, axis map) pair that a member reads, every output, every argmax/argmin
    position and every gather's base position is an access (``ld<k>``, ``st<k>``, ``ix<k>``, ``gx<k>``,
    numbered in the order the scopes first read them): for each region axis, how many elements one step
-   along it moves in that array (0 where it is broadcast).
+   along it moves in that array (0 where it is broadcast). A read through a ``slice`` adds an offset and
+   multiplies strides by its steps; a read through a ``window`` (pads, joins) also clamps the index along
+   each axis where the clamp binds (``clamps``: the array index there is ``clamp(first + step * coordinate,
+   lo, hi)``). An ``iota`` is read like an array without memory: its access gives the element offset, from
+   which the kernel computes the value.
 4. **Collapse.** Size-1 region axes are dropped; adjacent axes of the same class (kept or reduced) merge
-   when every access steps through them contiguously (``stride[a] == stride[a+1] * extent[a+1]``).
+   when every access steps through them contiguously (``stride[a] == stride[a+1] * extent[a+1]``); an axis
+   some access reads through a clamp merges with none (its coordinate is read on its own).
 5. **Index width.** ``int`` when every extent and every access's largest offset stays below
    :data:`INT32_LIMIT`, else ``long long``; and whether one flat loop index addresses every array
    (``contiguous``).
@@ -34,6 +39,7 @@ from functools import cached_property
 
 import numpy as np
 
+from fusec.ir import windows
 from fusec.ir.graph import Node
 from fusec.ir.infer import gather_window, slice_bounds
 from fusec.ir.ops import Kind
@@ -53,7 +59,13 @@ def declaration_order(var: str) -> tuple[str, int]:
 
 
 def is_array(node: Node) -> bool:
-    """Whether a region input is an array in memory (constants and sizes are not)."""
+    """Whether a region input is an array in memory (constants, sizes and iotas are not)."""
+    return node.op not in ("const", "size", "iota")
+
+
+def is_read(node: Node) -> bool:
+    """Whether a region input is read through an access: an array in memory, or an iota (a virtual array whose
+    element at offset ``o`` is computed from ``o``: its access gives the offset, no pointer)."""
     return node.op not in ("const", "size")
 
 
@@ -70,6 +82,13 @@ class AccessInfo:
     vector: list[int]
     offset: int | None = None  # elements from the array's start, for a read through a slice (else None)
     span: int = 0  # a gather's base position: the farthest element of the array a gathered index reaches
+    # a read through a window: per clamped axis (region axis, first, step, lo, hi, stride): the array index
+    # along it is clamp(first + step * coordinate, lo, hi), times the stride (its vector entry there is 0)
+    clamps: tuple[tuple[int, int, int, int, int, int], ...] = ()
+
+    @property
+    def is_iota(self) -> bool:
+        return self.pointer is None and self.node.op == "iota"
 
     @property
     def key(self) -> tuple[str, int]:
@@ -219,7 +238,7 @@ class LoopNest:
                 need.add(node)
                 if node not in leaves:
                     stack.extend((o, node) for o in node.operands)
-            elif is_array(node) and refs is not None:
+            elif is_read(node) and refs is not None:
                 self.value_refs(node, user, refs)
         return [n for n in self.members if n in need]
 
@@ -233,7 +252,7 @@ class LoopNest:
             if node.kind is Kind.LAYOUT:
                 self.value_refs(node.operands[0], node, refs)
             return
-        if is_array(node):
+        if is_read(node):
             assert user is not None
             refs.add(self.load(node, operand_map(user, node, self.space), self.view(user, node)).var)
 
@@ -271,10 +290,13 @@ class LoopNest:
         return info
 
     @staticmethod
-    def view(user: Node | None, node: Node) -> tuple[tuple[int, int], ...] | None:
-        """(first index, step) per axis of array ``node`` where member ``user`` is a slice of it, else None."""
-        if user is None or user.op != "slice":
+    def view(user: Node | None, node: Node) -> tuple[tuple[int, ...], ...] | None:
+        """(first index, step) per axis of array ``node`` where member ``user`` is a slice of it, (first, step, lo,
+        hi) where it is a window of it (the index clamped to [lo, hi]), else None."""
+        if user is None or user.op not in ("slice", "window"):
             return None
+        if user.op == "window":
+            return tuple((w[0], w[1], w[3], w[4]) for w in windows.axes_of(dict(user.attrs)))
         return tuple((first, step) for first, step, _ in slice_bounds(node.shape, dict(user.attrs)))
 
     def load(self, node: Node, amap: tuple, view: tuple[tuple[int, int], ...] | None = None) -> AccessInfo:
@@ -282,12 +304,30 @@ class LoopNest:
         step per axis), its strides times the steps, from an offset (a pointer of its own in the kernel)."""
         strides = self.layout(node).strides
         offset = None
+        clamps = []
         if view is not None:
-            offset = sum(first * s for (first, _), s in zip(view, strides))
-            strides = tuple(s * step for (_, step), s in zip(view, strides))
-        info = self._access(("ld", node, amap, view), "ld", node, self.pointer[node], node.dtype,
+            offset, linear = 0, []
+            for j, (v, s) in enumerate(zip(view, strides)):
+                first, step = v[0], v[1]
+                if len(v) == 4:  # a window's axis: clamped where the clamp binds over the region's extent
+                    a = amap[j]
+                    if a is None or node.shape[j] == 1:  # one element along it: a constant index
+                        offset += min(max(first, v[2]), v[3]) * s
+                        linear.append(0)
+                        continue
+                    if any(first + step * c < v[2] or first + step * c > v[3]
+                           for c in (0, self.shape[a] - 1)) and self.shape[a] > 0:
+                        clamps.append((a, first, step, v[2], v[3], int(s)))
+                        linear.append(0)
+                        continue
+                offset += first * s
+                linear.append(s * step)
+            strides = tuple(linear)
+        pointer = self.pointer.get(node)
+        info = self._access(("ld", node, amap, view), "ld", node, pointer, node.dtype if pointer else None,
                             self._vector(strides, amap, node.shape))
         info.offset = offset
+        info.clamps = tuple(clamps)
         return info
 
     def access_align(self, info: AccessInfo) -> int:
@@ -295,6 +335,8 @@ class LoopNest:
         align = self.layout(info.node).align
         if info.offset and info.dtype is not None:
             align = min(align, alignment(info.offset * info.dtype.itemsize))
+        for clamp in info.clamps if info.dtype is not None else ():  # any index along a clamped axis
+            align = min(align, alignment(clamp[5] * info.dtype.itemsize))
         return align
 
     def store(self, node: Node) -> AccessInfo:
@@ -355,19 +397,28 @@ class LoopNest:
     # -- collapse and index math --------------------------------------------------------------------------
     def _collapse(self) -> None:
         self.infos = list(self.accesses.values())
+        clamped_axes = {c[0] for info in self.infos for c in info.clamps}
+        self.group_of: dict[int, int] = {}  # region axis -> its collapsed axis
         groups: list[tuple[int, bool, list[int]]] = []
+        last_clamped = False
         for a, extent in enumerate(self.shape):
             if extent == 1:
                 continue
             red = a in self.reduced
             strides = [i.vector[a] for i in self.infos]
-            if groups:
+            alone = a in clamped_axes or last_clamped  # a clamped coordinate is read on its own: never merged
+            last_clamped = a in clamped_axes
+            self.group_of[a] = len(groups) - 1
+            if groups and not alone:
                 g_extent, g_red, g_strides = groups[-1]
                 if g_red == red and all(gs == s * extent for gs, s in zip(g_strides, strides)):
                     groups[-1] = (g_extent * extent, red, strides)
                     continue
+            self.group_of[a] = len(groups)
             groups.append((extent, red, strides))
         self.axes = tuple(CollapsedAxis(e, r, tuple(s)) for e, r, s in groups)
+        # per access, the collapsed axes along which it reads through a clamp
+        self.clamped = [frozenset(self.group_of[c[0]] for c in info.clamps) for info in self.infos]
         loop_class = self.kind != "pointwise"  # pointwise loops over every axis; reductions over the reduced ones
         self.kept_idx = tuple(k for k, g in enumerate(self.axes) if loop_class and not g.reduced)
         self.loop_idx = tuple(k for k, g in enumerate(self.axes) if not (loop_class and not g.reduced))
@@ -375,12 +426,14 @@ class LoopNest:
         self.n_kept = math.prod(self.extents[k] for k in self.kept_idx)
         self.n_loop = math.prod(self.extents[k] for k in self.loop_idx)
         biggest = max([self.n_kept, self.n_loop, *self.extents] + [info.span for info in self.infos] + [
-            (self.infos[i].offset or 0) + sum(abs(g.strides[i]) * max(g.extent - 1, 0) for g in self.axes)
+            abs(self.infos[i].offset or 0) + sum(abs(g.strides[i]) * max(g.extent - 1, 0) for g in self.axes)
+            + sum(abs(c[5]) * max(abs(c[3]), abs(c[4])) + abs(c[1]) + abs(c[2]) * self.shape[c[0]]
+                  for c in self.infos[i].clamps)
             for i in range(len(self.infos))],
             default=0)
         self.index_ctype = "int" if biggest < INT32_LIMIT else "long long"
         # contiguous: no kept axis, and one loop axis (or none) that every varying access steps along by 1
-        if self.kept_idx or len(self.loop_idx) > 1:
+        if self.kept_idx or len(self.loop_idx) > 1 or clamped_axes:
             self.contiguous = False
         else:
             self.contiguous = all(self.axes[k].strides[i] == 1 for k in self.loop_idx
@@ -388,10 +441,10 @@ class LoopNest:
 
     def varying(self, i: int) -> bool:
         """Whether access ``i`` (its position in :attr:`infos`) moves along the loop."""
-        return any(self.axes[k].strides[i] != 0 for k in self.loop_idx)
+        return any(self.axes[k].strides[i] != 0 or k in self.clamped[i] for k in self.loop_idx)
 
     def varies_along_kept(self, i: int) -> bool:
-        return any(self.axes[k].strides[i] != 0 for k in self.kept_idx)
+        return any(self.axes[k].strides[i] != 0 or k in self.clamped[i] for k in self.kept_idx)
 
     @cached_property
     def info_index(self) -> dict[str, int]:
@@ -405,7 +458,7 @@ class LoopNest:
         uniform, row, loop = [], [], []
         for info in sorted((self.infos[self.info_index[v]] for v in refs), key=lambda a: a.key):
             i = self.info_index[info.var]
-            if info.pointer is None and (info.var.startswith("ix") or self.varying(i)):
+            if info.pointer is None and not info.is_iota and (info.var.startswith("ix") or self.varying(i)):
                 loop.append(info)
             elif not self.varies_along_kept(i) and not self.varying(i):
                 uniform.append(info)
@@ -433,7 +486,7 @@ class LoopNest:
         if self.kind != "rows" or len(self.loop_idx) != 1 or self.n_loop <= 0:
             return False
         k = self.loop_idx[0]
-        return all(s in (0, 1) for s in self.axes[k].strides)
+        return all(s in (0, 1) for s in self.axes[k].strides) and not any(k in c for c in self.clamped)
 
 
 def analyze(region: Region, layouts: Mapping[Node, ArrayLayout] | None = None) -> LoopNest:

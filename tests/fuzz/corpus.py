@@ -27,7 +27,10 @@ options, so that NumPy defines every result exactly and an exact comparison is v
   (cuts that do not nest, a slice of a merged axis: ``UnsupportedError`` when planning) is skipped;
 - ``gathers``: ``take_along_axis`` gathers of inputs and of computed values over random axes, the indices
   computed from integer nodes as ``v % n`` (or ``v % n - n``: negative), so every one is in range; gathers
-  moved to the arguments through elementwise ops and read at computed positions in every kernel kind.
+  moved to the arguments through elementwise ops and read at computed positions in every kernel kind;
+- ``joins``: iotas (``numpy.arange``'s values), windows (clamped indices, as pads and joins read) and slices
+  beside the exact reductions and a few exact elementwise ops (``where`` and ``lt`` as joins use them):
+  windows moved below reductions and elementwise ops, iotas computed from indices in every kernel kind.
 
 No family casts floats to integers (``float_to_int_casts=False``).
 
@@ -137,9 +140,15 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "gathers": dict(dtypes=("bool", "i16", "i32", "i64", "f16", "f32"), allow_size=False, allow_gather=True,
                     max_nodes=14, ops=EXACT_REDUCTIONS | {"transpose", "expand_dims", "slice", "add", "sub", "mul",
                                                           "maximum", "where", "lt", "neg", "abs"}),
+    # joins: iotas (numpy.arange's values), windows (clamped indices: pads and the parts of joins), slices and
+    # where over them, next to reductions: windows moved below reductions and elementwise ops, read through
+    # clamped indices and index arithmetic in every kernel kind
+    "joins": dict(dtypes=("bool", "i32", "i64", "f16", "f32"), allow_size=False, max_nodes=16,
+                  ops=EXACT_REDUCTIONS | {"iota", "window", "slice", "transpose", "expand_dims", "broadcast_to",
+                                          "add", "sub", "mul", "maximum", "where", "lt", "neg", "abs"}),
 }
 FAMILY_WEIGHTS = (("float",) * 3 + ("int",) * 2 + ("uint",) + ("int_reduce", "float_reduce") * 2 + ("views",) * 2
-                  + ("gathers",) * 2)
+                  + ("gathers",) * 2 + ("joins",) * 2)
 # (drawn uniformly)
 COMMON_OPTIONS: dict[str, Any] = dict(float_to_int_casts=False)
 
@@ -171,7 +180,7 @@ def _sign_exact(node: Node) -> bool:
     """Whether NumPy and a GPU agree on every sign bit of ``node``: no computed NaN, no free zero."""
     while node.kind is Kind.LAYOUT:
         node = node.operands[0]
-    if node.dtype.kind != "f" or node.op in ("input", "const", "size"):
+    if node.dtype.kind != "f" or node.op in ("input", "const", "size", "iota"):
         return True
     return node.op == "cast" and node.operands[0].dtype.kind in "biu"
 
@@ -424,7 +433,7 @@ def plan_specs(plan: Plan, input_layouts: Sequence[ArrayLayout], prefix: str | N
     layouts: dict[Node, ArrayLayout] = dict(zip(plan.graph.inputs, input_layouts))
     specs = []
     for kernel in plan.kernels:
-        arrays = [n for n in kernel.region.inputs if n.op not in ("const", "size")]
+        arrays = [n for n in kernel.region.inputs if n.op not in ("const", "size", "iota")]
         name = None if prefix is None else f"{prefix}_{kernel.region.name}"
         views = layouts_of([n for n in arrays if n not in layouts], layouts)  # reshapes of arguments
         specs.append(codegen_kernel.generate(kernel.region, {n: layouts.get(n) or views[n] for n in arrays},

@@ -1,0 +1,123 @@
+"""Iotas, pads and joins (issue 17, items 2 and 3) on the GPU: ``tests/ir/test_joins.py``'s workloads through
+``fusec.fuse`` with CuPy arrays, against NumPy on fresh random data, in float32, float16 and int32, for inputs
+laid out several ways (contiguous, transposed in memory, every other element), with outputs poisoned before each
+launch; ``np.arange`` bit for bit, float steps included; RoPE at its benchmark shape and a join under every row
+and column schedule: ``pytest -m gpu tests/gpu/test_joins_gpu.py`` (skipped where CuPy sees no GPU).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusec
+from fusec.runtime import KernelLauncher, run_plan
+from tests.helpers import GPU_ONLY, assert_matches_numpy, assert_reduction_matches_numpy, seed_of
+from tests.ir.test_joins import ARANGES, DTYPES, WORKLOADS, _args, _plus_arange, _rope
+from tests.schedule.test_join_accesses import _laid_out
+
+cupy = pytest.importorskip("cupy")
+
+pytestmark = GPU_ONLY
+
+TOLERANCE = {"float32": (4e-6, 1e-5), "float16": (4e-3, 1e-3)}
+
+
+def _device_copy(x: np.ndarray) -> object:
+    """``x`` on the GPU with the same strides into a buffer of the same layout."""
+    base = x
+    while base.base is not None:
+        base = base.base
+    dev = cupy.asarray(base)
+    offset = x.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    return cupy.ndarray(x.shape, x.dtype, dev.data + offset, x.strides)
+
+
+def _check(fn, args: list[np.ndarray], schedules: dict | None = None, kernels: int = 1) -> None:
+    fused = fusec.fuse(fn, schedules=schedules) if schedules else fusec.fuse(fn)
+    with np.errstate(all="ignore"):
+        want = fn(*args)
+    dev = [_device_copy(a) for a in args]
+    for a, d in zip(args, dev):
+        assert np.array_equal(cupy.asnumpy(d), a)
+    plan = fused.plan(*dev)
+    got = run_plan(plan, dev, launcher=KernelLauncher(poison=True), schedules=schedules)
+    wants = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, wants):
+        g = cupy.asnumpy(g)
+        w = np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype
+        if w.dtype.kind == "f" and any(n.kind.value == "reduction" for n in plan.graph.nodes):
+            rtol, atol = TOLERANCE.get(str(w.dtype), (1e-7, 1e-7))
+            with np.errstate(all="ignore"):
+                reference = fn(*(a.astype(np.float64) for a in args))
+            reference = reference if not isinstance(reference, tuple) else reference[0]
+            assert_reduction_matches_numpy(g, w, np.asarray(reference), rtol=rtol, atol=atol)
+        else:
+            assert_matches_numpy(g, w, exact=True)
+    assert len(plan.kernels) <= kernels
+    for a, d in zip(args, dev):  # inputs untouched
+        assert np.array_equal(cupy.asnumpy(d), a)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_join_workload_gpu_matches_numpy(name: str, dtype: str, layout: str) -> None:
+    fn, _ = WORKLOADS[name]
+    _check(fn, [_laid_out(a, layout) for a in _args(name, dtype)])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("args", ARANGES, ids=repr)
+def test_arange_gpu_bit_for_bit(args: tuple, dtype: str | None) -> None:
+    try:
+        with np.errstate(all="ignore"):
+            want = np.arange(*args, dtype=dtype)
+    except (OverflowError, ValueError, TypeError):
+        pytest.skip("NumPy refuses these bounds (tests/ir/test_joins.py checks fusec does too)")
+    x = cupy.zeros(want.shape, want.dtype)
+    got = cupy.asnumpy(fusec.fuse(lambda x: x + np.arange(*args, dtype=dtype))(x))
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def test_arange_long_float_ranges_gpu_bit_for_bit() -> None:
+    for dtype in ("float32", "float16", "float64"):
+        want = np.arange(-3.0, 7000.0, 0.37, dtype=dtype)
+        x = cupy.zeros(want.shape, want.dtype)
+        got = cupy.asnumpy(fusec.fuse(_plus_arange(-3.0, 7000.0, 0.37, dtype))(x))
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), dtype
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_rope_at_benchmark_shape_gpu(dtype: str) -> None:
+    rng = np.random.default_rng(seed_of("rope gpu", dtype))
+    x = rng.standard_normal((2, 256, 8, 128)).astype(dtype)
+    cos, sin = (rng.standard_normal((256, 1, 128)).astype(dtype) for _ in range(2))
+    _check(_rope, [x, cos, sin])
+    _check(_rope, [x[:, ::2], cos[::2], sin[::2]])  # strided
+
+
+@pytest.mark.parametrize("schedule", ["rows:warp", "rows:block", "cols:tiles", "cols:last_block",
+                                      "cols:grid_barrier"])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_join_under_reduction_schedules_gpu(schedule: str, dtype: str) -> None:
+    rng = np.random.default_rng(seed_of("join schedules", schedule, dtype))
+    if schedule.startswith("rows"):
+        fn = lambda x, y: np.concatenate([x, y * 2], axis=-1).sum(axis=-1)  # noqa: E731
+        shapes = [(67, 300), (67, 211)]
+    else:
+        fn = lambda x, y: np.concatenate([x, y * 2], axis=0).max(axis=0)  # noqa: E731
+        shapes = [(300, 67), (211, 67)]
+    args = [(rng.standard_normal(s) * 10).astype(dtype) for s in shapes]
+    _check(fn, args, schedules={"k0": schedule})
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+def test_onehot_and_pads_at_size_gpu(dtype: str) -> None:
+    rng = np.random.default_rng(seed_of("onehot gpu", dtype))
+    t = rng.integers(0, 1000, 4099).astype(dtype)
+    _check(lambda t: t[:, None] == np.arange(1000, dtype=t.dtype), [t])
+    x = (rng.standard_normal((515, 777)) * 10).astype(dtype)
+    _check(lambda x: np.pad(x, ((3, 2), (1, 7)), mode="edge") - 1, [x])
+    _check(lambda x: np.pad(x.T, 2, constant_values=5), [x])
