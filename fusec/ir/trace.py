@@ -1069,6 +1069,6 @@ def output_node(value: Any, index: int, loc: str | None = None) -> Node:
 import fusec.ir.composite  # noqa: E402, F401
 import fusec.ir.gather_trace  # noqa: E402, F401
 import fusec.ir.inplace  # noqa: E402, F401
-import fusec.ir.slice_assign  # noqa: E402, F401
 import fusec.ir.join_functions  # noqa: E402, F401
+import fusec.ir.slice_assign  # noqa: E402, F401
 import fusec.ir.view_functions  # noqa: E402, F401
