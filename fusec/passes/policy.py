@@ -40,9 +40,13 @@ def cone_cost(nodes: Iterable[Node]) -> int:
     return sum(n.opdef.cost for n in nodes)
 
 
+RECOMPUTABLE_KINDS = frozenset({Kind.ELEMENTWISE, Kind.LAYOUT, Kind.SOURCE})
+
+
 def should_recompute(cone: list[Node]) -> bool:
-    """Recompute ``cone`` (pointwise nodes) where it is used instead of materializing it."""
-    if any(n.kind is Kind.REDUCTION for n in cone):
+    """Recompute ``cone`` (pointwise nodes) where it is used instead of materializing it: only elementwise,
+    layout and source nodes are recomputed (a reduction, a gather or a scan is computed once)."""
+    if any(n.kind not in RECOMPUTABLE_KINDS for n in cone):
         return False
     return cone_cost(cone) <= RECOMPUTE_BUDGET
 

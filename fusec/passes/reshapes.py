@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fusec.errors import UnsupportedError
+from fusec.ir import windows
 from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.infer import slice_attrs, slice_bounds
 from fusec.ir.ops import Kind
@@ -173,6 +174,11 @@ class _Refinement:
         if u.op == "slice":
             bounds = slice_bounds(o.shape, dict(u.attrs))
             pairs = [(ku, jo) for ku, jo in pairs if _whole(bounds[jo], o.shape[jo])]
+        elif u.op == "window":  # only the axes it reads whole, in order, unclamped
+            axes = windows.axes_of(dict(u.attrs))
+            pairs = [(ku, jo) for ku, jo in pairs if axes[jo] == windows.whole(o.shape[jo])]
+        elif u.kind is Kind.GATHER:  # positions come from data: no axis of it is an axis of its operands
+            pairs = []
         return pairs
 
     def spread(self) -> None:
@@ -278,6 +284,16 @@ def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
         starts = _starts(w)
         attrs["perm"] = [starts[p] + k for p in u.attr("perm") for k in range(len(w[p]))]
         return reshape_node(make_node("transpose", [x], attrs, loc=u.loc), _flat(own), u.loc)
+    if u.op == "window":  # as a slice: axes read whole are cut as the operand's, others must stay whole
+        refined_w: list = []
+        for axis, g, d in zip(windows.axes_of(attrs), w, u.operands[0].shape):
+            if axis == windows.whole(d):
+                refined_w.extend(windows.whole(e) for e in g)
+            elif len(g) > 1 and d > 1:
+                raise _Conflict(f"a pad or join reads part of an axis of {d} elements that a reshape cuts into {g}")
+            else:
+                refined_w.extend([axis] + [windows.whole(1)] * (len(g) - 1))
+        return reshape_node(make_node("window", [x], windows.attrs_of(refined_w), loc=u.loc), _flat(own), u.loc)
     if u.op == "slice":
         bounds = slice_bounds(u.operands[0].shape, attrs)
         refined = []
@@ -291,6 +307,13 @@ def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
             else:
                 refined.append((first, step, count))
         return reshape_node(make_node("slice", [x], slice_attrs(refined), loc=u.loc), _flat(own), u.loc)
+    if u.kind is Kind.GATHER:
+        # over its operands' own shapes (positions come from data, so no axis is linked through it), then cut as
+        # its users want: such a reshape of a computed value is refused by check_reshapes unless it sits on an
+        # argument or a result
+        plain = [reshape_node(new[o], o.shape, u.loc) if o.kind is not Kind.SOURCE or o.op == "input" else new[o]
+                 for o in u.operands]
+        return reshape_node(make_node(u.op, plain, attrs, loc=u.loc), _flat(own), u.loc)
     if u.op == "reshape" and u.size == 0:  # nothing to read: an empty constant (as an empty slice becomes)
         zero = make_node("const", (), {"value": 0}, dtype=u.dtype, loc=u.loc)
         return make_node("broadcast_to", [zero], {"shape": list(_flat(own))}, loc=u.loc)
