@@ -107,7 +107,7 @@ class Plan:
 
     @property
     def kernel_count_unfused(self) -> int:
-        return sum(1 for n in self.traced.nodes if n.kind in (Kind.ELEMENTWISE, Kind.REDUCTION))
+        return sum(1 for n in self.traced.nodes if n.kind in (Kind.ELEMENTWISE, Kind.REDUCTION, Kind.SCAN))
 
     def __len__(self) -> int:
         return len(self.kernels)
@@ -135,7 +135,7 @@ def unfused_bytes(graph: Graph) -> int:
     """Bytes moved when every elementwise op and reduction is its own kernel (views are free)."""
     total = 0
     for n in graph.nodes:
-        if n.kind not in (Kind.ELEMENTWISE, Kind.REDUCTION):
+        if n.kind not in (Kind.ELEMENTWISE, Kind.REDUCTION, Kind.SCAN):
             continue
         total += n.nbytes
         total += sum(_base(o).nbytes for o in dict.fromkeys(n.operands) if _is_array(_base(o)))

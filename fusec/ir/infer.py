@@ -219,6 +219,17 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
         out_dtype = dtypes.INT64 if op.index_result else x_dtype
         return out_dtype, reduced_shape(x_shape, axes, bool(attrs["keepdims"]))
 
+    if op.kind is Kind.SCAN:
+        (x_shape,), (x_dtype,) = shapes, in_dtypes
+        axis = attrs.get("axis")
+        if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)) \
+                or not 0 <= axis < len(x_shape):
+            raise FusecValueError(f"{op_name} needs a non-negative axis below {len(x_shape)}, got {axis!r}")
+        if op.accepts and x_dtype.kind not in op.accepts:
+            raise FusecTypeError(f"{op_name} needs an integer or float operand, got {x_dtype} (cast it first, as "
+                                 "NumPy's accumulate does)")
+        return x_dtype, tuple(x_shape)
+
     # layout
     (x_shape,) = shapes
     (x_dtype,) = in_dtypes

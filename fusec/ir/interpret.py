@@ -62,6 +62,9 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
         if node.op in ("sum", "prod"):  # accumulate in the node's dtype (np.sum(int8) would give int64)
             return fn(x, axis=axes, keepdims=keepdims, dtype=node.dtype)
         return fn(x, axis=axes, keepdims=keepdims)
+    if op.kind is Kind.SCAN:  # accumulate in the node's dtype, in NumPy's order
+        (x,) = args
+        return getattr(xp, node.op)(x, axis=node.attr("axis"), dtype=node.dtype)
     (x,) = args
     if node.op == "expand_dims":
         return xp.expand_dims(x, tuple(node.attr("axes"))) if node.attr("axes") else x

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from fusec.ir.axis_slots import NO_CANDIDATES, AxisSlots, join_classes, region_params
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
-from fusec.ir.region import AxisMap, Refusal, RegionSpace, region_space
+from fusec.ir.region import AxisMap, Refusal, RegionSpace, region_space, scan_axis
 from fusec.ir.space_numbering import Numbering
 
 CHECK_AGAINST_SCRATCH = os.environ.get("FUSEC_CHECK_SPACES", "") not in ("", "0")
@@ -40,7 +40,8 @@ class SpaceState:
     docstring). Built by :meth:`build`, combined by :meth:`union`; read by :meth:`final_map` and
     :meth:`region_space`."""
 
-    __slots__ = ("slots", "serial", "version", "members", "parent", "info", "roots", "reductions", "phase", "seed",
+    __slots__ = ("slots", "serial", "version", "members", "parent", "info", "roots", "reductions", "scans", "phase",
+                 "seed",
                  "shape", "reduced", "values", "reduce_maps", "oracle", "legal", "free", "maps")
 
     def __init__(self, slots: AxisSlots):
@@ -52,6 +53,7 @@ class SpaceState:
         self.info: dict[int, tuple] = {}  # class root -> (size, checked extent, size-1 slot, firsts, real slot)
         self.roots: set[int] = set()
         self.reductions: list[Node] = []
+        self.scans: list[Node] = []
         self.phase: dict[Node, int] = {}
         self.seed: Node | None = None
         self.shape: tuple[int, ...] = ()
@@ -115,6 +117,8 @@ class SpaceState:
                 info[s] = (1, checked[s], extent[s] == 1, firsts, extent[s] != 1)
                 values[s] = k
             state.roots = set(range(base, base + n.ndim))
+            if n.kind is Kind.SCAN:
+                state.scans = [n]
         slots.counts.slot_steps += len(parent)
         return state
 
@@ -150,7 +154,8 @@ class SpaceState:
         maps = {n: self.final_map(n) for n in ordered}
         reduce_maps = {n: self.reduce_maps[n] for n in ordered if n in self.reduce_maps}
         phase = {n: self.phase[n] for n in ordered}
-        return RegionSpace(tuple(self.shape), tuple(sorted(self.reduced)), maps, reduce_maps, phase)
+        axis = scan_axis(self.scans, maps.__getitem__, bool(self.reductions))
+        return RegionSpace(tuple(self.shape), tuple(sorted(self.reduced)), maps, reduce_maps, phase, axis)
 
     def max_reduction_phase(self) -> int:
         return max((self.phase[r] for r in self.reductions), default=-1)
@@ -162,7 +167,7 @@ class _Trial(Numbering):
 
     __slots__ = ("base", "slots", "counts", "parent", "info", "dead", "born", "added", "added_set", "phase",
                  "values", "reduce_maps", "oracle", "legal", "roots", "free", "maps", "fast", "small", "seed",
-                 "shape", "reduced", "reductions", "own", "touched", "clash", "unit_clashes", "start")
+                 "shape", "reduced", "reductions", "scans", "own", "touched", "clash", "unit_clashes", "start")
 
     def __init__(self, base: SpaceState, slots: AxisSlots, nodes: list[Node] | None = None, *,
                  small: SpaceState | None = None, seed: Node | None = None):
@@ -206,6 +211,7 @@ class _Trial(Numbering):
                                      if o in self.added_set), default=0)
             self.counts.phase_steps += len(nodes)
             self.reductions = [n for n in nodes if n.kind is Kind.REDUCTION]
+            self.scans = [n for n in nodes if n.kind is Kind.SCAN]
         else:
             assert seed is not None
             self.seed = seed
@@ -330,6 +336,7 @@ class _Trial(Numbering):
                 start.extend(u for u in users[n] if self.contains(u))
         self.start = start
         self.reductions = base.reductions + [n for n in new if n.kind is Kind.REDUCTION]
+        self.scans = base.scans + [n for n in new if n.kind is Kind.SCAN]
 
     def _roots(self) -> list[int]:
         if self.roots is None:
@@ -405,6 +412,7 @@ class _Trial(Numbering):
         base.members.update(self.added_set)
         base.phase.update(self.phase)
         base.reductions = self.reductions
+        base.scans = self.scans
         base.seed, base.shape, base.reduced = self.seed, self.shape, self.reduced
         if self.fast:
             base.values.update(self.own)

@@ -810,7 +810,7 @@ _CUPY_FUNCTIONS = ("expand_dims", "broadcast_to", "squeeze", "transpose", "where
                    "nanmax", "nanmin", "count_nonzero", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin",
                    "nanprod", "ptp", "round", "around", "round_", "zeros_like", "ones_like", "full_like", "isclose",
                    "allclose", "swapaxes", "moveaxis", "rollaxis", "flip", "broadcast_arrays", "split", "array_split",
-                   "reshape", "ravel")
+                   "reshape", "ravel", "cumsum", "cumprod", "nancumsum", "nancumprod")
 _SOFTMAX_FAMILY = ("logsumexp", "softmax", "log_softmax")
 WRAPPED: tuple[tuple[str, str, str], ...] = (
     *(("cupy", name, name) for name in _CUPY_FUNCTIONS),
@@ -1031,4 +1031,5 @@ def output_node(value: Any, index: int, loc: str | None = None) -> Node:
 # and so do in-place updates (x += 1, x[mask] = v) and the view bookkeeping they need
 import fusec.ir.composite  # noqa: E402, F401
 import fusec.ir.inplace  # noqa: E402, F401
+import fusec.ir.scan_functions  # noqa: E402, F401
 import fusec.ir.view_functions  # noqa: E402, F401

@@ -42,7 +42,7 @@ def cone_cost(nodes: Iterable[Node]) -> int:
 
 def should_recompute(cone: list[Node]) -> bool:
     """Recompute ``cone`` (pointwise nodes) where it is used instead of materializing it."""
-    if any(n.kind is Kind.REDUCTION for n in cone):
+    if any(n.kind in (Kind.REDUCTION, Kind.SCAN) for n in cone):
         return False
     return cone_cost(cone) <= RECOMPUTE_BUDGET
 
