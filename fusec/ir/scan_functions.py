@@ -29,6 +29,8 @@ def cumulative(name: str, a: Any, axis: Any = None, dtype: Any = None, out: Any 
     x = _as_node(a, name)
     op = "cumprod" if name.endswith("cumprod") else "cumsum"
     acc = dtypes.as_dtype(dtype) if dtype is not None else dtypes.sum_dtype(x.dtype)
+    if acc.kind == "b":  # np.cumsum(b, dtype=bool) is logical_or.accumulate: not a scan fusec has
+        raise UnsupportedError(f"{name} with dtype=bool is not supported", hint="use dtype=np.int64 (the default)")
     if name.startswith("nan") and x.dtype.kind == "f":  # NumPy's _replace_nan: NaN becomes the identity
         x = _node("where", [_node("isnan", [x]), _const(1 if op == "cumprod" else 0, x.dtype), x])
     if axis is None:
@@ -37,8 +39,6 @@ def cumulative(name: str, a: Any, axis: Any = None, dtype: Any = None, out: Any 
     else:
         (axis,) = normalize_axes(axis, x.ndim, allow_tuple=False)
     x = cast(x, acc)
-    if x.dtype.kind == "b":  # np.cumsum(b, dtype=bool) is logical_or.accumulate: not a scan fusec has
-        raise UnsupportedError(f"{name} with dtype=bool is not supported", hint="use dtype=np.int64 (the default)")
     return Tracer(_node(op, [x], {"axis": axis}))
 
 

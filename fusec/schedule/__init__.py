@@ -28,6 +28,6 @@ from fusec.schedule.nest import LoopNest, analyze
 
 __all__ = [
     "H200", "ArrayLayout", "ColSchedule", "DeviceProperties", "LoopNest", "PointwiseSchedule", "ReduceAllSchedule",
-    "RowSchedule", "ScanSchedule", "Schedule", "ScheduleError", "ScheduleRequest", "alignment", "analyze", "check", "choose",
-    "layout_of", "layouts_of", "parse_schedule", "resolve",
+    "RowSchedule", "ScanSchedule", "Schedule", "ScheduleError", "ScheduleRequest", "alignment", "analyze", "check",
+    "choose", "layout_of", "layouts_of", "parse_schedule", "resolve",
 ]

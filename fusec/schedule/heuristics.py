@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from fusec.ir.graph import Node
+from fusec.schedule import scan
 from fusec.schedule.device import H200, DeviceProperties
 from fusec.schedule.kinds import (
     BLOCK,
@@ -31,7 +32,6 @@ from fusec.schedule.kinds import (
     as_forced,
 )
 from fusec.schedule.layout import VECTOR_BYTES
-from fusec.schedule import scan
 from fusec.schedule.nest import LoopNest
 
 ROW_BLOCK_MIN = 1024  # re-read rows with at least this many elements get a block each, shorter ones a warp
