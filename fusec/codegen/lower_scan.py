@@ -8,7 +8,8 @@ so float16 accumulates in float32 and integers wrap as NumPy's do). The float su
 identity that keeps a leading -0.0 (NumPy's first prefix is the first element itself). Accesses, offsets and
 parameters are :func:`fusec.codegen.lower._access`'s: the scan axis is the loop axis, the others number the
 rows. In the ``rows`` mapping every value is an array over a thread's ``elems`` elements (``<var>_a[j]``),
-in ``sequential`` a scalar.
+in ``sequential`` a scalar; an array that steps by one element along the row is read and written in vectors of
+up to 16 bytes where the thread's elements lie aligned and inside the row (checked when the kernel runs).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from fusec.codegen.spec import Access, Axis, KernelSpec, LaunchPolicy, Param, Sc
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
 from fusec.schedule.kinds import ScanSchedule
+from fusec.schedule.layout import VECTOR_BYTES
 from fusec.schedule.nest import declaration_order
 from fusec.schedule.scan import ScanNest
 
@@ -99,6 +101,14 @@ def lower_scan(nest: ScanNest, schedule: ScanSchedule, name: str | None = None) 
             lines.append(f"{var}_a[j] = {var};")
         steps.append(ScanStep(len(steps), var, cuda_ops.ctype(n.dtype), tuple(lines)))
 
+    vectors: list[tuple[str, int]] = []
+    if rows and nest.loop_idx:
+        k = nest.loop_idx[0]
+        for i, info in enumerate(nest.infos):
+            if info.pointer is not None and nest.axes[k].strides[i] == 1 and info.dtype is not None:
+                width = vector_width(schedule.elems, info.dtype.itemsize)
+                if width > 1:
+                    vectors.append((info.var, width))
     stores = tuple(Store(built[nest.store_access(n).var], element(lo.value(n, None))) for n in region.outputs)
     params = [Param(nest.pointer[n], cuda_ops.ctype(n.dtype), "input") for n in nest.array_inputs]
     params += [Param(nest.out_pointer[n], cuda_ops.ctype(n.dtype), "output") for n in region.outputs]
@@ -116,7 +126,17 @@ def lower_scan(nest: ScanNest, schedule: ScanSchedule, name: str | None = None) 
         prologue=(), phases=(), epilogue_loads=loop_loads, epilogue_body=(), epilogue_exact=(),
         epilogue_stores=stores, row_stores=(), launch=launch, view_pointers=view_pointers,
         headers=cuda_ops.extra_headers(n.op for n in nest.members) + (SCAN_HEADER,), scan_steps=tuple(steps),
+        scan_vectors=tuple(vectors),
     )
 
 
-__all__ = ["SCAN_HEADER", "lower_scan", "scan_identity", "scan_pieces"]
+def vector_width(elems: int, itemsize: int) -> int:
+    """Elements per vector access of a thread's ``elems`` consecutive elements of ``itemsize`` bytes: the most that
+    fit 16 bytes and divide ``elems`` (1: scalar accesses)."""
+    width = 1
+    while width * 2 * itemsize <= VECTOR_BYTES and elems % (width * 2) == 0:
+        width *= 2
+    return width
+
+
+__all__ = ["SCAN_HEADER", "lower_scan", "scan_identity", "scan_pieces", "vector_width"]

@@ -265,8 +265,11 @@ class KernelSpec:
     # arrays read through a slice: (C++ type, the access's pointer, the array's pointer, the offset parameter),
     # declared at the kernel's start as ``const T* __restrict__ in0_ld3 = in0 + ld3_o;``
     view_pointers: tuple[tuple[str, str, str, str], ...] = ()
-    # scan kernels: every member, per element, in order (the outputs are epilogue_stores)
+    # scan kernels: every member, per element, in order (the outputs are epilogue_stores); the accesses that
+    # step by one element along the row, with their vector width (rows mapping: a thread's elements moved in
+    # vectors where the row is aligned and the chunk full, checked when the kernel runs)
     scan_steps: tuple[ScanStep, ...] = ()
+    scan_vectors: tuple[tuple[str, int], ...] = ()
 
     @property
     def block(self) -> tuple[int, int]:

@@ -176,7 +176,7 @@ def _kernels(fn: Callable[..., Any], values: list[Any], schedules: list[str | No
 
 
 SCHEDULES = [None, "scan:sequential", "scan:rows,threads=32,elems=8", "scan:rows,threads=128,elems=4",
-             "scan:rows,threads=1024,elems=8"]
+             "scan:rows,threads=1024,elems=4"]
 _X = np.zeros((40, 300), np.float32)
 COMPILE_CASES: dict[str, tuple[Callable[..., Any], list[Any]]] = {
     "f32": (exp_cumsum_div, [ArraySpec((512, 1000), F32), np.float32(2)]),
@@ -188,6 +188,7 @@ COMPILE_CASES: dict[str, tuple[Callable[..., Any], list[Any]]] = {
     "views": (lambda x: np.cumsum(x[::-1, ::2], axis=1) * x[::-1, ::2], [_X]),
     "transposed": (lambda x: np.cumsum(x.T, axis=1), [_X]),
     "flat": (lambda x: np.cumprod(x), [ArraySpec((100_000,), F32)]),
+    "i64_few_long_rows": (two_scans, [ArraySpec((4, 1 << 20), "int64")]),
     "int64_index": (lambda x: np.cumsum(x, axis=0), [ArraySpec((1 << 16, 1 << 16), "float16")]),
 }
 
