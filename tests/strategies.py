@@ -13,7 +13,7 @@ dims 0-``max_dim``, size-1 dims for broadcasting, zero-size extents now and then
 together, then up to ``max_nodes`` steps, each building one op from the op table over earlier nodes
 (fan-out is common): elementwise ops through one of their NumPy loops (``ufunc_loops``), with
 ``cast`` nodes inserted so each operand has the loop's dtype and scalar ``const`` operands now and
-then; reductions over random axes with random ``keepdims``; ``expand_dims``, ``squeeze``,
+then; reductions over random axes with random ``keepdims``; scans along a random axis; ``expand_dims``, ``squeeze``,
 ``transpose``, ``broadcast_to``, ``slice`` (any bounds and steps, integer indices); ``cast``;
 ``size``; and variances as ``x.var`` traces them (a sum of squared deviations from the mean, which
 one-pass kernels take). It returns 1-``max_outputs`` outputs (sometimes an input, sometimes the same
@@ -126,6 +126,19 @@ class _Builder:
             raise _Skip
         return make_node(op.name, (x,), {"axes": axes, "keepdims": self.draw(st.booleans())})
 
+    def scan(self, ops: list[str]) -> Node:
+        """A scan (``cumsum``/``cumprod``) along a random axis of a picked node (bool cast to int64 first, as
+        ``np.cumsum`` does)."""
+        x = self.pick()
+        if x.ndim == 0:
+            raise _Skip
+        if x.dtype == fdt.BOOL:
+            if fdt.INT64 not in self.allowed:
+                raise _Skip
+            x = self.cast(x, fdt.INT64)
+        axis = self.draw(st.integers(0, x.ndim - 1))
+        return make_node(self.draw(st.sampled_from(ops)), (x,), {"axis": axis})
+
     def moments(self) -> Node:
         """The sum of squared deviations of a float node from its own mean over random axes, as ``x.var``
         traces it (the pattern one-pass variance kernels take: fusec/schedule/one_pass.py)."""
@@ -199,7 +212,7 @@ class _Builder:
 @st.composite
 def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype] = ALL_DTYPES, *,
            allow_reductions: bool = True, allow_layout: bool = True, allow_consts: bool = True,
-           allow_size: bool = True, ops: Iterable[str] | None = None, max_inputs: int = 3,
+           allow_size: bool = True, allow_scans: bool = True, ops: Iterable[str] | None = None, max_inputs: int = 3,
            max_outputs: int = 3, max_rank: int = 3, max_dim: int = 5, allow_empty: bool = True,
            float_to_int_casts: bool = True, name: str = "g") -> Graph:
     """A random valid :class:`Graph` (see the module docstring).
@@ -217,9 +230,11 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
                 and o.name in chosen and _loops(o.name, allowed))
     red = sorted(o.name for o in OPS.values() if o.kind is Kind.REDUCTION and o.name in chosen)
     lay = sorted(o.name for o in OPS.values() if o.kind is Kind.LAYOUT and o.name in chosen)
+    scans = sorted(o.name for o in OPS.values() if o.kind is Kind.SCAN and o.name in chosen)
     steps = [("elementwise", ew)] * 4 if ew else []
     steps += [("reduction", red)] * 2 if allow_reductions and red else []
     steps += [("layout", lay)] * 2 if allow_layout and lay else []
+    steps += [("scan", scans)] if allow_scans and scans else []
     steps += [("cast", [])] if len(allowed) > 1 else []
     steps += [("size", [])] if allow_size and "size" in chosen else []
     steps += [("moments", [])] if allow_reductions and allow_size and "sum" in chosen and any(
@@ -241,6 +256,8 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
                 node = b.reduction(choices)
             elif kind == "layout":
                 node = b.layout(choices)
+            elif kind == "scan":
+                node = b.scan(choices)
             elif kind == "size":
                 node = b.size()
             elif kind == "moments":

@@ -8,13 +8,16 @@ so float16 accumulates in float32 and integers wrap as NumPy's do). The float su
 identity that keeps a leading -0.0 (NumPy's first prefix is the first element itself). Accesses, offsets and
 parameters are :func:`fusec.codegen.lower._access`'s: the scan axis is the loop axis, the others number the
 rows. In the ``rows`` mapping every value is an array over a thread's ``elems`` elements (``<var>_a[j]``),
-in ``sequential`` a scalar; an array that steps by one element along the row is read and written in vectors of
-up to 16 bytes where the thread's elements lie aligned and inside the row (checked when the kernel runs).
+in ``sequential`` a scalar (``split`` is ``rows`` run twice over a segment of the row: its totals, then its
+outputs from the totals of the segments before it, which the blocks exchange through the workspace); an array
+that steps by one element along the row is read and written in vectors of up to 16 bytes where the thread's
+elements lie aligned and inside the row (checked when the kernel runs).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -50,7 +53,7 @@ def scan_identity(node: Node, red: cuda_ops.CudaReduction) -> str:
 def lower_scan(nest: ScanNest, schedule: ScanSchedule, name: str | None = None) -> KernelSpec:
     """The :class:`KernelSpec` of ``nest``'s scan region under ``schedule`` (checked against it)."""
     lo = _Lowering(nest, schedule)
-    rows = schedule.mapping == "rows"
+    rows = schedule.mapping in ("rows", "split")
     region = nest.region
     index_ctype = nest.index_ctype
     index_np = np.int32 if index_ctype == "int" else np.int64
@@ -112,10 +115,18 @@ def lower_scan(nest: ScanNest, schedule: ScanSchedule, name: str | None = None) 
     stores = tuple(Store(built[nest.store_access(n).var], element(lo.value(n, None))) for n in region.outputs)
     params = [Param(nest.pointer[n], cuda_ops.ctype(n.dtype), "input") for n in nest.array_inputs]
     params += [Param(nest.out_pointer[n], cuda_ops.ctype(n.dtype), "output") for n in region.outputs]
+    if schedule.workspace:
+        params.append(Param("ws", "unsigned char", "workspace"))
     params += [p for p, _ in scalar_params]
     view_pointers = tuple((cuda_ops.ctype(info.dtype), built[info.var].pointer, info.pointer, f"{info.var}_o")
                           for info in nest.infos if info.offset is not None)
     launch = LaunchPolicy(schedule.block, nest.n_rows, schedule.rows_per_block, min_resident=schedule.min_resident)
+    if schedule.mapping == "split":  # a row's segments across blocks: as many as fill the device, each a chunk or more
+        chunk = schedule.row_threads * schedule.elems
+        launch = replace(launch, persistent=True, cooperative=True,
+                         partial_bytes=tuple(scan_pieces(n).acc_dtype.itemsize for n in nest.members
+                                             if n.kind is Kind.SCAN),
+                         split_limit=max(1, -(-nest.n_loop // chunk)))
     return KernelSpec(
         name=kernel_label(region, "scan", name), kind="scan", schedule=schedule, index_ctype=index_ctype,
         contiguous=lo.contiguous, vec=1, params=tuple(params), args=tuple(v for _, v in scalar_params),

@@ -335,13 +335,17 @@ class ScanSchedule(Schedule):
       scans ``elems`` consecutive elements in registers, the row's threads exchange their totals (warp
       shuffles, then shared memory across warps), and a running carry joins the chunks;
     - ``sequential``: a thread per row scanning it element by element, 256 rows per block: for scans along an
-      outer axis, where the threads of a warp read neighbouring rows (coalesced), and for very short rows.
+      outer axis, where the threads of a warp read neighbouring rows (coalesced), and for very short rows;
+    - ``split``: as ``rows`` with a block per row, each row split across as many blocks as fill the device
+      (chosen at launch): each block folds its segment's totals, the grid waits at a barrier, and each block
+      scans its segment again from the totals of the segments before it (reduce, then scan: the data is read
+      twice). For rows that are few and long; not where a scan reads another scan's result.
 
     Floats combine in a tree within a chunk (not NumPy's left-to-right order): CORRECTNESS.md's reduction
     tolerance; float16 accumulates in float32."""
 
     kind: ClassVar[str] = "scan"
-    variants: ClassVar[tuple[str, ...]] = ("rows", "sequential")
+    variants: ClassVar[tuple[str, ...]] = ("rows", "sequential", "split")
     keys: ClassVar[dict[str, str]] = {"threads": "row_threads", "elems": "elems"}
     mapping: str = "rows"
     row_threads: int = BLOCK
@@ -353,11 +357,25 @@ class ScanSchedule(Schedule):
 
     @property
     def rows_per_block(self) -> int:
+        if self.mapping == "split":
+            return 1
         return max(1, BLOCK // self.row_threads) if self.mapping == "rows" else BLOCK
 
     @property
     def block(self) -> tuple[int, int]:
-        return (self.row_threads, self.rows_per_block) if self.mapping == "rows" else (BLOCK, 1)
+        return (self.row_threads, self.rows_per_block) if self.mapping != "sequential" else (BLOCK, 1)
+
+    @property
+    def persistent(self) -> bool:
+        return self.mapping == "split"
+
+    @property
+    def cooperative(self) -> bool:
+        return self.mapping == "split"
+
+    @property
+    def workspace(self) -> bool:
+        return self.mapping == "split"
 
     @property
     def min_resident(self) -> int:

@@ -8,7 +8,8 @@ loop axis (the one axis a row walks), the other axes collapsed into the kept axe
 The heuristic (:func:`choose`): a thread per row (``sequential``) when the scan axis is not the one the arrays
 step along by one element (a scan along an outer axis: the threads of a warp then read neighbouring rows,
 coalesced) or the rows are very short; otherwise a warp per row for rows up to :data:`WARP_ROW_MAX` elements,
-a block beyond, with :data:`BIG_BLOCK` threads when the rows are too few to fill the device.
+a block beyond; rows fewer than the device's SMs and at least :data:`SPLIT_MIN_LENGTH` long are split across
+blocks (``split``), unless a scan reads another's result (then a block of :data:`BIG_BLOCK` threads per row).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fusec.ir.graph import Node
+from fusec.ir.ops import Kind
 from fusec.ir.region import Region
 from fusec.schedule.device import H200, DeviceProperties
 from fusec.schedule.kinds import BLOCK, WARP, ScanSchedule, ScheduleError, ScheduleRequest, as_forced
@@ -26,8 +28,9 @@ from fusec.schedule.nest import LoopNest
 SEQUENTIAL_ROW_MAX = 8  # contiguous rows this short take a thread each (a warp reads 32 neighbouring rows)
 WARP_ROW_MAX = 1024  # contiguous rows up to this long take a warp each (8 rows per block), longer ones a block
 ELEMS = 8  # elements per thread per chunk (4-byte values; 4 for 8-byte values)
-BIG_BLOCK = 1024  # threads per row when the rows are fewer than the device's SMs
+BIG_BLOCK = 1024  # threads per row when the rows are fewer than the device's SMs (and cannot be split)
 ELEMS_MAX = 16
+SPLIT_MIN_LENGTH = 1 << 15  # rows at least this long, fewer than the device's SMs, are split across blocks
 
 
 class ScanNest(LoopNest):
@@ -60,6 +63,17 @@ class ScanNest(LoopNest):
         k = self.loop_idx[0]
         return all(abs(self.axes[k].strides[i]) <= 1 for i, info in enumerate(self.infos) if info.pointer is not None)
 
+    def chained(self) -> bool:
+        """Whether a scan reads another scan's result (through any members): a split row then cannot fold its
+        segments' totals before it knows the carries."""
+        after_scan: set[Node] = set()
+        for n in self.members:
+            if any(o in self.inside and (o.kind is Kind.SCAN or o in after_scan) for o in n.operands):
+                if n.kind is Kind.SCAN:
+                    return True
+                after_scan.add(n)
+        return False
+
     def widest(self) -> int:
         """The largest itemsize among the arrays read and written, and the scans' accumulators (8 for 64-bit)."""
         sizes = [info.dtype.itemsize for info in self.infos if info.dtype is not None]
@@ -81,17 +95,24 @@ def choose(nest: ScanNest, device: DeviceProperties = H200) -> ScanSchedule:
 
 def _defaults(nest: ScanNest, device: DeviceProperties, variant: str | None) -> ScanSchedule:
     length = nest.n_loop
+    elems_max = ELEMS if nest.widest() <= 4 else ELEMS // 2
+    few_rows = nest.n_kept < device.sm_count
     if variant is None:
-        variant = "sequential" if (not nest.along_rows() or length <= SEQUENTIAL_ROW_MAX) else "rows"
+        if not nest.along_rows() or length <= SEQUENTIAL_ROW_MAX:
+            variant = "sequential"
+        elif few_rows and length >= SPLIT_MIN_LENGTH and not nest.chained():
+            variant = "split"
+        else:
+            variant = "rows"
     if variant == "sequential":
         return ScanSchedule("sequential", BLOCK, 1)
-    elems_max = ELEMS if nest.widest() <= 4 else ELEMS // 2
+    if variant == "split":
+        return ScanSchedule("split", BLOCK, elems_max)
     if length <= WARP * elems_max or length <= WARP_ROW_MAX:
         threads = WARP
         elems = min(elems_max, _pow2_at_least(max(1, -(-length // WARP))))
     else:
         elems = elems_max
-        few_rows = nest.n_kept < device.sm_count
         threads = min(BIG_BLOCK if few_rows else BLOCK, _pow2_at_least(-(-length // elems)))
     return ScanSchedule("rows", max(WARP, threads), elems)
 
@@ -121,6 +142,9 @@ def check(nest: ScanNest, schedule: Any, device: DeviceProperties = H200) -> Non
         if (schedule.row_threads, schedule.elems) != (BLOCK, 1):
             refuse("threads and elems belong to the rows mapping (sequential runs a thread per row)")
         return
+    if schedule.mapping == "split" and nest.chained():
+        refuse("a scan reads another scan's result: a split row cannot fold its segments before their carries "
+               "are known (use rows)")
     g = schedule.row_threads
     if g < WARP or g % WARP or g > min(1024, device.max_threads_per_block) or g & (g - 1):
         refuse("threads per row is 32, 64, 128, 256, 512 or 1024 (whole warps, a power of two)")

@@ -1,7 +1,8 @@
 """Scan kernels on the GPU: ``cumsum``/``cumprod`` (and their fused prologues and epilogues) through ``fusec.fuse``
 with CuPy arrays, against NumPy on fresh random data, outputs poisoned before each launch (the launcher's
 ``poison``): float32, float16 and int32, rows of 1 to 2**20 elements, column scans, every forced schedule,
-non-contiguous inputs (offset, strided, reversed, transposed). ``pytest -m gpu tests/gpu/test_scan_gpu.py``
+non-contiguous inputs (offset, strided, reversed, transposed); rows few and long enough run split across blocks
+(a grid barrier between each block's totals and its outputs). ``pytest -m gpu tests/gpu/test_scan_gpu.py``
 (skipped where CuPy sees no GPU).
 
 Integers are exact (int32 accumulates in int64, wrapping as NumPy's). Floats: NaN and infinities exactly, finite
@@ -30,7 +31,8 @@ pytestmark = GPU_ONLY
 DTYPES = ["float32", "float16", "int32"]
 LENGTHS = [1, 2, 7, 8, 9, 31, 32, 33, 255, 1000, 1025, 4097, 65539, 1 << 20]
 SCHEDULES = ["scan:sequential", "scan:rows,threads=32,elems=1", "scan:rows,threads=32,elems=8",
-             "scan:rows,threads=64,elems=4", "scan:rows,threads=256,elems=8", "scan:rows,threads=1024,elems=16"]
+             "scan:rows,threads=64,elems=4", "scan:rows,threads=256,elems=8", "scan:rows,threads=1024,elems=16",
+             "scan:split,threads=256,elems=8", "scan:split,threads=32,elems=2"]
 
 
 def _data(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, special: bool = False) -> np.ndarray:
@@ -58,7 +60,9 @@ def _depth(schedule: Any, n: int) -> int:
     if schedule.mapping == "sequential":
         return n + 2
     chunk = schedule.row_threads * schedule.elems
-    return schedule.elems + 2 * int(math.log2(schedule.row_threads)) + 4 + -(-n // chunk)
+    depth = schedule.elems + 2 * int(math.log2(schedule.row_threads)) + 4 + -(-n // chunk)
+    # split: the totals of the segments before a segment, one per block of the row (a few thousand at most)
+    return depth + 4096 if schedule.mapping == "split" else depth
 
 
 def _run(fn: Callable[..., Any], args: list[np.ndarray], schedule: str | None = None) -> tuple[list[Any], Any]:

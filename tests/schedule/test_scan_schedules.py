@@ -91,12 +91,29 @@ def _nest(fn: Callable[..., Any], *specs: Any) -> ScanNest:
     ((4096, 1000), F32, "scan:rows,threads=32,elems=8"),
     ((4096, 1000), "int64", "scan:rows,threads=32,elems=4"),
     ((4096, 100_000), F32, "scan:rows,threads=256,elems=8"),
-    ((4, 1 << 20), F32, "scan:rows,threads=1024,elems=8"),
-    ((1 << 20,), "float16", "scan:rows,threads=1024,elems=8"),
+    ((4, 1 << 20), F32, "scan:split,threads=256,elems=8"),
+    ((1 << 20,), "float16", "scan:split,threads=256,elems=8"),
+    ((4, 20_000), F32, "scan:rows,threads=1024,elems=8"),
 ], ids=str)
 def test_scan_heuristic_schedules(shape: tuple[int, ...], dtype: str, expected: str) -> None:
     nest = _nest(lambda x: np.cumsum(x, axis=-1), ArraySpec(shape, dtype))
     assert resolve(nest, None, H200).text() == expected
+
+
+def test_scan_few_long_rows_split_unless_a_scan_reads_a_scan() -> None:
+    nest = _nest(two_scans, ArraySpec((4, 1 << 20), F32))
+    assert nest.chained()
+    assert resolve(nest).text() == "scan:rows,threads=1024,elems=8"
+    with pytest.raises(ScheduleError, match="reads another scan's result"):
+        resolve(nest, "scan:split")
+    single = _nest(lambda x: (np.cumsum(x, axis=1), np.cumprod(x, axis=1) * x), ArraySpec((4, 1 << 20), F32))
+    assert not single.chained() and resolve(single).mapping == "split"
+    (k,) = generate_plan(_plan(lambda x: np.cumsum(x, axis=1), ArraySpec((4, 1 << 20), F32)), {})
+    launch = k.spec.launch
+    assert launch.cooperative and launch.split_limit == (1 << 20) // 2048
+    assert launch.grid(264) == 4 * 66 and launch.workspace_bytes(264) == 128 + 4 * 264 + 96
+    assert launch.grid(6) == 4 and launch.workspace_bytes(4) == 0  # no room to split: a block per row
+    assert [p.role for p in k.spec.params].count("workspace") == 1
 
 
 def test_scan_along_outer_axis_runs_a_thread_per_column() -> None:
@@ -108,7 +125,7 @@ def test_scan_along_outer_axis_runs_a_thread_per_column() -> None:
 
 
 @pytest.mark.parametrize("text", ["scan:rows,threads=64,elems=2", "scan:rows,threads=1024,elems=16",
-                                  "scan:sequential", "scan:rows,threads=32,elems=1"])
+                                  "scan:sequential", "scan:rows,threads=32,elems=1", "scan:split,threads=128,elems=4"])
 def test_scan_forced_schedules_round_trip(text: str) -> None:
     nest = _nest(exp_cumsum_div, ArraySpec((64, 1000), F32), np.float32(2))
     schedule = resolve(nest, text)
@@ -176,7 +193,7 @@ def _kernels(fn: Callable[..., Any], values: list[Any], schedules: list[str | No
 
 
 SCHEDULES = [None, "scan:sequential", "scan:rows,threads=32,elems=8", "scan:rows,threads=128,elems=4",
-             "scan:rows,threads=1024,elems=4"]
+             "scan:rows,threads=1024,elems=4", "scan:split,threads=256,elems=8", "scan:split,threads=32,elems=4"]
 _X = np.zeros((40, 300), np.float32)
 COMPILE_CASES: dict[str, tuple[Callable[..., Any], list[Any]]] = {
     "f32": (exp_cumsum_div, [ArraySpec((512, 1000), F32), np.float32(2)]),
@@ -189,14 +206,18 @@ COMPILE_CASES: dict[str, tuple[Callable[..., Any], list[Any]]] = {
     "transposed": (lambda x: np.cumsum(x.T, axis=1), [_X]),
     "flat": (lambda x: np.cumprod(x), [ArraySpec((100_000,), F32)]),
     "i64_few_long_rows": (two_scans, [ArraySpec((4, 1 << 20), "int64")]),
+    "f32_split": (lambda x: (np.cumsum(x, axis=1), np.cumprod(x, axis=1) * x), [ArraySpec((4, 1 << 20), F32)]),
     "int64_index": (lambda x: np.cumsum(x, axis=0), [ArraySpec((1 << 16, 1 << 16), "float16")]),
 }
+
+
+CHAINED = {"u8_two_scans", "i64_few_long_rows"}  # a scan of a scan: no split schedule
 
 
 @pytest.mark.parametrize("case", sorted(COMPILE_CASES))
 def test_scan_kernels_compile_without_spills(case: str) -> None:
     fn, values = COMPILE_CASES[case]
-    kernels = _kernels(fn, values, SCHEDULES, case)
+    kernels = _kernels(fn, values, SCHEDULES if case not in CHAINED else SCHEDULES[:-2], case)
     assert kernels
     result = nvrtc.compile_cubin(render_module([k.spec for k in kernels]), "sm_90")
     for k in kernels:
