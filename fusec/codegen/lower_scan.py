@@ -53,7 +53,7 @@ def scan_identity(node: Node, red: cuda_ops.CudaReduction) -> str:
 def lower_scan(nest: ScanNest, schedule: ScanSchedule, name: str | None = None) -> KernelSpec:
     """The :class:`KernelSpec` of ``nest``'s scan region under ``schedule`` (checked against it)."""
     lo = _Lowering(nest, schedule)
-    rows = schedule.mapping in ("rows", "split")
+    rows = schedule.mapping in ("rows", "split", "columns")
     region = nest.region
     index_ctype = nest.index_ctype
     index_np = np.int32 if index_ctype == "int" else np.int64

@@ -336,6 +336,9 @@ class ScanSchedule(Schedule):
       shuffles, then shared memory across warps), and a running carry joins the chunks;
     - ``sequential``: a thread per row scanning it element by element, 256 rows per block: for scans along an
       outer axis, where the threads of a warp read neighbouring rows (coalesced), and for very short rows;
+    - ``columns``: for scans along an outer axis (the rows' neighbours in memory are other rows): 32 rows per
+      block along the warp (coalesced), ``threads`` threads along each row (1..32), each scanning ``elems``
+      consecutive elements per chunk, their totals exchanged through shared memory;
     - ``split``: as ``rows`` with a block per row, each row split across as many blocks as fill the device
       (chosen at launch): each block folds its segment's totals, the grid waits at a barrier, and each block
       scans its segment again from the totals of the segments before it (reduce, then scan: the data is read
@@ -345,7 +348,7 @@ class ScanSchedule(Schedule):
     tolerance; float16 accumulates in float32."""
 
     kind: ClassVar[str] = "scan"
-    variants: ClassVar[tuple[str, ...]] = ("rows", "sequential", "split")
+    variants: ClassVar[tuple[str, ...]] = ("rows", "sequential", "split", "columns")
     keys: ClassVar[dict[str, str]] = {"threads": "row_threads", "elems": "elems"}
     mapping: str = "rows"
     row_threads: int = BLOCK
@@ -359,10 +362,14 @@ class ScanSchedule(Schedule):
     def rows_per_block(self) -> int:
         if self.mapping == "split":
             return 1
+        if self.mapping == "columns":
+            return WARP
         return max(1, BLOCK // self.row_threads) if self.mapping == "rows" else BLOCK
 
     @property
     def block(self) -> tuple[int, int]:
+        if self.mapping == "columns":
+            return (WARP, self.row_threads)
         return (self.row_threads, self.rows_per_block) if self.mapping != "sequential" else (BLOCK, 1)
 
     @property

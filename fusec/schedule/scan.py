@@ -5,11 +5,12 @@ the elementwise prologue, the scans along the scan axis, the epilogue on the sca
 :class:`LoopNest`'s (arrays, accesses, strides, index width) with every member *full* and the scan axis as the
 loop axis (the one axis a row walks), the other axes collapsed into the kept axes that number the rows.
 
-The heuristic (:func:`choose`): a thread per row (``sequential``) when the scan axis is not the one the arrays
-step along by one element (a scan along an outer axis: the threads of a warp then read neighbouring rows,
-coalesced) or the rows are very short; otherwise a warp per row for rows up to :data:`WARP_ROW_MAX` elements,
-a block beyond; rows fewer than the device's SMs and at least :data:`SPLIT_MIN_LENGTH` long are split across
-blocks (``split``), unless a scan reads another's result (then a block of :data:`BIG_BLOCK` threads per row).
+The heuristic (:func:`choose`): ``columns`` when the scan axis is not the one the arrays step along by one
+element (a scan along an outer axis: a warp takes 32 neighbouring rows, coalesced, with several threads along
+each row while the rows are too few to fill the device); a thread per row (``sequential``) for very short rows;
+otherwise a warp per row for rows up to :data:`WARP_ROW_MAX` elements, a block beyond; rows fewer than the
+device's SMs and at least :data:`SPLIT_MIN_LENGTH` long are split across blocks (``split``), unless a scan reads
+another's result (then a block of :data:`BIG_BLOCK` threads per row).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ WARP_ROW_MAX = 1024  # contiguous rows up to this long take a warp each (8 rows 
 ELEMS = 8  # elements per thread per chunk (4-byte values; 4 for 8-byte values)
 BIG_BLOCK = 1024  # threads per row when the rows are fewer than the device's SMs (and cannot be split)
 ELEMS_MAX = 16
+COLUMN_THREADS = 8  # columns: threads along each row (8 x 32 = 256 per block) ...
+COLUMN_FEW_ROWS = 256  # ... while the rows are fewer than this many per SM (then one thread per row suffices)
 SPLIT_MIN_LENGTH = 1 << 15  # rows at least this long, fewer than the device's SMs, are split across blocks
 
 
@@ -98,7 +101,9 @@ def _defaults(nest: ScanNest, device: DeviceProperties, variant: str | None) -> 
     elems_max = ELEMS if nest.widest() <= 4 else ELEMS // 2
     few_rows = nest.n_kept < device.sm_count
     if variant is None:
-        if not nest.along_rows() or length <= SEQUENTIAL_ROW_MAX:
+        if not nest.along_rows():
+            variant = "columns"
+        elif length <= SEQUENTIAL_ROW_MAX:
             variant = "sequential"
         elif few_rows and length >= SPLIT_MIN_LENGTH and not nest.chained():
             variant = "split"
@@ -108,6 +113,10 @@ def _defaults(nest: ScanNest, device: DeviceProperties, variant: str | None) -> 
         return ScanSchedule("sequential", BLOCK, 1)
     if variant == "split":
         return ScanSchedule("split", BLOCK, elems_max)
+    if variant == "columns":  # enough threads along each row that few rows still keep the device busy
+        threads = COLUMN_THREADS if nest.n_kept < COLUMN_FEW_ROWS * device.sm_count else 1
+        threads = max(1, min(threads, _pow2_at_least(-(-length // elems_max))))
+        return ScanSchedule("columns", threads, elems_max)
     if length <= WARP * elems_max or length <= WARP_ROW_MAX:
         threads = WARP
         elems = min(elems_max, _pow2_at_least(max(1, -(-length // WARP))))
@@ -146,6 +155,12 @@ def check(nest: ScanNest, schedule: Any, device: DeviceProperties = H200) -> Non
         refuse("a scan reads another scan's result: a split row cannot fold its segments before their carries "
                "are known (use rows)")
     g = schedule.row_threads
+    if schedule.mapping == "columns":
+        if not 1 <= g <= WARP or g & (g - 1):
+            refuse("columns takes 1, 2, 4, 8, 16 or 32 threads along each row (32 rows per block)")
+        if not 1 <= schedule.elems <= ELEMS_MAX:
+            refuse(f"elems (elements per thread per chunk) is 1..{ELEMS_MAX}")
+        return
     if g < WARP or g % WARP or g > min(1024, device.max_threads_per_block) or g & (g - 1):
         refuse("threads per row is 32, 64, 128, 256, 512 or 1024 (whole warps, a power of two)")
     if not 1 <= schedule.elems <= ELEMS_MAX:

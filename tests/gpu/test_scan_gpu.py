@@ -32,7 +32,8 @@ DTYPES = ["float32", "float16", "int32"]
 LENGTHS = [1, 2, 7, 8, 9, 31, 32, 33, 255, 1000, 1025, 4097, 65539, 1 << 20]
 SCHEDULES = ["scan:sequential", "scan:rows,threads=32,elems=1", "scan:rows,threads=32,elems=8",
              "scan:rows,threads=64,elems=4", "scan:rows,threads=256,elems=8", "scan:rows,threads=1024,elems=16",
-             "scan:split,threads=256,elems=8", "scan:split,threads=32,elems=2"]
+             "scan:split,threads=256,elems=8", "scan:split,threads=32,elems=2", "scan:columns,threads=8,elems=8",
+             "scan:columns,threads=1,elems=4", "scan:columns,threads=32,elems=1"]
 
 
 def _data(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, special: bool = False) -> np.ndarray:
@@ -59,6 +60,8 @@ def _depth(schedule: Any, n: int) -> int:
     """The rounded operations on the longest path to a prefix of ``n`` elements under ``schedule``, with slack."""
     if schedule.mapping == "sequential":
         return n + 2
+    if schedule.mapping == "columns":
+        return schedule.elems + schedule.row_threads + 4 + -(-n // (schedule.row_threads * schedule.elems))
     chunk = schedule.row_threads * schedule.elems
     depth = schedule.elems + 2 * int(math.log2(schedule.row_threads)) + 4 + -(-n // chunk)
     # split: the totals of the segments before a segment, one per block of the row (a few thousand at most)

@@ -116,16 +116,21 @@ def test_scan_few_long_rows_split_unless_a_scan_reads_a_scan() -> None:
     assert [p.role for p in k.spec.params].count("workspace") == 1
 
 
-def test_scan_along_outer_axis_runs_a_thread_per_column() -> None:
+def test_scan_along_outer_axis_takes_32_rows_per_block() -> None:
     nest = _nest(column_cumprod, ArraySpec((4096, 64), F32))
     assert not nest.along_rows()
-    assert resolve(nest).text() == "scan:sequential"
+    assert resolve(nest).text() == "scan:columns,threads=8,elems=8"
     transposed = _nest(lambda x: np.cumsum(x.T, axis=1), ArraySpec((4096, 64), F32))
-    assert resolve(transposed).mapping == "sequential"
+    assert resolve(transposed).mapping == "columns"
+    many = _nest(column_cumprod, ArraySpec((64, 1 << 18), F32))  # rows enough to fill the device one thread each
+    assert resolve(many).text() == "scan:columns,threads=1,elems=8"
+    (k,) = generate_plan(_plan(column_cumprod, ArraySpec((4096, 64), "float64")), {})
+    assert k.spec.block == (32, 8) and k.spec.launch.per_block == 32 and k.schedule.elems == 4
 
 
 @pytest.mark.parametrize("text", ["scan:rows,threads=64,elems=2", "scan:rows,threads=1024,elems=16",
-                                  "scan:sequential", "scan:rows,threads=32,elems=1", "scan:split,threads=128,elems=4"])
+                                  "scan:sequential", "scan:rows,threads=32,elems=1", "scan:split,threads=128,elems=4",
+                                  "scan:columns,threads=4,elems=2", "scan:columns,threads=1,elems=16"])
 def test_scan_forced_schedules_round_trip(text: str) -> None:
     nest = _nest(exp_cumsum_div, ArraySpec((64, 1000), F32), np.float32(2))
     schedule = resolve(nest, text)
@@ -146,8 +151,10 @@ def test_scan_partial_schedule_takes_the_heuristics_fields() -> None:
     ("scan:rows,threads=32,elems=0", "elems"),
     ("scan:rows,threads=32,elems=17", "elems"),
     ("scan:sequential,threads=32", "belong to the rows mapping"),
+    ("scan:columns,threads=64,elems=4", "1, 2, 4, 8, 16 or 32 threads"),
+    ("scan:columns,threads=3,elems=4", "1, 2, 4, 8, 16 or 32 threads"),
     ("rows:warp", "is for a rows kernel"),
-    ("scan:columns", "scan schedules are rows, sequential"),
+    ("scan:cols", "scan schedules are rows, sequential, split, columns"),
 ])
 def test_scan_forced_schedule_refusals_say_why(text: str, why: str) -> None:
     nest = _nest(exp_cumsum_div, ArraySpec((64, 1000), F32), np.float32(2))
@@ -193,7 +200,8 @@ def _kernels(fn: Callable[..., Any], values: list[Any], schedules: list[str | No
 
 
 SCHEDULES = [None, "scan:sequential", "scan:rows,threads=32,elems=8", "scan:rows,threads=128,elems=4",
-             "scan:rows,threads=1024,elems=4", "scan:split,threads=256,elems=8", "scan:split,threads=32,elems=4"]
+             "scan:rows,threads=1024,elems=4", "scan:columns,threads=8,elems=4", "scan:columns,threads=1,elems=8",
+             "scan:split,threads=256,elems=8", "scan:split,threads=32,elems=4"]
 _X = np.zeros((40, 300), np.float32)
 COMPILE_CASES: dict[str, tuple[Callable[..., Any], list[Any]]] = {
     "f32": (exp_cumsum_div, [ArraySpec((512, 1000), F32), np.float32(2)]),
