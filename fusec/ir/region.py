@@ -132,10 +132,6 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
     if not members:
         raise Refusal("empty region")
     inside = set(members)
-    for n in members:
-        if n.op == "slice" and n.operands[0] in inside:
-            raise Refusal(f"a slice of {n.operands[0].op}, which the same kernel computes: its elements come from "
-                          "other threads (slices read arrays in memory; canonicalize moves them there)")
     reductions = [n for n in members if n.kind is Kind.REDUCTION]
     # maps over each member's own axes; for reductions, over the operand's axes (op_maps)
     maps: dict[Node, list] = {n: [None] * n.ndim for n in members}
@@ -247,6 +243,17 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
     return RegionSpace(tuple(shape), tuple(sorted(reduced)), final, reduce_maps, _phases(members, inside), axis)
 
 
+def slice_problem(slices: Iterable[Node], inside: Callable[[Node], bool]) -> str | None:
+    """Why a kernel holding ``slices`` (its slice members) and the nodes ``inside`` says cannot be one kernel, or
+    None: a slice of a value the same kernel computes reads elements other threads compute (slices read arrays in
+    memory; canonicalize moves them onto the arrays they read, except where a scan stops them)."""
+    for n in slices:
+        if inside(n.operands[0]):
+            return (f"a slice of {n.operands[0].op}, which the same kernel computes: its elements come from other "
+                    "threads (slices read arrays in memory; canonicalize moves them there)")
+    return None
+
+
 def scan_axis_problem(scans: Iterable[Node], final_map: Callable[[Node], AxisMap], reduces: bool) -> str | None:
     """Why ``scans`` (a region's scan members, placed by ``final_map``) cannot run in one scan kernel, or None:
     a scan kernel scans along one region axis, and reduces nothing."""
@@ -260,12 +267,12 @@ def scan_axis_problem(scans: Iterable[Node], final_map: Callable[[Node], AxisMap
 
 
 def scan_axis(scans: Iterable[Node], final_map: Callable[[Node], AxisMap], reduces: bool) -> int | None:
-    """The region axis ``scans`` run along (None without a scan of more than one element), or
-    :class:`Refusal` (see :func:`scan_axis_problem`)."""
+    """The region axis ``scans`` run along; None without a scan of more than one element, or where they cannot
+    be one scan kernel (:func:`scan_axis_problem`: the fusion pass's legality refuses such a kernel, and the
+    verifier a hand-written one), so that the space itself stays what :mod:`fusec.ir.space_state` computes."""
     scans = list(scans)
-    problem = scan_axis_problem(scans, final_map, reduces)
-    if problem is not None:
-        raise Refusal(problem)
+    if scan_axis_problem(scans, final_map, reduces) is not None:
+        return None
     axes = {final_map(s)[s.attr("axis")] for s in scans} - {None}
     return axes.pop() if axes else None
 
@@ -330,6 +337,13 @@ def kind_problem(region: Region) -> str | None:
         space = region.space
     except Refusal as exc:
         return f"its nodes cannot be one kernel: {exc}"
+    problem = slice_problem((n for n in region.nodes if n.op == "slice"), set(region.nodes).__contains__)
+    if problem is not None:
+        return f"its nodes cannot be one kernel: {problem}"
+    scans = [n for n in region.nodes if n.kind is Kind.SCAN]
+    problem = scan_axis_problem(scans, space.maps.__getitem__, any(n.kind is Kind.REDUCTION for n in region.nodes))
+    if problem is not None:
+        return f"its nodes cannot be one kernel: {problem}"
     if space.kind != region.kind:
         return f"is a {region.kind} kernel but its nodes make a {space.kind} one"
     return None

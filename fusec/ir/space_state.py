@@ -41,7 +41,7 @@ class SpaceState:
     :meth:`region_space`."""
 
     __slots__ = ("slots", "serial", "version", "members", "parent", "info", "roots", "reductions", "scans", "phase",
-                 "seed",
+                 "slices", "seed",
                  "shape", "reduced", "values", "reduce_maps", "oracle", "legal", "free", "maps")
 
     def __init__(self, slots: AxisSlots):
@@ -54,6 +54,7 @@ class SpaceState:
         self.roots: set[int] = set()
         self.reductions: list[Node] = []
         self.scans: list[Node] = []
+        self.slices: list[Node] = []  # slices of computed values (of scans: others sink onto arrays)
         self.phase: dict[Node, int] = {}
         self.seed: Node | None = None
         self.shape: tuple[int, ...] = ()
@@ -65,6 +66,9 @@ class SpaceState:
         # candidates with no slot in a class the seed claims (only those can claim anything), or None: unknown
         self.free: list[Node] | None = None
         self.maps: dict[Node, AxisMap] = {}  # final maps computed so far (valid for the current numbers)
+
+    def contains(self, n: Node) -> bool:
+        return n in self.members
 
     def find(self, x: int) -> int:
         parent = self.parent
@@ -119,6 +123,8 @@ class SpaceState:
             state.roots = set(range(base, base + n.ndim))
             if n.kind is Kind.SCAN:
                 state.scans = [n]
+            if _inner_slice(n):
+                state.slices = [n]
         slots.counts.slot_steps += len(parent)
         return state
 
@@ -167,7 +173,8 @@ class _Trial(Numbering):
 
     __slots__ = ("base", "slots", "counts", "parent", "info", "dead", "born", "added", "added_set", "phase",
                  "values", "reduce_maps", "oracle", "legal", "roots", "free", "maps", "fast", "small", "seed",
-                 "shape", "reduced", "reductions", "scans", "own", "touched", "clash", "unit_clashes", "start")
+                 "shape", "reduced", "reductions", "scans", "slices", "own", "touched", "clash", "unit_clashes",
+                 "start")
 
     def __init__(self, base: SpaceState, slots: AxisSlots, nodes: list[Node] | None = None, *,
                  small: SpaceState | None = None, seed: Node | None = None):
@@ -212,6 +219,7 @@ class _Trial(Numbering):
             self.counts.phase_steps += len(nodes)
             self.reductions = [n for n in nodes if n.kind is Kind.REDUCTION]
             self.scans = [n for n in nodes if n.kind is Kind.SCAN]
+            self.slices = [n for n in nodes if _inner_slice(n)]
         else:
             assert seed is not None
             self.seed = seed
@@ -337,6 +345,7 @@ class _Trial(Numbering):
         self.start = start
         self.reductions = base.reductions + [n for n in new if n.kind is Kind.REDUCTION]
         self.scans = base.scans + [n for n in new if n.kind is Kind.SCAN]
+        self.slices = base.slices + [n for n in new if _inner_slice(n)]
 
     def _roots(self) -> list[int]:
         if self.roots is None:
@@ -413,6 +422,7 @@ class _Trial(Numbering):
         base.phase.update(self.phase)
         base.reductions = self.reductions
         base.scans = self.scans
+        base.slices = self.slices
         base.seed, base.shape, base.reduced = self.seed, self.shape, self.reduced
         if self.fast:
             base.values.update(self.own)
@@ -459,6 +469,11 @@ class _Trial(Numbering):
         assert list(got_maps.items()) == list(want.maps.items()), (got_maps, want.maps)
         assert {r: reduce_maps[r] for r in want.reduce_maps} == dict(want.reduce_maps), (reduce_maps, want)
         assert phase == dict(want.phase), (phase, want.phase)
+
+
+def _inner_slice(n: Node) -> bool:
+    """A slice of a computed value (legality refuses one whose operand is in the same kernel)."""
+    return n.op == "slice" and n.operands[0].kind is not Kind.SOURCE
 
 
 def refusal_text(slots: AxisSlots, nodes: list[Node]) -> str:

@@ -4,7 +4,8 @@ A merge of groups is legal when, in this order (the first failure is the reason 
 
 1. the nodes have one iteration space (:func:`fusec.ir.region.region_space`, computed incrementally by
    :mod:`fusec.ir.space_state`);
-2. a kernel with scans scans along one axis and reduces nothing (:func:`fusec.ir.region.scan_axis_problem`);
+2. a kernel with scans scans along one axis and reduces nothing, and reads no slice of a value it computes (a
+   slice of a scan: :func:`fusec.ir.region.scan_axis_problem`, :func:`fusec.ir.region.slice_problem`);
 3. every node the kernel must write (returned, or read by another kernel) is written once per element:
    it covers every axis of the space, or, in a reduction, every kept axis without varying along a
    reduced one;
@@ -26,7 +27,7 @@ from typing import Protocol
 
 from fusec.ir.axis_slots import AxisSlots
 from fusec.ir.graph import Node
-from fusec.ir.region import AxisMap, scan_axis_problem, space_kind
+from fusec.ir.region import AxisMap, scan_axis_problem, slice_problem, space_kind
 from fusec.ir.space_state import refusal_text
 from fusec.passes import policy
 
@@ -67,7 +68,7 @@ class NoCommonSpace:
 
 @dataclass(frozen=True)
 class ScanConflict:
-    """Scans along different axes, or a scan and a reduction, in one kernel."""
+    """Scans along different axes, a scan and a reduction, or a slice of a scan, in one kernel."""
 
     message: str
 
@@ -128,6 +129,9 @@ class SpaceView(Protocol):
     reduced: tuple
     reductions: list[Node]
     scans: list[Node]
+    slices: list[Node]  # slices of computed values
+
+    def contains(self, n: Node) -> bool: ...
 
     def final_map(self, n: Node) -> AxisMap: ...
 
@@ -141,10 +145,11 @@ def kernel_reason(space: SpaceView, members: Callable[[], Members], slots: AxisS
     the arrays it reads. None when legal so far (the cycle check is the caller's)."""
     if not space.legal:
         return NoCommonSpace(members(), slots)
-    if space.scans:
+    problem = slice_problem(space.slices, space.contains) if space.slices else None
+    if problem is None and space.scans:
         problem = scan_axis_problem(space.scans, space.final_map, bool(space.reductions))
-        if problem is not None:
-            return ScanConflict(problem)
+    if problem is not None:
+        return ScanConflict(problem)
     for n in written:
         if not written_once(space.final_map(n), space.shape, space.reduced):
             return WrittenTwice(n, space.shape)
