@@ -44,6 +44,14 @@ def both_axes(x):
     return np.cumsum(x, axis=0) + np.cumsum(x, axis=1)
 
 
+def scan_then_later_slice(x):
+    return np.cumsum(x, axis=1)[:, 5:] * 2  # the slice reads what other threads scanned: a kernel of its own
+
+
+def scan_then_prefix_slice(x):
+    return np.cumsum(x, axis=1)[::2, :7] * 2  # the scan of the slice: one kernel
+
+
 F32 = "float32"
 
 
@@ -58,6 +66,8 @@ def _plan(fn: Callable[..., Any], *specs: Any) -> Any:
     (two_scans, (ArraySpec((64, 300), "int32"),), ["scan"]),
     (scan_over_total, (ArraySpec((64, 300), F32),), ["rows", "scan"]),
     (both_axes, (ArraySpec((64, 300), F32),), ["scan", "scan"]),
+    (scan_then_later_slice, (ArraySpec((64, 300), F32),), ["scan", "pointwise"]),
+    (scan_then_prefix_slice, (ArraySpec((64, 300), F32),), ["scan"]),
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_scan_workloads_kernel_counts(fn: Callable[..., Any], specs: tuple, kinds: list[str]) -> None:
     plan = _plan(fn, *specs)
