@@ -40,7 +40,7 @@ from fusec.errors import FusecError
 from fusec.ir import dtypes as fdt
 from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.ops import NO_IDENTITY, OPS, Kind, ufunc_loops
-from fusec.ir.region import Refusal, make_regions, region_space
+from fusec.ir.region import Refusal, make_regions, members_problem, region_space
 from fusec.ir.text import REGION_KINDS
 
 __all__ = ["graphs", "partitioned_graphs", "ALL_DTYPES", "FLOAT_DTYPES"]
@@ -302,8 +302,10 @@ def partitioned_graphs(draw: st.DrawFn, **graph_options: object) -> Graph:
 
 
 def _space_kind(nodes: list[Node]) -> str | None:
-    """The kind of the one iteration space of ``nodes``, or None (none, or only sources)."""
+    """The kind of the one iteration space of ``nodes``, or None (none, or only sources, or nodes that cannot be one
+    kernel for another reason: a slice of a value it computes, scans it cannot run together)."""
     try:
-        return region_space(nodes).kind
+        space = region_space(nodes)
     except Refusal:
         return None
+    return None if members_problem(nodes, space) is not None else space.kind

@@ -243,6 +243,17 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
     return RegionSpace(tuple(shape), tuple(sorted(reduced)), final, reduce_maps, _phases(members, inside), axis)
 
 
+def members_problem(nodes: Iterable[Node], space: RegionSpace) -> str | None:
+    """Why ``nodes``, whose iteration space is ``space``, still cannot be one kernel (what the fusion pass's
+    legality checks beside the space: :func:`slice_problem`, :func:`scan_axis_problem`), or None."""
+    nodes = list(nodes)
+    problem = slice_problem((n for n in nodes if n.op == "slice"), set(nodes).__contains__)
+    if problem is None:
+        problem = scan_axis_problem([n for n in nodes if n.kind is Kind.SCAN], space.maps.__getitem__,
+                                    any(n.kind is Kind.REDUCTION for n in nodes))
+    return problem
+
+
 def slice_problem(slices: Iterable[Node], inside: Callable[[Node], bool]) -> str | None:
     """Why a kernel holding ``slices`` (its slice members) and the nodes ``inside`` says cannot be one kernel, or
     None: a slice of a value the same kernel computes reads elements other threads compute (slices read arrays in
@@ -337,11 +348,7 @@ def kind_problem(region: Region) -> str | None:
         space = region.space
     except Refusal as exc:
         return f"its nodes cannot be one kernel: {exc}"
-    problem = slice_problem((n for n in region.nodes if n.op == "slice"), set(region.nodes).__contains__)
-    if problem is not None:
-        return f"its nodes cannot be one kernel: {problem}"
-    scans = [n for n in region.nodes if n.kind is Kind.SCAN]
-    problem = scan_axis_problem(scans, space.maps.__getitem__, any(n.kind is Kind.REDUCTION for n in region.nodes))
+    problem = members_problem(region.nodes, space)
     if problem is not None:
         return f"its nodes cannot be one kernel: {problem}"
     if space.kind != region.kind:
