@@ -109,7 +109,8 @@ class Plan:
 
     @property
     def kernel_count_unfused(self) -> int:
-        return sum(1 for n in self.traced.nodes if n.kind in (Kind.ELEMENTWISE, Kind.REDUCTION, Kind.GATHER))
+        computing = (Kind.ELEMENTWISE, Kind.REDUCTION, Kind.GATHER, Kind.SCAN)
+        return sum(1 for n in self.traced.nodes if n.kind in computing)
 
     def __len__(self) -> int:
         return len(self.kernels)
@@ -138,7 +139,7 @@ def unfused_bytes(graph: Graph) -> int:
     reads at most as many elements of its array as it gathers)."""
     total = 0
     for n in graph.nodes:
-        if n.kind not in (Kind.ELEMENTWISE, Kind.REDUCTION, Kind.GATHER):
+        if n.kind not in (Kind.ELEMENTWISE, Kind.REDUCTION, Kind.GATHER, Kind.SCAN):
             continue
         total += n.nbytes
         for k, o in enumerate(dict.fromkeys(n.operands)):

@@ -205,3 +205,28 @@ def random_arguments(rng: np.random.Generator, graph: Any) -> list[np.ndarray]:
         else:
             args.append(random_array(rng, n.shape, n.dtype))
     return args
+def assert_scan_matches_numpy(actual: Any, expected: Any, x: Any, *, product: bool = False, depth: int) -> None:
+    """A float scan's ``actual`` (cumsum, or cumprod with ``product``, of ``x`` along the last axis) against
+    NumPy's ``expected``: NaN and infinities where NumPy has them, and each finite value within NumPy's tolerance,
+    or no further from the float64 scan than twice NumPy's error (:func:`assert_reduction_matches_numpy`), or within
+    the error bound of ``depth`` rounded operations on its path (each adds at most one unit roundoff of the
+    accumulator times the sum of the magnitudes folded in, or for a product times its magnitude; shared/
+    CORRECTNESS.md's reduction bound), plus the final rounding to the result's dtype."""
+    a, e = np.asarray(actual), np.asarray(expected)
+    x64 = np.asarray(x, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        reference = np.cumprod(x64, axis=-1) if product else np.cumsum(x64, axis=-1)
+    try:
+        assert_reduction_matches_numpy(a, e, reference)
+        return
+    except AssertionError:
+        if a.dtype != e.dtype or a.shape != e.shape or e.dtype.kind != "f":
+            raise
+    finite = np.isfinite(e) & np.isfinite(reference)
+    assert_matches_numpy(np.where(finite, e, a), e, exact=True)
+    unit = 2.0 ** -53 if e.dtype == np.float64 else 2.0 ** -24  # float16 accumulates in float32
+    with np.errstate(all="ignore"):
+        scale = np.abs(reference) if product else np.cumsum(np.abs(x64), axis=-1)
+        bound = 2 * unit * depth * scale + np.abs(reference) * float(np.finfo(e.dtype).eps) + 1e-30
+        bad = finite & ~(np.abs(a.astype(np.float64) - reference) <= bound)
+    assert not bad.any(), f"beyond {depth} roundings from the float64 scan: " + _first_mismatch(bad, a, e)

@@ -13,9 +13,9 @@ dims 0-``max_dim``, size-1 dims for broadcasting, zero-size extents now and then
 together, then up to ``max_nodes`` steps, each building one op from the op table over earlier nodes
 (fan-out is common): elementwise ops through one of their NumPy loops (``ufunc_loops``), with
 ``cast`` nodes inserted so each operand has the loop's dtype and scalar ``const`` operands now and
-then; reductions over random axes with random ``keepdims``; ``expand_dims``, ``squeeze``,
-``transpose``, ``broadcast_to``, ``slice`` (any bounds and steps, integer indices), ``reshape`` (merging
-adjacent axes, splitting one, flattening, size-1 axes), ``window`` (clamped indices); ``cast``;
+then; reductions over random axes with random ``keepdims``; scans along a random axis; ``expand_dims``,
+``squeeze``, ``transpose``, ``broadcast_to``, ``slice`` (any bounds and steps, integer indices), ``reshape``
+(merging adjacent axes, splitting one, flattening, size-1 axes), ``window`` (clamped indices); ``cast``;
 ``size``; and variances as ``x.var`` traces them (a sum of squared deviations from the mean, which
 one-pass kernels take). It returns 1-``max_outputs`` outputs (sometimes an input, sometimes the same
 node twice). Every node is built with ``make_node``, so every graph passes ``verify``; a step that
@@ -42,7 +42,7 @@ from fusec.errors import FusecError
 from fusec.ir import dtypes as fdt
 from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.ops import NO_IDENTITY, OPS, Kind, ufunc_loops
-from fusec.ir.region import Refusal, make_regions, region_space
+from fusec.ir.region import Refusal, make_regions, members_problem, region_space
 from fusec.ir.text import REGION_KINDS
 
 __all__ = ["graphs", "partitioned_graphs", "ALL_DTYPES", "FLOAT_DTYPES"]
@@ -127,6 +127,19 @@ class _Builder:
         if op.name in NO_IDENTITY and any(x.shape[a] == 0 for a in axes):
             raise _Skip
         return make_node(op.name, (x,), {"axes": axes, "keepdims": self.draw(st.booleans())})
+
+    def scan(self, ops: list[str]) -> Node:
+        """A scan (``cumsum``/``cumprod``) along a random axis of a picked node (bool cast to int64 first, as
+        ``np.cumsum`` does)."""
+        x = self.pick()
+        if x.ndim == 0:
+            raise _Skip
+        if x.dtype == fdt.BOOL:
+            if fdt.INT64 not in self.allowed:
+                raise _Skip
+            x = self.cast(x, fdt.INT64)
+        axis = self.draw(st.integers(0, x.ndim - 1))
+        return make_node(self.draw(st.sampled_from(ops)), (x,), {"axis": axis})
 
     def moments(self) -> Node:
         """The sum of squared deviations of a float node from its own mean over random axes, as ``x.var``
@@ -284,7 +297,7 @@ class _Builder:
 @st.composite
 def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype] = ALL_DTYPES, *,
            allow_reductions: bool = True, allow_layout: bool = True, allow_consts: bool = True,
-           allow_size: bool = True, ops: Iterable[str] | None = None, max_inputs: int = 3,
+           allow_size: bool = True, allow_scans: bool = True, ops: Iterable[str] | None = None, max_inputs: int = 3,
            max_outputs: int = 3, max_rank: int = 3, max_dim: int = 5, allow_empty: bool = True,
            float_to_int_casts: bool = True, allow_gather: bool = False, name: str = "g") -> Graph:
     """A random valid :class:`Graph` (see the module docstring).
@@ -304,9 +317,11 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
                 and o.name in chosen and _loops(o.name, allowed))
     red = sorted(o.name for o in OPS.values() if o.kind is Kind.REDUCTION and o.name in chosen)
     lay = sorted(o.name for o in OPS.values() if o.kind is Kind.LAYOUT and o.name in chosen)
+    scans = sorted(o.name for o in OPS.values() if o.kind is Kind.SCAN and o.name in chosen)
     steps = [("elementwise", ew)] * 4 if ew else []
     steps += [("reduction", red)] * 2 if allow_reductions and red else []
     steps += [("layout", lay)] * 2 if allow_layout and lay else []
+    steps += [("scan", scans)] if allow_scans and scans else []
     steps += [("cast", [])] if len(allowed) > 1 else []
     steps += [("gather", [])] * 2 if allow_gather else []
     steps += [("size", [])] if allow_size and "size" in chosen else []
@@ -330,6 +345,8 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
                 node = b.reduction(choices)
             elif kind == "layout":
                 node = b.layout(choices)
+            elif kind == "scan":
+                node = b.scan(choices)
             elif kind == "size":
                 node = b.size()
             elif kind == "iota":
@@ -378,8 +395,10 @@ def partitioned_graphs(draw: st.DrawFn, **graph_options: object) -> Graph:
 
 
 def _space_kind(nodes: list[Node]) -> str | None:
-    """The kind of the one iteration space of ``nodes``, or None (none, or only sources)."""
+    """The kind of the one iteration space of ``nodes``, or None (none, or only sources, or nodes that cannot be one
+    kernel for another reason: a slice of a value it computes, scans it cannot run together)."""
     try:
-        return region_space(nodes).kind
+        space = region_space(nodes)
     except Refusal:
         return None
+    return None if members_problem(nodes, space) is not None else space.kind

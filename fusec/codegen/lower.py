@@ -58,7 +58,7 @@ from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region, operand_map
 from fusec.schedule.heuristics import staged_inputs, tile_axes
-from fusec.schedule.kinds import PointwiseSchedule, ReduceAllSchedule, RowSchedule, Schedule
+from fusec.schedule.kinds import PointwiseSchedule, ReduceAllSchedule, RowSchedule, ScanSchedule, Schedule
 from fusec.schedule.nest import AccessInfo, LoopNest, declaration_order
 
 _WIDE_CTYPES = ("double", "long long", "unsigned long long")
@@ -241,6 +241,10 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
     """The :class:`KernelSpec` of ``nest``'s region under ``schedule`` (already checked against it, see
     :func:`fusec.schedule.resolve`); the kernel is called ``<name>_<kind>_<ops...>`` (``name``: the
     region's by default)."""
+    if isinstance(schedule, ScanSchedule):  # every member per element: its own lowering
+        from fusec.codegen.lower_scan import lower_scan
+
+        return lower_scan(nest, schedule, name)  # type: ignore[arg-type]
     lo = _Lowering(nest, schedule)
     kind = nest.kind
     region = nest.region

@@ -20,6 +20,7 @@ TEMPLATES = {
     "reduce-all": "reduce_all.cu.j2",
     "rows": "reduce_rows.cu.j2",
     "cols": "reduce_cols.cu.j2",
+    "scan": "scan_rows.cu.j2",
 }
 SCHEDULE_HEADER = "schedule.cuh.j2"
 

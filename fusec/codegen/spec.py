@@ -116,6 +116,28 @@ class Phase:
 
 
 @dataclass(frozen=True)
+class ScanStep:
+    """One member of a scan kernel (``templates/scan_rows.cu.j2``), in member order, per element.
+
+    Elementwise (``scan`` False): ``lines`` compute ``var`` (of ``ctype``) from the values before it. A scan
+    (``scan`` True): an accumulator of ``acc_ctype`` starting at ``identity``; ``combine`` is the body of the
+    kernel's ``op<index>(a, b)``, ``lift`` the element folded in (an expression of the operand), ``result`` the
+    accumulator ``x`` as the node's value. In the ``rows`` mapping values live in arrays ``<var>_a[j]`` over a
+    thread's elements; in ``sequential``, in scalars."""
+
+    index: int
+    var: str
+    ctype: str
+    lines: tuple[str, ...] = ()
+    scan: bool = False
+    acc_ctype: str = ""
+    identity: str = ""
+    combine: str = ""
+    lift: str = ""
+    result: str = ""
+
+
+@dataclass(frozen=True)
 class LaunchPolicy:
     """How the runtime sizes the launch: ``work`` units, ``per_block`` of them per block and grid-stride
     step. A ``persistent`` grid is capped at the resident capacity (SMs x blocks per SM), each block looping
@@ -197,7 +219,7 @@ class KernelSpec:
     """Everything the template of ``kind`` needs; ``args`` and ``launch.work`` hold the sizes."""
 
     name: str
-    kind: str  # the template: the schedule's kind (pointwise | reduce-all | rows | cols)
+    kind: str  # the template: the schedule's kind (pointwise | reduce-all | rows | cols | scan)
     schedule: Schedule
     index_ctype: str  # int | long long
     contiguous: bool  # one flat loop index i addresses every array that varies along the loop
@@ -247,6 +269,11 @@ class KernelSpec:
     # arrays read through a slice: (C++ type, the access's pointer, the array's pointer, the offset parameter),
     # declared at the kernel's start as ``const T* __restrict__ in0_ld3 = in0 + ld3_o;``
     view_pointers: tuple[tuple[str, str, str, str], ...] = ()
+    # scan kernels: every member, per element, in order (the outputs are epilogue_stores); the accesses that
+    # step by one element along the row, with their vector width (rows mapping: a thread's elements moved in
+    # vectors where the row is aligned and the chunk full, checked when the kernel runs)
+    scan_steps: tuple[ScanStep, ...] = ()
+    scan_vectors: tuple[tuple[str, int], ...] = ()
 
     @property
     def block(self) -> tuple[int, int]:

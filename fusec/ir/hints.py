@@ -22,9 +22,9 @@ _NOT_CONCRETE = "the value is not known until the kernel runs: return it and con
 # function or method name -> what to write instead
 FUNCTION_HINTS: dict[str, str] = {
     **dict.fromkeys(["view", "repeat", "tile", "roll"], _LATER_VIEWS),
-    **dict.fromkeys(["cumsum", "cumprod", "nancumsum", "nancumprod", "diff", "sort", "argsort", "partition",
+    **dict.fromkeys(["diff", "sort", "argsort", "partition",
                      "median", "percentile", "quantile", "nanmedian", "unique", "nonzero", "argwhere"],
-                    "this needs a scan, sort or selection kernel, which fusec does not generate: call it "
+                    "this needs a sort or selection kernel, which fusec does not generate: call it "
                     "outside the fused function"),
     **dict.fromkeys(["dot", "matmul", "einsum", "inner", "outer", "tensordot", "vdot"],
                     "fusec fuses elementwise ops and reductions; call a BLAS outside (or write (a * b).sum(axis))"),

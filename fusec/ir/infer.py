@@ -268,6 +268,16 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
 
     if op.kind is Kind.GATHER:
         return in_dtypes[0], gather_shape(gather_window_shape(shapes[0], attrs), shapes[1:], in_dtypes[1:], attrs)
+    if op.kind is Kind.SCAN:
+        (x_shape,), (x_dtype,) = shapes, in_dtypes
+        axis = attrs.get("axis")
+        if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)) \
+                or not 0 <= axis < len(x_shape):
+            raise FusecValueError(f"{op_name} needs a non-negative axis below {len(x_shape)}, got {axis!r}")
+        if op.accepts and x_dtype.kind not in op.accepts:
+            raise FusecTypeError(f"{op_name} needs an integer or float operand, got {x_dtype} (cast it first, as "
+                                 "NumPy's accumulate does)")
+        return x_dtype, tuple(x_shape)
 
     # layout
     (x_shape,) = shapes

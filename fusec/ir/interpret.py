@@ -72,6 +72,9 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
         return fn(x, axis=axes, keepdims=keepdims)
     if op.kind is Kind.GATHER:
         return gather_ref.gather(xp, node, args[0], args[1:])
+    if op.kind is Kind.SCAN:  # accumulate in the node's dtype, in NumPy's order
+        (x,) = args
+        return getattr(xp, node.op)(x, axis=node.attr("axis"), dtype=node.dtype)
     (x,) = args
     if node.op == "expand_dims":
         return xp.expand_dims(x, tuple(node.attr("axes"))) if node.attr("axes") else x

@@ -11,6 +11,8 @@ Kinds:
   arithmetic in the kernel that reads them);
 - ``elementwise``: NumPy broadcasting of same-dtype operands (casts are explicit ``cast`` nodes);
 - ``reduction``: over ``axes``, with ``keepdims``;
+- ``scan``: an inclusive prefix along one ``axis`` (``cumsum``, ``cumprod``): the result has the operand's shape
+  and dtype (the tracer casts first, as NumPy's accumulate loop does), element ``i`` combining elements ``0..i``;
 - ``layout``: index remapping only (``expand_dims``, ``squeeze``, ``transpose``, ``broadcast_to``, ``slice``,
   ``reshape``, ``window``: per axis a strided index clamped into the operand, which is how pads and joins
   read);
@@ -36,6 +38,7 @@ class Kind(enum.Enum):
     SOURCE = "source"
     ELEMENTWISE = "elementwise"
     REDUCTION = "reduction"
+    SCAN = "scan"
     LAYOUT = "layout"
     GATHER = "gather"
 
@@ -73,6 +76,10 @@ class OpDef:
     @property
     def is_reduction(self) -> bool:
         return self.kind is Kind.REDUCTION
+
+    @property
+    def is_scan(self) -> bool:
+        return self.kind is Kind.SCAN
 
 
 OPS: dict[str, OpDef] = {}
@@ -198,6 +205,13 @@ _define(OpDef("argmin", Kind.REDUCTION, 1, combine="minimum", index_result=True,
 _define(OpDef("any", Kind.REDUCTION, 1, combine="logical_or", accepts="b", numpy_names=("any",)))
 _define(OpDef("all", Kind.REDUCTION, 1, combine="logical_and", accepts="b", numpy_names=("all",)))
 
+# --- scans: inclusive prefixes along ``axis`` (``combine`` folds element i into the prefix of 0..i-1) ------
+_define(OpDef("cumsum", Kind.SCAN, 1, cost=2, combine="add", accepts="iuf", numpy_names=("cumsum",),
+              doc="numpy.cumsum along `axis` (NumPy adds in order; a GPU kernel adds in a tree: CORRECTNESS.md's "
+                  "reduction tolerance)"))
+_define(OpDef("cumprod", Kind.SCAN, 1, cost=2, combine="mul", accepts="iuf", numpy_names=("cumprod",),
+              doc="numpy.cumprod along `axis`"))
+
 # --- layout ------------------------------------------------------------------------------------
 _define(OpDef("expand_dims", Kind.LAYOUT, 1, cost=0, doc="insert size-1 axes at `axes` of the result"))
 _define(OpDef("squeeze", Kind.LAYOUT, 1, cost=0, doc="remove the size-1 axes `axes`"))
@@ -250,6 +264,11 @@ def arity_ok(op: OpDef, n: int) -> bool:
     return n >= 2 if op.arity == VARIADIC else n == op.arity
 
 
+def scan_identity(op: str, dt: np.dtype) -> Any:
+    """The value a scan's prefix starts from (before the first element)."""
+    return reduction_identity("sum" if OPS[op].combine == "add" else "prod", dt)
+
+
 def by_numpy_name() -> dict[str, OpDef]:
     """NumPy ufunc/function name -> op, for the tracer."""
     table: dict[str, OpDef] = {}
@@ -277,6 +296,10 @@ def elementwise_ops() -> list[OpDef]:
 
 def reduction_ops() -> list[OpDef]:
     return [op for op in OPS.values() if op.kind is Kind.REDUCTION]
+
+
+def scan_ops() -> list[OpDef]:
+    return [op for op in OPS.values() if op.kind is Kind.SCAN]
 
 
 def ufunc_loops(op: OpDef) -> list[tuple[np.dtype, ...]]:

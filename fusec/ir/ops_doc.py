@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import sys
 
-from fusec.ir import composite, dtypes, gather_trace, hints, join_functions, view_functions
+from fusec.ir import composite, dtypes, gather_trace, hints, join_functions, scan_functions, view_functions
 from fusec.ir.ops import OPS, Kind
 
 BEGIN = "<!-- ops:begin -->"
@@ -21,6 +21,7 @@ END = "<!-- ops:end -->"
 _KIND_TEXT = {
     Kind.ELEMENTWISE: "elementwise",
     Kind.REDUCTION: "reductions",
+    Kind.SCAN: "scans",
     Kind.LAYOUT: "layout",
     Kind.GATHER: "gathers",
     Kind.SOURCE: "sources",
@@ -28,6 +29,7 @@ _KIND_TEXT = {
 _KIND_NOTE = {
     Kind.ELEMENTWISE: "NumPy broadcasting; casts are explicit `cast` nodes",
     Kind.REDUCTION: "over `axes`, with `keepdims`; `mean`, `var` and `std` trace to these",
+    Kind.SCAN: "inclusive prefixes along one `axis`; `nancumsum`, `nancumprod` and `x.cumsum()` trace to these",
     Kind.LAYOUT: "index remapping only, no data moved",
     Kind.GATHER: ("the array read at integer indices (negative ones wrap; out of range: `IndexError`); "
                   "`x[idx]`, `x[:, i, j]`, `take` and `take_along_axis` trace to it"),
@@ -45,7 +47,8 @@ def dtypes_markdown() -> str:
 def composites_markdown() -> str:
     """One Markdown list item naming the functions traced into several ops (:mod:`fusec.ir.composite`)."""
     documented = [*composite.DOCUMENTED.items(), *view_functions.DOCUMENTED.items(),
-                  *gather_trace.DOCUMENTED.items(), *join_functions.DOCUMENTED.items()]
+                  *gather_trace.DOCUMENTED.items(), *join_functions.DOCUMENTED.items(),
+                  *scan_functions.DOCUMENTED.items()]
     names = [f"`{module}.{name}`" for module, listed in documented for name in listed]
     return (f"- **functions traced into these ops** ({len(names)}; NumPy's or SciPy's steps, so they fuse like "
             "the ops; CuPy's and `cupyx.scipy.special`'s of the same names too): " + ", ".join(names))

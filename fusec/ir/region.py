@@ -20,7 +20,7 @@ kernel makes before it can compute it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -34,10 +34,12 @@ class Refusal(Exception):
     """Why a set of nodes cannot be one kernel (shown by ``explain``)."""
 
 
-def space_kind(shape: tuple[int, ...], reduced: Iterable[int]) -> str:
-    """The kernel kind of a space over ``shape`` reducing axes ``reduced``: pointwise | reduce-all | rows |
-    cols (size-1 axes don't count)."""
+def space_kind(shape: tuple[int, ...], reduced: Iterable[int], scan_axis: int | None = None) -> str:
+    """The kernel kind of a space over ``shape`` reducing axes ``reduced`` (or scanning along ``scan_axis``):
+    pointwise | reduce-all | rows | cols | scan (size-1 axes don't count)."""
     reduced = set(reduced)
+    if scan_axis is not None:
+        return "scan"
     if not reduced:
         return "pointwise"
     red = [i for i in reduced if shape[i] != 1]
@@ -63,11 +65,13 @@ class RegionSpace:
     maps: Mapping[Node, AxisMap] = field(compare=False)
     reduce_maps: Mapping[Node, AxisMap] = field(compare=False)
     phase: Mapping[Node, int] = field(compare=False)
+    # the region axis its scans run along (a scan region: no reduced axes), else None
+    scan_axis: int | None = None
 
     @property
     def kind(self) -> str:
-        """pointwise | reduce-all | rows | cols (by which axes reduce; size-1 axes don't count)."""
-        return space_kind(self.shape, self.reduced)
+        """pointwise | reduce-all | rows | cols (by which axes reduce; size-1 axes don't count) | scan."""
+        return space_kind(self.shape, self.reduced, self.scan_axis)
 
     @property
     def kept(self) -> tuple[int, ...]:
@@ -90,6 +94,8 @@ class RegionSpace:
 def corresponding_axes(op_node: Node, operand: Node) -> list[tuple[int, int]]:
     """Pairs (user axis, operand axis) that run together, by the user's op rule."""
     op = op_node.op
+    if op_node.kind is Kind.SCAN:  # same shape: element i of the result sits where element i of the operand does
+        return [(j, j) for j in range(operand.ndim)]
     if op_node.kind is Kind.ELEMENTWISE or op == "broadcast_to":
         off = op_node.ndim - operand.ndim
         return [(j + off, j) for j in range(operand.ndim)]
@@ -137,12 +143,6 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
     if not members:
         raise Refusal("empty region")
     inside = set(members)
-    for n in members:
-        if n.op in ("slice", "window") and n.operands[0] in inside:
-            raise Refusal(f"a {n.op} of {n.operands[0].op}, which the same kernel computes: its elements come from "
-                          "other threads (slices read arrays in memory; canonicalize moves them there)")
-        if n.kind is Kind.GATHER and n.operands[0] in inside:
-            raise Refusal(gather_refusal(n))
     reductions = [n for n in members if n.kind is Kind.REDUCTION]
     # maps over each member's own axes; for reductions, over the operand's axes (op_maps)
     maps: dict[Node, list] = {n: [None] * n.ndim for n in members}
@@ -249,7 +249,58 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
         if got != want_set or kept & want_set:
             raise Refusal(f"different iteration space: {r.op} reduces {describe_axes(shape, got)} but the "
                           f"region reduces {describe_axes(shape, want_set)}")
-    return RegionSpace(tuple(shape), tuple(sorted(reduced)), final, reduce_maps, _phases(members, inside))
+    scans = [n for n in members if n.kind is Kind.SCAN]
+    axis = scan_axis(scans, final.__getitem__, bool(reductions))
+    return RegionSpace(tuple(shape), tuple(sorted(reduced)), final, reduce_maps, _phases(members, inside), axis)
+
+
+def members_problem(nodes: Iterable[Node], space: RegionSpace) -> str | None:
+    """Why ``nodes``, whose iteration space is ``space``, still cannot be one kernel (what the fusion pass's
+    legality checks beside the space: :func:`slice_problem`, :func:`scan_axis_problem`), or None."""
+    nodes = list(nodes)
+    inside = set(nodes).__contains__
+    gathers = [n for n in nodes if n.kind is Kind.GATHER and inside(n.operands[0])]
+    if gathers:
+        return gather_refusal(gathers[0])
+    problem = slice_problem((n for n in nodes if n.op in ("slice", "window")), inside)
+    if problem is None:
+        problem = scan_axis_problem([n for n in nodes if n.kind is Kind.SCAN], space.maps.__getitem__,
+                                    any(n.kind is Kind.REDUCTION for n in nodes))
+    return problem
+
+
+def slice_problem(slices: Iterable[Node], inside: Callable[[Node], bool]) -> str | None:
+    """Why a kernel holding ``slices`` (its slice and window members) and the nodes ``inside`` says cannot be one
+    kernel, or None: a slice of a value the same kernel computes reads elements other threads compute (slices read
+    arrays in memory; canonicalize moves them onto the arrays they read, except where a scan stops them)."""
+    for n in slices:
+        if inside(n.operands[0]):
+            return (f"a {n.op} of {n.operands[0].op}, which the same kernel computes: its elements come from other "
+                    "threads (slices and windows read arrays in memory; canonicalize moves them there)")
+    return None
+
+
+def scan_axis_problem(scans: Iterable[Node], final_map: Callable[[Node], AxisMap], reduces: bool) -> str | None:
+    """Why ``scans`` (a region's scan members, placed by ``final_map``) cannot run in one scan kernel, or None:
+    a scan kernel scans along one region axis, and reduces nothing."""
+    axes = {final_map(s)[s.attr("axis")] for s in scans}
+    axes.discard(None)  # a scan along a size-1 axis is its operand
+    if axes and reduces:
+        return "a scan and a reduction would share a kernel: a scan kernel reduces nothing"
+    if len(axes) > 1:
+        return f"scans along different axes ({', '.join(map(str, sorted(axes)))}) would share a kernel"
+    return None
+
+
+def scan_axis(scans: Iterable[Node], final_map: Callable[[Node], AxisMap], reduces: bool) -> int | None:
+    """The region axis ``scans`` run along; None without a scan of more than one element, or where they cannot
+    be one scan kernel (:func:`scan_axis_problem`: the fusion pass's legality refuses such a kernel, and the
+    verifier a hand-written one), so that the space itself stays what :mod:`fusec.ir.space_state` computes."""
+    scans = list(scans)
+    if scan_axis_problem(scans, final_map, reduces) is not None:
+        return None
+    axes = {final_map(s)[s.attr("axis")] for s in scans} - {None}
+    return axes.pop() if axes else None
 
 
 def describe_axes(shape: tuple[int, ...], axes: set) -> str:
@@ -312,6 +363,9 @@ def kind_problem(region: Region) -> str | None:
         space = region.space
     except Refusal as exc:
         return f"its nodes cannot be one kernel: {exc}"
+    problem = members_problem(region.nodes, space)
+    if problem is not None:
+        return f"its nodes cannot be one kernel: {problem}"
     if space.kind != region.kind:
         return f"is a {region.kind} kernel but its nodes make a {space.kind} one"
     return None

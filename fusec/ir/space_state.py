@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from fusec.ir.axis_slots import NO_CANDIDATES, AxisSlots, join_classes, region_params
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
-from fusec.ir.region import AxisMap, Refusal, RegionSpace, region_space
+from fusec.ir.region import AxisMap, Refusal, RegionSpace, region_space, scan_axis
 from fusec.ir.space_numbering import Numbering
 
 CHECK_AGAINST_SCRATCH = os.environ.get("FUSEC_CHECK_SPACES", "") not in ("", "0")
@@ -40,7 +40,8 @@ class SpaceState:
     docstring). Built by :meth:`build`, combined by :meth:`union`; read by :meth:`final_map` and
     :meth:`region_space`."""
 
-    __slots__ = ("slots", "serial", "version", "members", "parent", "info", "roots", "reductions", "phase", "seed",
+    __slots__ = ("slots", "serial", "version", "members", "parent", "info", "roots", "reductions", "scans", "phase",
+                 "slices", "seed",
                  "shape", "reduced", "values", "reduce_maps", "oracle", "legal", "free", "maps")
 
     def __init__(self, slots: AxisSlots):
@@ -52,6 +53,8 @@ class SpaceState:
         self.info: dict[int, tuple] = {}  # class root -> (size, checked extent, size-1 slot, firsts, real slot)
         self.roots: set[int] = set()
         self.reductions: list[Node] = []
+        self.scans: list[Node] = []
+        self.slices: list[Node] = []  # slices of computed values (of scans: others sink onto arrays)
         self.phase: dict[Node, int] = {}
         self.seed: Node | None = None
         self.shape: tuple[int, ...] = ()
@@ -118,6 +121,10 @@ class SpaceState:
                 info[s] = (1, checked[s], extent[s] == 1, firsts, extent[s] != 1)
                 values[s] = k
             state.roots = set(range(base, base + n.ndim))
+            if n.kind is Kind.SCAN:
+                state.scans = [n]
+            if _inner_slice(n):
+                state.slices = [n]
         slots.counts.slot_steps += len(parent)
         return state
 
@@ -153,7 +160,8 @@ class SpaceState:
         maps = {n: self.final_map(n) for n in ordered}
         reduce_maps = {n: self.reduce_maps[n] for n in ordered if n in self.reduce_maps}
         phase = {n: self.phase[n] for n in ordered}
-        return RegionSpace(tuple(self.shape), tuple(sorted(self.reduced)), maps, reduce_maps, phase)
+        axis = scan_axis(self.scans, maps.__getitem__, bool(self.reductions))
+        return RegionSpace(tuple(self.shape), tuple(sorted(self.reduced)), maps, reduce_maps, phase, axis)
 
     def max_reduction_phase(self) -> int:
         return max((self.phase[r] for r in self.reductions), default=-1)
@@ -165,7 +173,8 @@ class _Trial(Numbering):
 
     __slots__ = ("base", "slots", "counts", "parent", "info", "dead", "born", "added", "added_set", "phase",
                  "values", "reduce_maps", "oracle", "legal", "roots", "free", "maps", "fast", "small", "seed",
-                 "shape", "reduced", "reductions", "own", "touched", "clash", "unit_clashes", "start")
+                 "shape", "reduced", "reductions", "scans", "slices", "own", "touched", "clash", "unit_clashes",
+                 "start")
 
     def __init__(self, base: SpaceState, slots: AxisSlots, nodes: list[Node] | None = None, *,
                  small: SpaceState | None = None, seed: Node | None = None):
@@ -209,6 +218,8 @@ class _Trial(Numbering):
                                      if o in self.added_set), default=0)
             self.counts.phase_steps += len(nodes)
             self.reductions = [n for n in nodes if n.kind is Kind.REDUCTION]
+            self.scans = [n for n in nodes if n.kind is Kind.SCAN]
+            self.slices = [n for n in nodes if _inner_slice(n)]
         else:
             assert seed is not None
             self.seed = seed
@@ -333,6 +344,8 @@ class _Trial(Numbering):
                 start.extend(u for u in users[n] if self.contains(u))
         self.start = start
         self.reductions = base.reductions + [n for n in new if n.kind is Kind.REDUCTION]
+        self.scans = base.scans + [n for n in new if n.kind is Kind.SCAN]
+        self.slices = base.slices + [n for n in new if _inner_slice(n)]
 
     def _roots(self) -> list[int]:
         if self.roots is None:
@@ -410,6 +423,8 @@ class _Trial(Numbering):
         base.members.update(self.added_set)
         base.phase.update(self.phase)
         base.reductions = self.reductions
+        base.scans = self.scans
+        base.slices = self.slices
         base.seed, base.shape, base.reduced = self.seed, self.shape, self.reduced
         if self.fast:
             base.values.update(self.own)
@@ -456,6 +471,11 @@ class _Trial(Numbering):
         assert list(got_maps.items()) == list(want.maps.items()), (got_maps, want.maps)
         assert {r: reduce_maps[r] for r in want.reduce_maps} == dict(want.reduce_maps), (reduce_maps, want)
         assert phase == dict(want.phase), (phase, want.phase)
+
+
+def _inner_slice(n: Node) -> bool:
+    """A slice or window of a computed value (legality refuses one whose operand is in the same kernel)."""
+    return n.op in ("slice", "window") and n.operands[0].kind is not Kind.SOURCE
 
 
 def refusal_text(slots: AxisSlots, nodes: list[Node]) -> str:

@@ -37,7 +37,7 @@ from fusec.ir.infer import Shape
 from fusec.ir.ops import OPS
 from fusec.ir.region import Region, kind_problem, make_regions
 
-REGION_KINDS = ("pointwise", "reduce-all", "rows", "cols")
+REGION_KINDS = ("pointwise", "reduce-all", "rows", "cols", "scan")
 _BARE_GLOBAL = re.compile(r"[A-Za-z0-9_.]+\Z")
 _TOKEN = re.compile(r"""
     (?P<ws>\s+) | (?P<comment>(?:\#|//).*)

@@ -266,7 +266,7 @@ def shape_source(x: Node, axes: tuple[int, ...]) -> Node | None:
         if n.op == "input":
             return n
         same_rank = [o for o in n.operands if o.ndim == x.ndim and all(o.shape[a] == x.shape[a] for a in axes)]
-        if n.kind is Kind.ELEMENTWISE or n.op == "broadcast_to":
+        if n.kind in (Kind.ELEMENTWISE, Kind.SCAN) or n.op == "broadcast_to":
             stack.extend(same_rank)
         elif n.kind is Kind.REDUCTION and n.attr("keepdims") and not set(n.attr("axes")) & set(axes):
             stack.extend(same_rank)
@@ -295,6 +295,8 @@ RULES: list[Rule] = [
     Rule("reduction over no axes or size-1 axes -> its operand (cast)",
          P(where=lambda n: n.kind is Kind.REDUCTION, name="_"),
          lambda node, _: reduce_over_nothing(node, node.operands[0])),
+    Rule("scan along a size-1 axis -> its operand", P(where=lambda n: n.kind is Kind.SCAN, name="_"),
+         lambda node, _: _keep(node, node.operands[0]) if node.shape[node.attr("axis")] == 1 else None),
     Rule("reduction in keepdims form", P(where=lambda n: n.kind is Kind.REDUCTION),
          lambda node: keepdims_form(node)),
     Rule("x - squeeze(m) -> x - m where broadcasting lines both up alike",

@@ -5,12 +5,14 @@ A merge of groups is legal when, in this order (the first failure is the reason 
 0. no gather reads a value the same kernel computes (:func:`fusec.ir.region.gather_refusal`);
 1. the nodes have one iteration space (:func:`fusec.ir.region.region_space`, computed incrementally by
    :mod:`fusec.ir.space_state`);
-2. every node the kernel must write (returned, or read by another kernel) is written once per element:
+2. a kernel with scans scans along one axis and reduces nothing, and reads no slice of a value it computes (a
+   slice of a scan: :func:`fusec.ir.region.scan_axis_problem`, :func:`fusec.ir.region.slice_problem`);
+3. every node the kernel must write (returned, or read by another kernel) is written once per element:
    it covers every axis of the space, or, in a reduction, every kept axis without varying along a
    reduced one;
-3. the kernel fits its budgets (reductions, passes over a row, arrays, and the data a cols kernel re-reads for
+4. the kernel fits its budgets (reductions, passes over a row, arrays, and the data a cols kernel re-reads for
    outputs over its elements: the numbers are in ``policy.py``);
-4. it closes no cycle between kernels (the partitioner searches its graph of groups).
+5. it closes no cycle between kernels (the partitioner searches its graph of groups).
 
 Reasons are data (:data:`Reason`); their text is made once, when the refusals are printed with the names
 of the fused graph. Whether a legal merge is worth doing is ``policy.py``'s question.
@@ -26,7 +28,7 @@ from typing import Protocol
 
 from fusec.ir.axis_slots import AxisSlots
 from fusec.ir.graph import Node
-from fusec.ir.region import AxisMap, gather_refusal, space_kind
+from fusec.ir.region import AxisMap, gather_refusal, scan_axis_problem, slice_problem, space_kind
 from fusec.ir.space_state import refusal_text
 from fusec.passes import policy
 
@@ -66,6 +68,16 @@ class NoCommonSpace:
 
 
 @dataclass(frozen=True)
+class ScanConflict:
+    """Scans along different axes, a scan and a reduction, or a slice of a scan, in one kernel."""
+
+    message: str
+
+    def text(self, names: Names) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
 class WrittenTwice:
     node: Node
     shape: tuple[int, ...]
@@ -102,7 +114,7 @@ class GatherOfComputed:
         return gather_refusal(self.gather)
 
 
-Reason = NoCommonSpace | WrittenTwice | OverBudget | Cycle | GatherOfComputed
+Reason = NoCommonSpace | ScanConflict | WrittenTwice | OverBudget | Cycle | GatherOfComputed
 
 
 @functools.lru_cache(maxsize=4096)
@@ -127,17 +139,19 @@ class SpaceView(Protocol):
     shape: tuple[int, ...]
     reduced: tuple
     reductions: list[Node]
+    scans: list[Node]
+    slices: list[Node]  # slices of computed values
+
+    def contains(self, n: Node) -> bool: ...
 
     def final_map(self, n: Node) -> AxisMap: ...
 
     def max_reduction_phase(self) -> int: ...
 
-    def contains(self, n: Node) -> bool: ...
-
 
 def kernel_reason(space: SpaceView, members: Callable[[], Members], slots: AxisSlots,
                   written: list[Node], n_reads: int) -> Reason | None:
-    """Checks 1-3 for a candidate kernel: ``space`` is its iteration space, ``members`` gives its nodes
+    """Checks 1-4 for a candidate kernel: ``space`` is its iteration space, ``members`` gives its nodes
     (only called for a refusal), ``written`` the nodes it must write (topological order), ``n_reads``
     the arrays it reads. None when legal so far (the cycle check is the caller's)."""
     for g in slots.gathers:
@@ -145,6 +159,11 @@ def kernel_reason(space: SpaceView, members: Callable[[], Members], slots: AxisS
             return GatherOfComputed(g)
     if not space.legal:
         return NoCommonSpace(members(), slots)
+    problem = slice_problem(space.slices, space.contains) if space.slices else None
+    if problem is None and space.scans:
+        problem = scan_axis_problem(space.scans, space.final_map, bool(space.reductions))
+    if problem is not None:
+        return ScanConflict(problem)
     for n in written:
         if not written_once(space.final_map(n), space.shape, space.reduced):
             return WrittenTwice(n, space.shape)

@@ -74,6 +74,9 @@ def _operand_bounds(y: Node, bounds: Bounds) -> list[tuple[Node, Bounds | None]]
     if y.op == "slice":
         inner = slice_bounds(x.shape, dict(y.attrs))
         return [(x, tuple((f + s * f2, s * s2, c2) for (f, s, _), (f2, s2, c2) in zip(inner, bounds)))]
+    if y.kind is Kind.SCAN:  # a prefix of the scanned axis, any slice of the others: the scan of that slice
+        first, step, _ = bounds[y.attr("axis")]
+        return [(x, bounds)] if (first, step) == (0, 1) else None
     if y.kind is Kind.REDUCTION:
         axes = set(y.attr("axes"))
         if y.attr("keepdims"):

@@ -4,7 +4,8 @@
 - :mod:`fusec.schedule.nest`: a region over its argument layouts (scopes, accesses, collapsed axes);
 - :mod:`fusec.schedule.kinds`: the frozen schedule dataclasses, one per kernel kind, and their text form;
 - :mod:`fusec.schedule.device`: the device properties the heuristics read;
-- :mod:`fusec.schedule.heuristics`: choosing a schedule, completing and checking a forced one.
+- :mod:`fusec.schedule.heuristics`: choosing a schedule, completing and checking a forced one;
+- :mod:`fusec.schedule.scan`: the same for scan regions (their nest, their heuristic).
 
 It imports the IR and nothing above it: codegen (lowering, rendering) and the runtime import it.
 """
@@ -16,6 +17,7 @@ from fusec.schedule.kinds import (
     PointwiseSchedule,
     ReduceAllSchedule,
     RowSchedule,
+    ScanSchedule,
     Schedule,
     ScheduleError,
     ScheduleRequest,
@@ -26,6 +28,6 @@ from fusec.schedule.nest import LoopNest, analyze
 
 __all__ = [
     "H200", "ArrayLayout", "ColSchedule", "DeviceProperties", "LoopNest", "PointwiseSchedule", "ReduceAllSchedule",
-    "RowSchedule", "Schedule", "ScheduleError", "ScheduleRequest", "alignment", "analyze", "check", "choose",
-    "layout_of", "layouts_of", "parse_schedule", "resolve",
+    "RowSchedule", "ScanSchedule", "Schedule", "ScheduleError", "ScheduleRequest", "alignment", "analyze", "check",
+    "choose", "layout_of", "layouts_of", "parse_schedule", "resolve",
 ]

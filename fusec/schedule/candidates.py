@@ -21,7 +21,15 @@ from __future__ import annotations
 
 from fusec.schedule.device import H200, DeviceProperties
 from fusec.schedule.heuristics import choose, resolve
-from fusec.schedule.kinds import ColSchedule, PointwiseSchedule, ReduceAllSchedule, RowSchedule, Schedule, ScheduleError
+from fusec.schedule.kinds import (
+    ColSchedule,
+    PointwiseSchedule,
+    ReduceAllSchedule,
+    RowSchedule,
+    ScanSchedule,
+    Schedule,
+    ScheduleError,
+)
 from fusec.schedule.nest import LoopNest
 
 MAX_CANDIDATES = 8  # schedules timed per region at most (the heuristics' included)
@@ -61,6 +69,11 @@ def proposals(nest: LoopNest, base: Schedule) -> list[str]:
         out.append("cols:tiles" if base.splits else "cols:grid_barrier")
         if base.one_pass is not None:  # (two passes: two phases, which last_block cannot combine)
             out += [f"cols:{f},one_pass={int(not base.one_pass)}" for f in dict.fromkeys((base.finish, "grid_barrier"))]
+    elif isinstance(base, ScanSchedule):
+        if base.mapping == "rows":
+            out += [f"scan:rows,threads={t},elems={base.elems}" for t in (base.row_threads // 2, base.row_threads * 2)]
+            out += [f"scan:rows,threads={base.row_threads},elems={e}" for e in (base.elems // 2, base.elems * 2)]
+        out.append("scan:rows" if base.mapping == "sequential" else "scan:sequential")
     return out
 
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from fusec.ir.graph import Node
+from fusec.schedule import scan
 from fusec.schedule.device import H200, DeviceProperties
 from fusec.schedule.kinds import (
     BLOCK,
@@ -69,6 +70,8 @@ FEW_ROWS_PER_SM = 2  # ... this many rows each, run as cols schedules split acro
 
 def choose(nest: LoopNest, device: DeviceProperties = H200) -> Schedule:
     """The schedule fusec runs ``nest``'s region with on ``device``."""
+    if isinstance(nest, scan.ScanNest):
+        return scan.choose(nest, device)
     schedule = _defaults(nest, device, None)
     if one_pass_pays(nest, schedule):
         return replace(_defaults(nest.with_one_pass(), device, None, schedule.kind), one_pass=True)
@@ -396,6 +399,8 @@ def values_to_hold(nest: LoopNest, elems: int) -> tuple[int, ...]:
 def resolve(nest: LoopNest, forced: Schedule | ScheduleRequest | str | None = None,
             device: DeviceProperties = H200) -> Schedule:
     """The schedule of ``nest``'s region: the heuristic's, or ``forced`` completed and checked."""
+    if isinstance(nest, scan.ScanNest):
+        return scan.resolve(nest, forced, device)
     if forced is None:
         return choose(nest, device)
     forced = as_forced(forced)
@@ -427,6 +432,10 @@ def check(nest: LoopNest, schedule: Schedule, device: DeviceProperties = H200) -
     def refuse(why: str) -> None:
         raise ScheduleError(f"schedule {schedule} does not fit kernel {nest.region.name}: {why}")
 
+    if isinstance(nest, scan.ScanNest) or schedule.kind == "scan":
+        if not isinstance(nest, scan.ScanNest):
+            refuse(f"it is a {nest.kind} kernel")
+        return scan.check(nest, schedule, device)  # type: ignore[arg-type]
     if not fits_kind(schedule.kind, nest.kind):
         refuse(f"it is a {nest.kind} kernel")
     if getattr(schedule, "one_pass", None):

@@ -16,6 +16,8 @@ Every schedule prints as one line that parses back (``explain`` shows it, ``--sc
     cols:tiles,tile=32,split=8
     cols:grid_barrier,tile=32,split=8,blocks=0,one_pass=0
     cols:grid_barrier,tile=1,split=256,blocks=0
+    scan:rows,threads=256,elems=8
+    scan:sequential
 
 A line may leave fields out (``rows:warp_regs``): :func:`fusec.schedule.heuristics.complete` fills them
 in for the region at hand.
@@ -323,10 +325,79 @@ class ColSchedule(Schedule):
         return super().text()
 
 
+@dataclass(frozen=True)
+class ScanSchedule(Schedule):
+    """Inclusive scans along one axis (``cumsum``, ``cumprod``) with their prologue and epilogue, a row (all
+    the other axes) at a time. ``mapping``:
+
+    - ``rows``: ``threads`` threads per row (a warp, or whole warps up to a block; 256 / ``threads`` rows per
+      block when fewer than 256), walking the row in chunks of ``threads`` x ``elems`` elements: each thread
+      scans ``elems`` consecutive elements in registers, the row's threads exchange their totals (warp
+      shuffles, then shared memory across warps), and a running carry joins the chunks;
+    - ``sequential``: a thread per row scanning it element by element, 256 rows per block: for scans along an
+      outer axis, where the threads of a warp read neighbouring rows (coalesced), and for very short rows;
+    - ``columns``: for scans along an outer axis (the rows' neighbours in memory are other rows): 32 rows per
+      block along the warp (coalesced), ``threads`` threads along each row (1..32), each scanning ``elems``
+      consecutive elements per chunk, their totals exchanged through shared memory;
+    - ``split``: as ``rows`` with a block per row, each row split across as many blocks as fill the device
+      (chosen at launch): each block folds its segment's totals, the grid waits at a barrier, and each block
+      scans its segment again from the totals of the segments before it (reduce, then scan: the data is read
+      twice). For rows that are few and long; not where a scan reads another scan's result.
+
+    Floats combine in a tree within a chunk (not NumPy's left-to-right order): CORRECTNESS.md's reduction
+    tolerance; float16 accumulates in float32."""
+
+    kind: ClassVar[str] = "scan"
+    variants: ClassVar[tuple[str, ...]] = ("rows", "sequential", "split", "columns")
+    keys: ClassVar[dict[str, str]] = {"threads": "row_threads", "elems": "elems"}
+    mapping: str = "rows"
+    row_threads: int = BLOCK
+    elems: int = 4
+
+    @property
+    def variant(self) -> str:
+        return self.mapping
+
+    @property
+    def rows_per_block(self) -> int:
+        if self.mapping == "split":
+            return 1
+        if self.mapping == "columns":
+            return WARP
+        return max(1, BLOCK // self.row_threads) if self.mapping == "rows" else BLOCK
+
+    @property
+    def block(self) -> tuple[int, int]:
+        if self.mapping == "columns":
+            return (WARP, self.row_threads)
+        return (self.row_threads, self.rows_per_block) if self.mapping != "sequential" else (BLOCK, 1)
+
+    @property
+    def persistent(self) -> bool:
+        return self.mapping == "split"
+
+    @property
+    def cooperative(self) -> bool:
+        return self.mapping == "split"
+
+    @property
+    def workspace(self) -> bool:
+        return self.mapping == "split"
+
+    @property
+    def min_resident(self) -> int:
+        return max(1, 512 // self.threads)
+
+    def text(self) -> str:
+        if self.mapping == "sequential":
+            return f"{self.kind}:sequential"
+        return super().text()
+
+
 SCHEDULE_KINDS: dict[str, type[Schedule]] = {
-    cls.kind: cls for cls in (PointwiseSchedule, ReduceAllSchedule, RowSchedule, ColSchedule)
+    cls.kind: cls for cls in (PointwiseSchedule, ReduceAllSchedule, RowSchedule, ColSchedule, ScanSchedule)
 }
-_VARIANT_FIELD = {"pointwise": "loop", "reduce-all": "finish", "rows": "mapping", "cols": "finish"}
+_VARIANT_FIELD = {"pointwise": "loop", "reduce-all": "finish", "rows": "mapping", "cols": "finish", "scan": "mapping"}
 
 
 @dataclass(frozen=True)

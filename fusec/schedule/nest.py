@@ -490,7 +490,12 @@ class LoopNest:
 
 
 def analyze(region: Region, layouts: Mapping[Node, ArrayLayout] | None = None) -> LoopNest:
-    """The loop nest of ``region`` over ``layouts`` (arrays missing there are fresh C-contiguous ones)."""
+    """The loop nest of ``region`` over ``layouts`` (arrays missing there are fresh C-contiguous ones); a scan
+    region's is a :class:`fusec.schedule.scan.ScanNest`."""
+    if region.kind == "scan":
+        from fusec.schedule.scan import ScanNest
+
+        return ScanNest(region, layouts or {})
     return LoopNest(region, layouts or {})
 
 

@@ -16,6 +16,7 @@ import dask.array as da  # noqa: E402
 
 from fusec.dask import run_graph  # noqa: E402
 from fusec.ir.interpret import interpret  # noqa: E402
+from fusec.ir.ops import Kind  # noqa: E402
 from tests.dask.chunkings import random_chunks  # noqa: E402
 from tests.fuzz import corpus  # noqa: E402
 
@@ -31,6 +32,8 @@ def test_dask_fuzz_graphs_match_interpreter_on_random_chunkings(graphs):
     failures = []
     split_reductions = 0
     for i, graph in enumerate(graphs):
+        if any(n.kind is Kind.SCAN for n in graph.nodes):
+            continue  # scans are not supported on Dask arrays yet (the Dask path refuses them; README)
         seed = corpus.graph_seed(graph)
         inputs = corpus.make_inputs(graph, seed)
         want = interpret(graph, inputs)

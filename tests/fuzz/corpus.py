@@ -11,13 +11,14 @@ exactly, a text file to ship them in, their inputs, and the kernel sources they 
 options, so that NumPy defines every result exactly and an exact comparison is valid on a GPU:
 
 - ``int``: bool and every integer dtype, every op except ``pow`` (a signed integer to a negative power
-  raises in NumPy) and ``reciprocal`` (NumPy's integer ``1/0`` is undefined); all reductions (integer
-  sums and products wrap, exactly);
-- ``uint``: bool and the unsigned dtypes, every op except ``reciprocal`` (``pow`` included);
+  raises in NumPy) and ``reciprocal`` (NumPy's integer ``1/0`` is undefined); all reductions and scans
+  (integer sums, products and their prefixes wrap, exactly);
+- ``uint``: bool and the unsigned dtypes, every op except ``reciprocal`` (``pow`` included; scans of the narrow
+  unsigned dtypes wrap in them);
 - ``float``: f16, f32, f64 with bool, i8, i32, i64, u8 (for ``where``, comparisons, ``argmax``, and
   int -> float casts), only the exactly rounded ops ``EXACT_FLOAT_OPS`` (plus the integer-only bit ops,
-  which have no float loop) and only the exact reductions ``EXACT_REDUCTIONS`` (float sum/prod are
-  tested elsewhere, with tolerances);
+  which have no float loop) and only the exact reductions ``EXACT_REDUCTIONS`` (float sum/prod and float
+  scans are tested elsewhere, with tolerances);
 - ``int_reduce``, ``float_reduce``: the same rules, with reductions drawn more often (no layout ops, a few
   elementwise ops) and up to 16 steps, for rows/cols kernels and multi-phase reductions;
 - ``views``: slices (any bounds and steps, integer indices), transposes, squeeze/expand_dims and reshapes

@@ -1,0 +1,194 @@
+"""Scan kernels on the GPU: ``cumsum``/``cumprod`` (and their fused prologues and epilogues) through ``fusec.fuse``
+with CuPy arrays, against NumPy on fresh random data, outputs poisoned before each launch (the launcher's
+``poison``): float32, float16 and int32, rows of 1 to 2**20 elements, column scans, every forced schedule,
+non-contiguous inputs (offset, strided, reversed, transposed); rows few and long enough run split across blocks
+(a grid barrier between each block's totals and its outputs). ``pytest -m gpu tests/gpu/test_scan_gpu.py``
+(skipped where CuPy sees no GPU).
+
+Integers are exact (int32 accumulates in int64, wrapping as NumPy's). Floats: NaN and infinities exactly, finite
+values within ``tests.helpers.assert_scan_matches_numpy``'s bound for the schedule's chain of roundings (a thread's
+elements, the tree over the row's threads, the carry over the chunks before), or within twice NumPy's own error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fusec
+from fusec.codegen.kernel import generate_plan
+from fusec.runtime import KernelLauncher, run_plan
+from tests.helpers import GPU_ONLY, assert_matches_numpy, assert_scan_matches_numpy, random_array, seed_of
+
+cupy = pytest.importorskip("cupy")
+
+pytestmark = GPU_ONLY
+
+DTYPES = ["float32", "float16", "int32"]
+LENGTHS = [1, 2, 7, 8, 9, 31, 32, 33, 255, 1000, 1025, 4097, 65539, 1 << 20]
+SCHEDULES = ["scan:sequential", "scan:rows,threads=32,elems=1", "scan:rows,threads=32,elems=8",
+             "scan:rows,threads=64,elems=4", "scan:rows,threads=256,elems=8", "scan:rows,threads=1024,elems=16",
+             "scan:split,threads=256,elems=8", "scan:split,threads=32,elems=2", "scan:columns,threads=8,elems=8",
+             "scan:columns,threads=1,elems=4", "scan:columns,threads=32,elems=1"]
+
+
+def _data(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, special: bool = False) -> np.ndarray:
+    if np.dtype(dtype).kind == "f":
+        x = rng.uniform(-1, 1, shape).astype(dtype)
+        if special and x.size >= 8:
+            flat = x.reshape(-1)
+            flat[rng.choice(flat.size, 4, replace=False)] = [np.nan, np.inf, -np.inf, -0.0]
+        return x
+    return random_array(rng, shape, dtype, special=special)
+
+
+def _device_copy(x: np.ndarray) -> Any:
+    """``x`` on the GPU with the same strides and offset into a larger buffer as on the host."""
+    base = x
+    while base.base is not None:
+        base = base.base
+    dev = cupy.asarray(base)
+    offset = x.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    return cupy.ndarray(x.shape, x.dtype, dev.data + offset, x.strides)
+
+
+def _depth(schedule: Any, n: int) -> int:
+    """The rounded operations on the longest path to a prefix of ``n`` elements under ``schedule``, with slack."""
+    if schedule.mapping == "sequential":
+        return n + 2
+    if schedule.mapping == "columns":
+        return schedule.elems + schedule.row_threads + 4 + -(-n // (schedule.row_threads * schedule.elems))
+    chunk = schedule.row_threads * schedule.elems
+    depth = schedule.elems + 2 * int(math.log2(schedule.row_threads)) + 4 + -(-n // chunk)
+    # split: the totals of the segments before a segment, one per block of the row (a few thousand at most)
+    return depth + 4096 if schedule.mapping == "split" else depth
+
+
+def _run(fn: Callable[..., Any], args: list[np.ndarray], schedule: str | None = None) -> tuple[list[Any], Any]:
+    fused = fusec.fuse(fn, schedules={"k0": schedule} if schedule else {})
+    dev = [_device_copy(a) for a in args]
+    plan = fused.plan(*dev)
+    got = run_plan(plan, dev, launcher=KernelLauncher(poison=True), schedules=fused.schedules)
+    schedules = [k.schedule for k in generate_plan(plan, dict(zip(plan.graph.inputs, dev)), fused.schedules)]
+    for a, d in zip(args, dev):  # inputs untouched
+        assert np.array_equal(cupy.asnumpy(d), a, equal_nan=True)
+    return [cupy.asnumpy(g) for g in got], schedules
+
+
+def _check_scan(fn: Callable[..., Any], x: np.ndarray, schedule: str | None = None, *, axis: int = -1,
+                product: bool = False) -> None:
+    """``fn(x)``, a scan of ``x`` along ``axis`` (and elementwise steps that keep its error), against NumPy."""
+    with np.errstate(all="ignore"):
+        want = fn(x)
+    (got,), schedules = _run(fn, [x], schedule)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if want.dtype.kind in "biu":
+        assert_matches_numpy(got, want, exact=True)
+        return
+    n = x.shape[axis]
+    scan = next((s for s in schedules if s.kind == "scan"), None)  # none where the axis has one element
+    assert_scan_matches_numpy(np.moveaxis(got, axis, -1), np.moveaxis(want, axis, -1), np.moveaxis(x, axis, -1),
+                              product=product, depth=_depth(scan, n) if scan is not None else 2)
+
+
+@pytest.mark.parametrize("length", LENGTHS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scan_rows_gpu_match_numpy(dtype: str, length: int) -> None:
+    rows = max(1, min(67, (1 << 22) // length))
+    x = _data(np.random.default_rng(seed_of(dtype, length)), (rows, length), dtype, special=length > 100)
+    _check_scan(lambda a: np.cumsum(a, axis=-1), x)
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scan_forced_schedules_gpu_match_numpy(dtype: str, schedule: str) -> None:
+    rng = np.random.default_rng(seed_of(dtype, schedule))
+    for shape in [(37, 5000), (5, 2), (3, 17), (1, 70_001)]:
+        x = _data(rng, shape, dtype)
+        _check_scan(lambda a: np.cumsum(a, axis=1), x, schedule)
+        if dtype != "int32":
+            _check_scan(lambda a: np.cumsum(np.abs(a) * 0.5, axis=1) / 3.0, x, schedule)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (3, 1), (1000, 5), (100_000, 3), (4096, 1024), (2, 3, 1000)], ids=str)
+def test_scan_columns_gpu_match_numpy(dtype: str, shape: tuple[int, ...]) -> None:
+    x = _data(np.random.default_rng(seed_of(dtype, shape)), shape, dtype, special=True)
+    _check_scan(lambda a: np.cumsum(a, axis=0), x, axis=0)
+    if len(shape) == 3:
+        _check_scan(lambda a: np.cumsum(a, axis=1), x, axis=1)
+
+
+def _layouts(x: np.ndarray) -> dict[str, np.ndarray]:
+    """``x`` (2-d) as the same values laid out differently in memory."""
+    big = np.zeros((x.shape[0] + 3, 2 * x.shape[1] + 5), x.dtype)
+    big[3:, 5::2] = x
+    reversed_ = np.ascontiguousarray(x[::-1, ::-1])[::-1, ::-1]
+    return {"contiguous": x, "offset_strided": big[3:, 5::2], "reversed": reversed_,
+            "transposed": np.ascontiguousarray(x.T).T}
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "offset_strided", "reversed", "transposed"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scan_non_contiguous_inputs_gpu_match_numpy(dtype: str, layout: str) -> None:
+    rng = np.random.default_rng(seed_of(dtype, layout))
+    for shape in [(33, 1000), (700, 9)]:
+        x = _layouts(_data(rng, shape, dtype))[layout]
+        _check_scan(lambda a: np.cumsum(a, axis=1), x)
+        _check_scan(lambda a: np.cumsum(a, axis=0), x, axis=0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_scan_cumprod_gpu_matches_numpy(dtype: str) -> None:
+    rng = np.random.default_rng(seed_of("cumprod", dtype))
+    x = rng.uniform(0.99, 1.01, (21, 3000)).astype(dtype)
+    _check_scan(lambda a: np.cumprod(a, axis=1), x, product=True)
+    _check_scan(lambda a: np.cumprod(a, axis=0), x, axis=0, product=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scan_fused_workloads_gpu_match_numpy(dtype: str) -> None:
+    rng = np.random.default_rng(seed_of("workloads", dtype))
+    x = _data(rng, (129, 2049), dtype)
+    m = rng.random((129, 2049)) < 0.5
+
+    def workload(a, mask):  # a prologue, two scans of the row (one of the other's result), epilogues
+        return np.cumsum(a * mask, axis=1) * 0.5, np.cumsum(np.cumsum(np.abs(a), axis=1), axis=1)
+
+    with np.errstate(all="ignore"):
+        want = workload(x, m)
+    got, schedules = _run(workload, [x, m])
+    assert len(schedules) == 1 and schedules[0].kind == "scan"
+    if dtype == "int32":
+        for g, w in zip(got, want):
+            assert_matches_numpy(g, w, exact=True)
+        return
+    depth = _depth(schedules[0], x.shape[1])
+    assert_scan_matches_numpy(got[0], want[0], x * m * x.dtype.type(0.5), depth=depth)  # x * m and * 0.5: exact
+    # the outer scan adds the inner one's errors (non-negative data: each is bounded by the same sums); float16
+    # rounds the inner prefixes to float16 before the outer scan reads them (half an ulp each, 2**-11 relative)
+    inner = np.cumsum(np.abs(x).astype(np.float64), axis=1)
+    assert_scan_matches_numpy(got[1], want[1], inner, depth=2 * depth + (1 << 13 if dtype == "float16" else 0))
+
+
+def test_scan_nan_functions_and_integer_wrapping_gpu_match_numpy() -> None:
+    rng = np.random.default_rng(17)
+    x = _data(rng, (40, 3000), "float32", special=True)
+    _check_scan(lambda a: np.nancumsum(a, axis=1), x)
+    big = np.full((4, 5000), np.iinfo(np.int64).max // 1000, np.int64)
+    _check_scan(lambda a: np.cumsum(a, axis=1), big)
+    _check_scan(lambda a: np.cumprod(a % 7 - 3, axis=1), big)
+    _check_scan(lambda a: np.cumsum(a > 0, axis=1), x)
+
+
+def test_scan_empty_and_zero_d_gpu_match_numpy() -> None:
+    for shape in [(0, 10), (10, 0), (0,)]:
+        x = np.zeros(shape, np.float32)
+        (got,), _ = _run(lambda a: np.cumsum(a, axis=-1), [x])
+        assert got.shape == shape and got.dtype == np.float32
+    (got,), _ = _run(lambda a: np.cumsum(a), [np.array(2.5, np.float32)])
+    assert_matches_numpy(got, np.array([2.5], np.float32), exact=True)
