@@ -179,6 +179,8 @@ class _Refinement:
             pairs = [(ku, jo) for ku, jo in pairs if axes[jo] == windows.whole(o.shape[jo])]
         elif u.kind is Kind.GATHER:  # positions come from data: no axis of it is an axis of its operands
             pairs = []
+        elif u.kind is Kind.SCAN:  # a prefix along a cut axis is not one along its sub-axes: never linked
+            pairs = [(ku, jo) for ku, jo in pairs if jo != u.attr("axis")]
         return pairs
 
     def spread(self) -> None:
@@ -263,8 +265,8 @@ def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
         axes = [starts[a] + k for a in u.attr("axes") for k in range(len(groups[a]))]
         return make_node("size", [new[o]], {"axes": axes}, dtype=u.dtype, loc=u.loc)
     wanted = [ref.wanted(o, u, i) for i, o in enumerate(u.operands)]
-    operands = [reshape_node(new[o], _flat(w), u.loc) if o.kind is not Kind.SOURCE or o.op == "input" else new[o]
-                for o, w in zip(u.operands, wanted)]
+    operands = [reshape_node(new[o], _flat(w), u.loc) if o.kind is not Kind.SOURCE or o.op in ("input", "iota")
+                else new[o] for o, w in zip(u.operands, wanted)]
     own = ref.own(u)
     attrs = dict(u.attrs)
     dtype = u.dtype if u.op in ("cast", "const", "size") else None
@@ -307,6 +309,14 @@ def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
             else:
                 refined.append((first, step, count))
         return reshape_node(make_node("slice", [x], slice_attrs(refined), loc=u.loc), _flat(own), u.loc)
+    if u.kind is Kind.SCAN:
+        (w,) = wanted
+        axis = u.attr("axis")
+        if len(w[axis]) > 1:
+            raise _Conflict(f"a {u.op} along an axis of {u.operands[0].shape[axis]} elements that a reshape cuts "
+                            f"into {w[axis]}")
+        attrs["axis"] = _starts(w)[axis]
+        return reshape_node(make_node(u.op, operands, attrs, loc=u.loc), _flat(own), u.loc)
     if u.kind is Kind.GATHER:
         # over its operands' own shapes (positions come from data, so no axis is linked through it), then cut as
         # its users want: such a reshape of a computed value is refused by check_reshapes unless it sits on an

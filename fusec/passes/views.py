@@ -13,6 +13,7 @@ slices sit on function inputs only (fusion's form, which ``fuse`` applies to eve
 
 from __future__ import annotations
 
+from fusec.ir import windows
 from fusec.ir.graph import Node, make_node
 from fusec.ir.infer import Bound, gather_window, slice_attrs, slice_bounds
 from fusec.ir.ops import Kind
@@ -75,7 +76,10 @@ def _operand_bounds(y: Node, bounds: Bounds) -> list[tuple[Node, Bounds | None]]
         inner = slice_bounds(x.shape, dict(y.attrs))
         return [(x, tuple((f + s * f2, s * s2, c2) for (f, s, _), (f2, s2, c2) in zip(inner, bounds)))]
     if y.kind is Kind.SCAN:  # a prefix of the scanned axis, any slice of the others: the scan of that slice
-        first, step, _ = bounds[y.attr("axis")]
+        along = bounds[y.attr("axis")]
+        if len(along) != 3:  # a window (fusec.passes.windows): a prefix only where its clamp never binds
+            return [(x, bounds)] if along[:2] == (0, 1) and not windows.clamps(along) else None
+        first, step, _ = along
         return [(x, bounds)] if (first, step) == (0, 1) else None
     if y.kind is Kind.REDUCTION:
         axes = set(y.attr("axes"))
