@@ -177,8 +177,8 @@ def setup_naive(ctx: Any, w: Workload, inputs: tuple) -> Prepared:
 def setup_cupy_fuse(ctx: Any, w: Workload, inputs: tuple) -> Prepared:
     cp = ctx.need_gpu()
     fused = cp.fuse(w.build(cp))
-    try:
-        fused(*inputs)  # traces and compiles; an op cupy.fuse cannot express fails here
+    try:  # traces and compiles (on copies where the workload updates its arguments); an op it cannot express fails
+        fused(*(tuple(a.copy() for a in inputs) if w.mutates else inputs))
     except Exception as exc:
         why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         raise Cannot(f"{w.cupy_fuse_cannot} (first error: {why})" if w.cupy_fuse_cannot else why) from None
@@ -205,7 +205,7 @@ def setup_torch_compile(ctx: Any, w: Workload, inputs: tuple) -> Prepared:
     torch = ctx.import_torch()
     fn = torch.compile(w.torch_fn(torch), fullgraph=True, dynamic=False)
     args = [ctx.to_torch(a) for a in inputs]
-    fn(*args)  # compiles (slow, once per shape); the caller runs this under a deadline
+    fn(*([a.clone() for a in args] if w.mutates else args))  # compiles (slow, once per shape), under a deadline
     torch.cuda.synchronize()
     return Prepared(lambda: fn(*args), outputs=lambda out: tuple(ctx.from_torch(t) for t in as_tuple(out)),
                     clock="torch")

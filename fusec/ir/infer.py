@@ -304,7 +304,11 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
     if op_name == "slice":
         return x_dtype, tuple(count for _, _, count in slice_bounds(x_shape, attrs))
     if op_name == "reshape":
-        target = tuple(int(d) for d in attrs["shape"])
+        shape = attrs.get("shape")
+        if not isinstance(shape, (list, tuple)) or any(
+                isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) for d in shape):
+            raise FusecValueError(f"reshape needs `shape`, a list of integers, got {shape!r}")
+        target = tuple(int(d) for d in shape)
         if any(d < 0 for d in target) or math.prod(target) != math.prod(x_shape):
             raise FusecValueError(f"cannot reshape an array of shape {x_shape} into shape {target}")
         return x_dtype, target

@@ -263,10 +263,16 @@ def members_problem(nodes: Iterable[Node], space: RegionSpace) -> str | None:
     if gathers:
         return gather_refusal(gathers[0])
     problem = slice_problem((n for n in nodes if n.op in ("slice", "window")), inside)
+    if problem is None and any(n.kind is Kind.SCAN for n in nodes) and any(n.kind is Kind.GATHER for n in nodes):
+        problem = SCAN_GATHER
     if problem is None:
         problem = scan_axis_problem([n for n in nodes if n.kind is Kind.SCAN], space.maps.__getitem__,
                                     any(n.kind is Kind.REDUCTION for n in nodes))
     return problem
+
+
+SCAN_GATHER = ("a gather and a scan would share a kernel, which fusec does not generate yet: the gather's kernel "
+               "writes its result and the scan's reads it")
 
 
 def slice_problem(slices: Iterable[Node], inside: Callable[[Node], bool]) -> str | None:

@@ -379,8 +379,6 @@ class _Trial(Numbering):
             else:
                 self.values = values
                 self.legal = self._checks(values, self._touched_roots() if self.fast else self._roots())
-            if self.legal and any(self.contains(g) and self.contains(g.operands[0]) for g in self.slots.gathers):
-                self.legal = False  # a gather of a value the kernel computes (region_space's refusal)
         if self.small is not None and (self.legal or not evaluate):
             self._raise_phases()
         if self.oracle is not None:

@@ -28,7 +28,7 @@ from typing import Protocol
 
 from fusec.ir.axis_slots import AxisSlots
 from fusec.ir.graph import Node
-from fusec.ir.region import AxisMap, gather_refusal, scan_axis_problem, slice_problem, space_kind
+from fusec.ir.region import SCAN_GATHER, AxisMap, gather_refusal, scan_axis_problem, slice_problem, space_kind
 from fusec.ir.space_state import refusal_text
 from fusec.passes import policy
 
@@ -160,6 +160,8 @@ def kernel_reason(space: SpaceView, members: Callable[[], Members], slots: AxisS
     if not space.legal:
         return NoCommonSpace(members(), slots)
     problem = slice_problem(space.slices, space.contains) if space.slices else None
+    if problem is None and space.scans and any(space.contains(g) for g in slots.gathers):
+        problem = SCAN_GATHER
     if problem is None and space.scans:
         problem = scan_axis_problem(space.scans, space.final_map, bool(space.reductions))
     if problem is not None:
