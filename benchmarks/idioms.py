@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks.idioms_joins import build_rope, torch_rope
 from benchmarks.idioms_reshape import build_groupnorm, torch_groupnorm
 from benchmarks.workloads import CUPY_FUSE, NAIVE, TORCH_COMPILE, TORCH_EAGER, Workload
 
@@ -125,6 +126,11 @@ def groupnorm_inputs(normal: Callable[[tuple], Any], shape: tuple) -> tuple:
     return normal(shape), normal((shape[1],)), normal((shape[1],))
 
 
+def rope_inputs(normal: Callable[[tuple], Any], shape: tuple) -> tuple:
+    """x ~ N(0, 1) of (B, S, H, D); cos and sin tables of (S, 1, D) (random here: the kernel reads them the same)."""
+    return normal(shape), normal((shape[1], 1, shape[3])), normal((shape[1], 1, shape[3]))
+
+
 def adamw_inputs(normal: Callable[[tuple], Any], shape: tuple) -> tuple:
     """param ~ N(0,1), grad ~ 0.1 N, m ~ 0.01 N, v = 0.01 |N| (v must not be negative)."""
     return normal(shape), normal(shape) * 0.1, normal(shape) * 0.01, abs(normal(shape)) * 0.01
@@ -140,6 +146,9 @@ IDIOMS: tuple[Workload, ...] = (
           build_cross_entropy_rows, torch_cross_entropy_rows, (8192, 32768), (64, 1000),
           lambda s: 4 * _n(s) + 8 * s[0] + 4 * s[0], "4RC + 8R read + 4R written", inputs=cross_entropy_inputs,
           tolerances=((1e-5, 1e-4),)),
+    idiom("rope_concat", "RoPE: x * cos + concatenate([-x2, x1], -1) * sin, (B, S, H, 128)", build_rope, torch_rope,
+          (8, 2048, 16, 128), (2, 16, 2, 8), lambda s: 8 * _n(s) + 8 * s[1] * s[3], "4BSHD read + 4BSHD written",
+          inputs=rope_inputs),
     idiom("groupnorm_reshape", "group norm through x.reshape(N, G, -1) and back, 32 groups, affine",
           build_groupnorm, torch_groupnorm, (32, 256, 64, 64), (2, 64, 4, 4), lambda s: 8 * _n(s) + 8 * s[1],
           "4NCHW read + 4NCHW written", inputs=groupnorm_inputs, tolerances=((1e-4, 1e-4),)),
