@@ -35,3 +35,11 @@ def coarse_chunks(rng: np.random.Generator, shape: tuple[int, ...], most: int = 
         size = int(rng.integers(-(-extent // most), extent + 1))
         out.append((size,) * (extent // size) + ((extent % size,) if extent % size else ()))
     return tuple(out)
+
+
+def dask_runs(graph) -> bool:
+    """Whether the Dask path takes ``graph``: scans, gathers and reshapes (elements moving between chunks in ways
+    it has no chunk rule for) are refused with an error naming the op (README, "Beyond one GPU")."""
+    from fusec.ir.ops import Kind
+
+    return not any(n.kind in (Kind.SCAN, Kind.GATHER) or n.op == "reshape" for n in graph.nodes)
