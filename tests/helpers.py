@@ -230,3 +230,16 @@ def assert_scan_matches_numpy(actual: Any, expected: Any, x: Any, *, product: bo
         bound = 2 * unit * depth * scale + np.abs(reference) * float(np.finfo(e.dtype).eps) + 1e-30
         bad = finite & ~(np.abs(a.astype(np.float64) - reference) <= bound)
     assert not bad.any(), f"beyond {depth} roundings from the float64 scan: " + _first_mismatch(bad, a, e)
+
+
+def device_copy(x: np.ndarray) -> Any:
+    """``x`` on the GPU (CuPy) with the same strides and offset into a copy of its whole base buffer, so a view
+    (transposed, sliced, reversed) arrives as the same view of device memory."""
+    import cupy
+
+    base = x
+    while base.base is not None:
+        base = base.base
+    dev = cupy.asarray(base)
+    offset = x.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    return cupy.ndarray(x.shape, x.dtype, dev.data + offset, x.strides)

@@ -15,7 +15,7 @@ from fusec.errors import FusecIndexError
 from fusec.runtime import KernelLauncher, run_plan
 from tests.gathers.test_gathers import KEYS, I, J, K
 from tests.gathers.workloads import WORKLOADS
-from tests.helpers import GPU_ONLY, assert_matches_numpy, assert_reduction_matches_numpy, seed_of
+from tests.helpers import GPU_ONLY, assert_matches_numpy, assert_reduction_matches_numpy, device_copy, seed_of
 
 cupy = pytest.importorskip("cupy")
 
@@ -24,14 +24,6 @@ pytestmark = GPU_ONLY
 TOLERANCE = {"float32": (4e-6, 1e-5), "float16": (4e-3, 1e-3)}
 
 
-def _device_copy(x: np.ndarray) -> object:
-    """``x`` on the GPU with the same strides and offset into a larger buffer as on the host."""
-    base = x
-    while base.base is not None:
-        base = base.base
-    dev = cupy.asarray(base)
-    offset = x.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-    return cupy.ndarray(x.shape, x.dtype, dev.data + offset, x.strides)
 
 
 def _strided(x: np.ndarray, how: str) -> np.ndarray:
@@ -51,7 +43,7 @@ def _check(fn, args: tuple) -> None:
     fused = fusec.fuse(fn)
     with np.errstate(all="ignore"):
         want = np.asarray(fn(*args))
-    dev = [_device_copy(a) for a in args]
+    dev = [device_copy(a) for a in args]
     got = run_plan(fused.plan(*dev), dev, launcher=KernelLauncher(poison=True))[0]
     got = cupy.asnumpy(got)
     assert got.shape == want.shape

@@ -12,7 +12,7 @@ import pytest
 
 import fusec
 from fusec.runtime import KernelLauncher, run_plan
-from tests.helpers import GPU_ONLY, assert_matches_numpy, assert_reduction_matches_numpy, seed_of
+from tests.helpers import GPU_ONLY, assert_matches_numpy, assert_reduction_matches_numpy, device_copy, seed_of
 from tests.ir.test_joins import ARANGES, DTYPES, WORKLOADS, _args, _plus_arange, _rope
 from tests.schedule.test_join_accesses import _laid_out
 
@@ -23,21 +23,13 @@ pytestmark = GPU_ONLY
 TOLERANCE = {"float32": (4e-6, 1e-5), "float16": (4e-3, 1e-3)}
 
 
-def _device_copy(x: np.ndarray) -> object:
-    """``x`` on the GPU with the same strides into a buffer of the same layout."""
-    base = x
-    while base.base is not None:
-        base = base.base
-    dev = cupy.asarray(base)
-    offset = x.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-    return cupy.ndarray(x.shape, x.dtype, dev.data + offset, x.strides)
 
 
 def _check(fn, args: list[np.ndarray], schedules: dict | None = None, kernels: int = 1) -> None:
     fused = fusec.fuse(fn, schedules=schedules) if schedules else fusec.fuse(fn)
     with np.errstate(all="ignore"):
         want = fn(*args)
-    dev = [_device_copy(a) for a in args]
+    dev = [device_copy(a) for a in args]
     for a, d in zip(args, dev):
         assert np.array_equal(cupy.asnumpy(d), a)
     plan = fused.plan(*dev)

@@ -13,7 +13,14 @@ import pytest
 import fusec
 from benchmarks.idioms_reshape import build_groupnorm, groupnorm_inputs
 from fusec.runtime import KernelLauncher
-from tests.helpers import GPU_ONLY, assert_matches_numpy, assert_reduction_matches_numpy, random_array, seed_of
+from tests.helpers import (
+    GPU_ONLY,
+    assert_matches_numpy,
+    assert_reduction_matches_numpy,
+    device_copy,
+    random_array,
+    seed_of,
+)
 from tests.ir.test_reshape import WORKLOADS
 from tests.schedule.test_view_accesses import _layouts
 
@@ -25,14 +32,6 @@ LAYOUTS = ["contiguous", "offset", "strided", "reversed", "transposed"]
 TOLERANCE = {"float32": (4e-6, 1e-5), "float16": (4e-3, 1e-3)}
 
 
-def _device_copy(x: np.ndarray) -> object:
-    """``x`` on the GPU with the same strides and offset into a larger buffer as on the host."""
-    base = x
-    while base.base is not None:
-        base = base.base
-    dev = cupy.asarray(base)
-    offset = x.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-    return cupy.ndarray(x.shape, x.dtype, dev.data + offset, x.strides)
 
 
 def _compare(got: np.ndarray, want: np.ndarray, fn, x: np.ndarray) -> None:
@@ -52,7 +51,7 @@ def _check(fn, x: np.ndarray) -> None:
     fused = fusec.fuse(fn)
     with np.errstate(all="ignore"):
         want = np.asarray(fn(x))
-    xd = _device_copy(x)
+    xd = device_copy(x)
     before = cupy.asnumpy(xd)
     got = fusec.runtime.run_plan(fused.plan(xd), [xd], launcher=KernelLauncher(poison=True))[0]
     _compare(cupy.asnumpy(got), want, fn, x)
@@ -90,7 +89,7 @@ def test_reshape_head_split_of_strided_argument_gpu_matches_numpy(dtype: str) ->
 
 
 def test_reshape_returned_view_out_gpu_writes_the_callers_array() -> None:
-    x = _device_copy(_layouts((64, 48), "float32")["transposed"])
+    x = device_copy(_layouts((64, 48), "float32")["transposed"])
     fused = fusec.fuse(lambda x: np.exp(x).reshape(-1))
     out = cupy.full(x.size, np.nan, np.float32)
     result = fused(x, out=out)

@@ -11,7 +11,7 @@ import pytest
 
 import fusec
 from fusec.runtime import KernelLauncher
-from tests.helpers import GPU_ONLY, assert_matches_numpy, assert_reduction_matches_numpy
+from tests.helpers import GPU_ONLY, assert_matches_numpy, assert_reduction_matches_numpy, device_copy
 from tests.ir.test_views import KEYS, WORKLOADS, _ids
 from tests.schedule.test_view_accesses import _layouts
 
@@ -23,21 +23,13 @@ LAYOUTS = ["contiguous", "offset", "strided", "reversed", "transposed"]
 TOLERANCE = {"float32": (4e-6, 1e-5), "float16": (4e-3, 1e-3)}
 
 
-def _device_copy(x: np.ndarray) -> object:
-    """``x`` on the GPU with the same strides and offset into a larger buffer as on the host."""
-    base = x
-    while base.base is not None:
-        base = base.base
-    dev = cupy.asarray(base)
-    offset = x.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-    return cupy.ndarray(x.shape, x.dtype, dev.data + offset, x.strides)
 
 
 def _check(fn, x: np.ndarray, dtype: str) -> None:
     fused = fusec.fuse(fn)
     with np.errstate(all="ignore"):
         want = fn(x)
-    xd = _device_copy(x)
+    xd = device_copy(x)
     assert np.array_equal(cupy.asnumpy(xd), x)
     got = fusec.runtime.run_plan(fused.plan(xd), [xd], launcher=KernelLauncher(poison=True))[0]
     got = cupy.asnumpy(got)
