@@ -115,7 +115,11 @@ class Recomputation:
     def _drop_unused(self, group: Group, cone: list[Node]) -> None:
         keep = set(group.members)
         for m in reversed(cone):
-            used = m in self.returned or any(u in keep for u in self.users[m] if u is not m)
+            # still wanted here: returned, read by what the group keeps, or read from memory by a group that did
+            # not take the cone (a gather's array, which never joins the gather's kernel): moving its owner
+            # there could make the kernels read each other
+            used = (m in self.returned or any(u in keep for u in self.users[m] if u is not m)
+                    or any(group is not r and r not in self.holders[m] for r in self.readers.get(m, ())))
             if not used:
                 keep.discard(m)
         dropped = group.members - keep
