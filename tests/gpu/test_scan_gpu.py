@@ -22,7 +22,7 @@ import pytest
 import fusec
 from fusec.codegen.kernel import generate_plan
 from fusec.runtime import KernelLauncher, run_plan
-from tests.helpers import GPU_ONLY, assert_matches_numpy, assert_scan_matches_numpy, random_array, seed_of
+from tests.helpers import GPU_ONLY, assert_matches_numpy, assert_scan_matches_numpy, device_copy, random_array, seed_of
 
 cupy = pytest.importorskip("cupy")
 
@@ -46,14 +46,6 @@ def _data(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, special:
     return random_array(rng, shape, dtype, special=special)
 
 
-def _device_copy(x: np.ndarray) -> Any:
-    """``x`` on the GPU with the same strides and offset into a larger buffer as on the host."""
-    base = x
-    while base.base is not None:
-        base = base.base
-    dev = cupy.asarray(base)
-    offset = x.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-    return cupy.ndarray(x.shape, x.dtype, dev.data + offset, x.strides)
 
 
 def _depth(schedule: Any, n: int) -> int:
@@ -70,7 +62,7 @@ def _depth(schedule: Any, n: int) -> int:
 
 def _run(fn: Callable[..., Any], args: list[np.ndarray], schedule: str | None = None) -> tuple[list[Any], Any]:
     fused = fusec.fuse(fn, schedules={"k0": schedule} if schedule else {})
-    dev = [_device_copy(a) for a in args]
+    dev = [device_copy(a) for a in args]
     plan = fused.plan(*dev)
     got = run_plan(plan, dev, launcher=KernelLauncher(poison=True), schedules=fused.schedules)
     schedules = [k.schedule for k in generate_plan(plan, dict(zip(plan.graph.inputs, dev)), fused.schedules)]
