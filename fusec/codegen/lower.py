@@ -308,20 +308,12 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
     else:
         scalar_params.append((Param("nk", index_ctype, "scalar"), index_np(nest.n_kept)))
         scalar_params.append((Param("nr", index_ctype, "scalar"), index_np(nest.n_loop)))
-    if not lo.contiguous:
-        for k, ax in enumerate(axes):
-            scalar_params.append((Param(ax.extent, index_ctype, "scalar"), index_np(nest.extents[k])))
-    built: dict[str, Access] = {}
-    for i, info in enumerate(nest.infos):
-        built[info.var] = _access(lo, nest, i, info, axes, scalar_params, index_ctype, index_np)
+    built = extents_and_accesses(lo, nest, axes, scalar_params)
     for pname, value in lo.gather_params.items():
         scalar_params.append((Param(pname, "long long", "scalar"), value))
     if lo.error_sites:  # the error word's address: null here, the launcher's own word when it runs the kernel
         scalar_params.append((Param(ERROR_PARAM, "unsigned long long", "scalar"), np.uint64(0)))
-    for node in nest.sizes:
-        count = math.prod(node.operands[0].shape[a] for a in node.attr("axes"))
-        scalar_params.append((Param(nest.size_param[node], cuda_ops.ctype(node.dtype), "scalar"),
-                              np.asarray(count, dtype=node.dtype)[()]))
+    scalar_params.extend(size_params(nest))
 
     def accesses(infos: Iterable[AccessInfo]) -> tuple[Access, ...]:
         return tuple(built[info.var] for info in infos)
@@ -387,6 +379,25 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
             (cuda_ops.ONE_PASS_HEADER,) if nest.one_pass_sources else ()) + (
             (cuda_ops.INDEX_HEADER,) if any(i.is_iota or i.clamps for i in nest.infos) else ()),
     )
+
+
+def extents_and_accesses(lo: _Lowering, nest: LoopNest, axes: list[Axis],
+                         scalar_params: list[tuple[Param, Any]]) -> dict[str, Access]:
+    """Every access of ``nest`` by variable, appending to ``scalar_params`` the axes' extents (where the loop is
+    not one flat contiguous index) and then each access's stride and offset parameters."""
+    index_np = np.int32 if nest.index_ctype == "int" else np.int64
+    if not lo.contiguous:
+        for k, ax in enumerate(axes):
+            scalar_params.append((Param(ax.extent, nest.index_ctype, "scalar"), index_np(nest.extents[k])))
+    return {info.var: _access(lo, nest, i, info, axes, scalar_params, nest.index_ctype, index_np)
+            for i, info in enumerate(nest.infos)}
+
+
+def size_params(nest: LoopNest) -> list[tuple[Param, Any]]:
+    """The ``size<k>`` parameters of ``nest`` (element counts over a size node's axes) with their values."""
+    return [(Param(nest.size_param[node], cuda_ops.ctype(node.dtype), "scalar"),
+             np.asarray(math.prod(node.operands[0].shape[a] for a in node.attr("axes")), dtype=node.dtype)[()])
+            for node in nest.sizes]
 
 
 def _access(lo: _Lowering, nest: LoopNest, i: int, info: AccessInfo, axes: list[Axis],

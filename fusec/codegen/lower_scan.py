@@ -16,15 +16,14 @@ elements lie aligned and inside the row (checked when the kernel runs).
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from fusec.codegen import cuda_ops
-from fusec.codegen.lower import _access, _Lowering, kernel_label
-from fusec.codegen.spec import Access, Axis, KernelSpec, LaunchPolicy, Param, ScanStep, Store
+from fusec.codegen.lower import _Lowering, extents_and_accesses, kernel_label, size_params
+from fusec.codegen.spec import Axis, KernelSpec, LaunchPolicy, Param, ScanStep, Store
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
 from fusec.schedule.kinds import ScanSchedule
@@ -60,16 +59,8 @@ def lower_scan(nest: ScanNest, schedule: ScanSchedule, name: str | None = None) 
     axes = [Axis(f"c{k}", f"e{k}", k in nest.loop_idx) for k in range(len(nest.axes))]
     scalar_params: list[tuple[Param, Any]] = [(Param("nk", index_ctype, "scalar"), index_np(nest.n_kept)),
                                               (Param("nr", index_ctype, "scalar"), index_np(nest.n_loop))]
-    if not lo.contiguous:
-        for k, ax in enumerate(axes):
-            scalar_params.append((Param(ax.extent, index_ctype, "scalar"), index_np(nest.extents[k])))
-    built: dict[str, Access] = {}
-    for i, info in enumerate(nest.infos):
-        built[info.var] = _access(lo, nest, i, info, axes, scalar_params, index_ctype, index_np)
-    for node in nest.sizes:
-        count = math.prod(node.operands[0].shape[a] for a in node.attr("axes"))
-        scalar_params.append((Param(nest.size_param[node], cuda_ops.ctype(node.dtype), "scalar"),
-                              np.asarray(count, dtype=node.dtype)[()]))
+    built = extents_and_accesses(lo, nest, axes, scalar_params)
+    scalar_params.extend(size_params(nest))
 
     uniform, per_row, loop = nest.split(nest.epilogue_refs)
     loop_loads = tuple(built[a.var] for a in loop)
