@@ -10,6 +10,7 @@ they move nothing) and every intermediate is written and read back.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -99,6 +100,12 @@ class Plan:
     def refusals(self) -> tuple[str, ...]:
         return self.graph.refusals
 
+    @cached_property
+    def argument_views(self) -> list[Node]:
+        """The views of arguments kernels read as arrays of their own, taken before the kernels on each call
+        (:func:`fusec.ir.reshape_math.argument_views`), found once per plan."""
+        return argument_views(self.graph)
+
     @property
     def bytes_moved(self) -> int:
         return sum(k.bytes_moved for k in self.kernels)
@@ -167,7 +174,7 @@ def execute_numpy(plan: Plan, args: list[np.ndarray], xp: Any = np) -> list[Any]
     """
     graph = plan.graph
     memory: dict[Node, Any] = {node: xp.asarray(a) for node, a in zip(graph.inputs, args)}
-    run_nodes(xp, argument_views(graph), memory)  # views of the arguments that kernels read (no copies)
+    run_nodes(xp, plan.argument_views, memory)  # views of the arguments that kernels read (no copies)
     for kernel in plan.kernels:
         env = {n: memory[n] for n in kernel.region.inputs if _is_array(n)}
         sources = [n for n in kernel.region.inputs if not _is_array(n)]

@@ -49,7 +49,6 @@ from fusec.dispatch import PackedLaunch, PlanRunner, PlanStep, recycler_for
 from fusec.gpu import cupy_module
 from fusec.ir.graph import Node
 from fusec.ir.region import Region
-from fusec.ir.reshape_math import argument_views
 from fusec.lru import LRU
 from fusec.progress import progress
 from fusec.schedule import Schedule, layouts_of
@@ -379,7 +378,7 @@ class KernelLauncher:
         None when the plan has outputs that no kernel writes (inputs or constants returned), reads views of
         its arguments (reshapes, taken on each call), or when the launcher poisons outputs (tests take the
         checked path)."""
-        if self.poison is not None or argument_views(plan.graph):
+        if self.poison is not None or plan.argument_views:
             return None
         cp = cupy_module()
         device = cp.cuda.runtime.getDevice()
@@ -492,7 +491,7 @@ def run_plan(plan: Any, arrays: list[Any], out: Mapping[Node, Any] | None = None
     check_forced(schedules, [k.name for k in plan.kernels])
     memory: dict[Node, Any] = dict(zip(plan.graph.inputs, arrays))
     sites: dict[int, str] = {}
-    run_nodes(cupy_module(), argument_views(plan.graph), memory)  # views of the arguments (no copies)
+    run_nodes(cupy_module(), plan.argument_views, memory)  # views of the arguments (no copies)
     # a bar only where several kernels take over a second (a first call compiling them), on a terminal
     for kernel in progress(plan.kernels, f"compile {plan.graph.name}", unit="kernel", when=len(plan.kernels) > 1):
         targets = {n: out[n] for n in kernel.outputs if n in out} if out else None
