@@ -88,12 +88,19 @@ class Explanation:
         return len(self.plan.kernels)
 
     @cached_property
+    def read_back(self) -> set[Node]:
+        """The reshapes the plan takes between kernels (views of what a kernel wrote)."""
+        return set(self.plan.read_back_views)
+
+    @cached_property
     def materialized(self) -> dict[Node, tuple[int, tuple[int, ...]]]:
         """Intermediates written to memory by one kernel and read by another:
         ``{node: (index of the kernel writing it, indices of the kernels reading it)}``."""
         readers: dict[Node, list[int]] = {}
         for i, k in enumerate(self.plan.kernels):
             for n in k.inputs:
+                while n in self.read_back:  # a reshape read back between kernels: a view of what one wrote
+                    n = n.operands[0]
                 readers.setdefault(n, []).append(i)
         out: dict[Node, tuple[int, tuple[int, ...]]] = {}
         for i, k in enumerate(self.plan.kernels):

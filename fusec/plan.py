@@ -19,7 +19,7 @@ from fusec.ir.graph import Graph, Node
 from fusec.ir.interpret import run_nodes
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region, RegionSpace
-from fusec.ir.reshape_math import argument_views
+from fusec.ir.reshape_math import argument_views, read_back_views
 from fusec.passes.manager import DEFAULT_PIPELINE, run_pipeline
 
 
@@ -106,6 +106,17 @@ class Plan:
         (:func:`fusec.ir.reshape_math.argument_views`), found once per plan."""
         return argument_views(self.graph)
 
+    @cached_property
+    def read_back_views(self) -> list[Node]:
+        """The reshapes of computed values taken between kernels (:func:`fusec.ir.reshape_math.read_back_views`),
+        found once per plan."""
+        return read_back_views(self.graph)
+
+    @property
+    def views_on_each_call(self) -> bool:
+        """Whether a call takes views of its arguments or between its kernels (the checked path on the GPU)."""
+        return bool(self.argument_views or self.read_back_views)
+
     @property
     def bytes_moved(self) -> int:
         return sum(k.bytes_moved for k in self.kernels)
@@ -175,7 +186,9 @@ def execute_numpy(plan: Plan, args: list[np.ndarray], xp: Any = np) -> list[Any]
     graph = plan.graph
     memory: dict[Node, Any] = {node: xp.asarray(a) for node, a in zip(graph.inputs, args)}
     run_nodes(xp, plan.argument_views, memory)  # views of the arguments that kernels read (no copies)
+    pending = list(plan.read_back_views)
     for kernel in plan.kernels:
+        pending = take_read_backs(xp, pending, memory)
         env = {n: memory[n] for n in kernel.region.inputs if _is_array(n)}
         sources = [n for n in kernel.region.inputs if not _is_array(n)]
         run_nodes(xp, sources + list(kernel.nodes), env)
@@ -184,6 +197,18 @@ def execute_numpy(plan: Plan, args: list[np.ndarray], xp: Any = np) -> list[Any]
     # an output that is a constant or a size (after folding, say) is in no kernel: make it here
     run_nodes(xp, [o for o in graph.outputs if o not in memory], memory)
     return [_fresh(memory[o]) for o in graph.outputs]
+
+
+def take_read_backs(xp: Any, pending: list[Node], memory: dict[Node, Any]) -> list[Node]:
+    """Take each of ``pending`` (reshapes read back between kernels, in graph order) whose operand is in ``memory``
+    now, into ``memory`` (views of what the kernels wrote); returns the ones still waiting."""
+    waiting = []
+    for n in pending:
+        if n.operands[0] in memory:
+            run_nodes(xp, [n], memory)
+        else:
+            waiting.append(n)
+    return waiting
 
 
 def _fresh(value: Any) -> Any:

@@ -376,9 +376,9 @@ class KernelLauncher:
         finds its outputs and launches (:mod:`fusec.dispatch`); it packs its results as ``structure``
         says (``"list"``, ``"tuple"``, ``"single"``). ``schedules`` forces kernels' schedules by name.
         None when the plan has outputs that no kernel writes (inputs or constants returned), reads views of
-        its arguments (reshapes, taken on each call), or when the launcher poisons outputs (tests take the
-        checked path)."""
-        if self.poison is not None or plan.argument_views:
+        its arguments or reshapes between its kernels (taken on each call), or when the launcher poisons outputs
+        (tests take the checked path)."""
+        if self.poison is not None or plan.views_on_each_call:
             return None
         cp = cupy_module()
         device = cp.cuda.runtime.getDevice()
@@ -486,14 +486,17 @@ def run_plan(plan: Any, arrays: list[Any], out: Mapping[Node, Any] | None = None
     (of the node's dtype and shape, not overlapping any input); ``schedules`` forces kernels' schedules
     by kernel name; ``autotune`` (None: the launcher's setting) tunes the others on their first launch."""
     from fusec.ir.interpret import run_nodes
+    from fusec.plan import take_read_backs
 
     launcher = launcher or default_launcher()
     check_forced(schedules, [k.name for k in plan.kernels])
     memory: dict[Node, Any] = dict(zip(plan.graph.inputs, arrays))
     sites: dict[int, str] = {}
     run_nodes(cupy_module(), plan.argument_views, memory)  # views of the arguments (no copies)
+    pending = list(plan.read_back_views)
     # a bar only where several kernels take over a second (a first call compiling them), on a terminal
     for kernel in progress(plan.kernels, f"compile {plan.graph.name}", unit="kernel", when=len(plan.kernels) > 1):
+        pending = take_read_backs(cupy_module(), pending, memory)  # reshapes of what earlier kernels wrote
         targets = {n: out[n] for n in kernel.outputs if n in out} if out else None
         memory.update(launcher.run_region(kernel.region, memory, out=targets,
                                           schedule=(schedules or {}).get(kernel.name), autotune=autotune))

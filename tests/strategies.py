@@ -186,6 +186,45 @@ class _Builder:
             idx = make_node("expand_dims", (idx,), {"axes": list(range(x.ndim - idx.ndim))})
         return make_node("gather", (x, idx), {"axes": [a], "dims": [j for j in range(x.ndim) if j != a]})
 
+    def update(self) -> Node:
+        """``y[key] = v`` on an earlier node ``y`` as the tracer makes it (:mod:`fusec.ir.part_update`): a random
+        basic index (integers, slices of any step, None, ``...``), ``v`` a constant or a basic index of another
+        earlier node of ``y``'s shape (cast to ``y``'s dtype), sometimes with size-1 axes to broadcast."""
+        from fusec.ir.part_update import updated
+        from fusec.ir.trace import basic_index
+
+        y = self.pick()
+        if y.ndim == 0:
+            raise _Skip
+        key = []
+        for d in y.shape:
+            choice = self.draw(st.integers(0, 3))
+            if choice == 0 and d > 0:
+                key.append(self.draw(st.integers(-d, d - 1)))
+            elif choice == 1:
+                key.append(slice(None))
+            else:
+                bound = st.one_of(st.none(), st.integers(-d - 1, d + 1))
+                key.append(slice(self.draw(bound), self.draw(bound), self.draw(st.sampled_from([1, -1, 2, -2, 3]))))
+        if self.draw(st.integers(0, 3)) == 0:
+            key.insert(self.draw(st.integers(0, len(key))), None)
+        if self.draw(st.integers(0, 3)) == 0:  # trailing axes whole through an Ellipsis
+            cut = self.draw(st.integers(0, len(key)))
+            key = [*key[:cut], Ellipsis] if None not in key[cut:] else key
+        key_t = tuple(key)
+        if basic_index(y, key_t).size == 0 and self.draw(st.integers(0, 3)):
+            raise _Skip  # an empty selection changes nothing: drawn rarely
+        same = [o for o in self.pool if o.shape == y.shape and o is not y]
+        if same and self.draw(st.booleans()):
+            v = self.cast(basic_index(same[-1 - self.draw(st.integers(0, len(same) - 1))], key_t), y.dtype)
+            if v.ndim and self.draw(st.integers(0, 2)) == 0:  # one axis left to broadcast
+                a = self.draw(st.integers(0, v.ndim - 1))
+                bounds = [slice(0, 1) if j == a else slice(None) for j in range(v.ndim)]
+                v = basic_index(v, tuple(bounds))
+        else:
+            v = self.const(y.dtype)
+        return updated(y, key_t, v)
+
     def layout(self, ops: list[str]) -> Node:
         op = self.draw(st.sampled_from(ops))
         x = self.pick()
@@ -299,7 +338,8 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
            allow_reductions: bool = True, allow_layout: bool = True, allow_consts: bool = True,
            allow_size: bool = True, allow_scans: bool = True, ops: Iterable[str] | None = None, max_inputs: int = 3,
            max_outputs: int = 3, max_rank: int = 3, max_dim: int = 5, allow_empty: bool = True,
-           float_to_int_casts: bool = True, allow_gather: bool = False, name: str = "g") -> Graph:
+           float_to_int_casts: bool = True, allow_gather: bool = False, allow_updates: bool = False,
+           name: str = "g") -> Graph:
     """A random valid :class:`Graph` (see the module docstring).
 
     ``max_nodes``: at most this many build steps (each adds one op, plus the casts and consts it
@@ -308,7 +348,8 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
     ``const`` nodes still come where operands need them, see ``allow_consts``); the ``allow_*``
     flags switch whole kinds off; ``allow_empty``: whether a dimension may be 0; ``allow_gather``: gathers
     (``take_along_axis`` form, over a random axis of an input or a computed value) at indices computed from an
-    integer node as ``v % n`` or ``v % n - n``, so every index is in range, negative ones included.
+    integer node as ``v % n`` or ``v % n - n``, so every index is in range, negative ones included;
+    ``allow_updates``: assignments to part of a computed value, ``y[key] = v`` (:meth:`_Builder.update`).
     """
     allowed = frozenset(fdt.ir_dtype(d) for d in dtypes)
     chosen = set(OPS) if ops is None else set(ops)
@@ -324,6 +365,7 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
     steps += [("scan", scans)] if allow_scans and scans else []
     steps += [("cast", [])] if len(allowed) > 1 else []
     steps += [("gather", [])] * 2 if allow_gather else []
+    steps += [("update", [])] * 4 if allow_updates else []
     steps += [("size", [])] if allow_size and "size" in chosen else []
     steps += [("iota", [])] if ops is not None and "iota" in chosen and any(d.kind in "iuf" for d in allowed) else []
     steps += [("moments", [])] if allow_reductions and allow_size and "sum" in chosen and any(
@@ -355,6 +397,8 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
                 node = b.moments()
             elif kind == "gather":
                 node = b.gather()
+            elif kind == "update":
+                node = b.update()
             else:
                 node = b.cast(b.pick(), draw(st.sampled_from(b.dtype_list)))
         except (_Skip, FusecError):

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from fusec.errors import FusecTypeError, FusecValueError, UnsupportedError
-from fusec.ir import dtypes, slice_assign
+from fusec.ir import dtypes, part_update, slice_assign
 from fusec.ir.graph import Node
 from fusec.ir.scalars import Scalar
 from fusec.ir.trace import (
@@ -238,10 +238,10 @@ def setitem(self: Tracer, key: Any, value: Any) -> None:
     if not _is_whole(key, len(shape)):
         if slice_assign.assign_part(self, key, value, live_views(self)):  # on an argument: those elements of it
             return
-        raise UnsupportedError(f"assignment to x[{_key_text(key)}] of a value computed in the function is not "
-                               "supported yet (on an argument it changes those elements of the caller's array)",
-                               hint="build the whole new value with np.where (a mask from a comparison), or "
-                                    "return the value and assign to part of it after the call")
+        # a value computed in the function: its new value, where(mask, v placed, old) (fusec.ir.part_update)
+        v = _value_node(value, dt, f"x[{_key_text(key)}]")
+        assign(self, part_update.updated(self.node, key, v), f"x[{_key_text(key)}] = v")
+        return
     v = _value_node(value, dt, "x[...]")
     if v.shape != shape:
         try:

@@ -229,7 +229,8 @@ _define(OpDef("gather", Kind.GATHER, VARIADIC, cost=1,
                   "(as a slice's) read x through that window first"))
 _define(OpDef("reshape", Kind.LAYOUT, 1, cost=0,
               doc="the operand's elements in C order laid out in `shape` (same size); kernels see it as index "
-                  "arithmetic only (fusec/passes/reshapes.py)"))
+                  "arithmetic only (fusec/passes/reshapes.py), or with `between_kernels` (the reason) as a view of "
+                  "its operand that an earlier kernel wrote"))
 _define(OpDef("window", Kind.LAYOUT, 1, cost=0,
               doc="per axis, element i is the operand's element clamp(start + step * i, lo, hi) (`count` of them): "
                   "np.pad's edge mode and the parts of a join; a slice is a window whose clamp never binds"))

@@ -132,12 +132,27 @@ def reshape_node(x: Node, target: Sequence[int], loc: str | None = None) -> Node
         node = make_node("squeeze", [x], {"axes": gone}, loc=loc) if gone else x
         new = [i for i, d in enumerate(target) if d == 1]
         return make_node("expand_dims", [node], {"axes": new}, loc=loc) if new else node
-    if x.op == "reshape":
+    if x.op == "reshape" and not is_read_back(x):
         return reshape_node(x.operands[0], target, loc)
     return make_node("reshape", [x], {"shape": list(target)}, loc=loc)
 
 
 VIEW_OPS = ("slice", "reshape")
+READ_BACK = "between_kernels"  # the attribute of a reshape taken between kernels (see is_read_back)
+
+
+def is_read_back(node: Node) -> bool:
+    """Whether ``node`` is a reshape the ``reshapes`` pass could not make index arithmetic: its operand is written
+    to memory (C-contiguous) by the kernel computing it, and the runtime takes the reshape there, as a view of
+    that buffer (of an argument: CuPy's reshape, a copy only where the argument's strides need one), for the
+    kernels after it to read."""
+    return node.op == "reshape" and bool(node.attr(READ_BACK))
+
+
+def read_back_node(x: Node, target: Sequence[int], why: str, loc: str | None = None) -> Node:
+    """``x`` reshaped to ``target`` between kernels (:func:`is_read_back`), saying ``why`` it is no index
+    arithmetic."""
+    return make_node("reshape", [x], {"shape": [int(d) for d in target], READ_BACK: why}, loc=loc)
 
 
 def view_base(node: Node) -> Node:
@@ -161,6 +176,12 @@ def argument_views(graph: Graph) -> list[Node]:
     return [n for n in graph.nodes if n in chain]
 
 
+def read_back_views(graph: Graph) -> list[Node]:
+    """The reshapes of computed values taken between kernels (:func:`is_read_back`), in graph order: the runtime
+    takes each once the kernel writing its operand has run."""
+    return [n for n in graph.nodes if is_read_back(n) and view_base(n).op != "input"]
+
+
 def returned_views(graph: Graph) -> list[Node]:
     """The returned reshapes of computed values that nothing else reads: views of what the kernels wrote, taken
     by the runtime after them; no kernel holds them."""
@@ -170,14 +191,15 @@ def returned_views(graph: Graph) -> list[Node]:
 
 
 def outside_kernels(graph: Graph) -> set[Node]:
-    """The views no kernel holds: :func:`returned_views`, and :func:`argument_views` that only views read
-    (a slice of an argument that a kernel also reads stays that kernel's member as well)."""
+    """The views no kernel holds: :func:`returned_views`, :func:`read_back_views`, and :func:`argument_views`
+    that only views read (a slice of an argument that a kernel also reads stays that kernel's member as well)."""
     before = argument_views(graph)
     users = graph.users
     pre = set(before)
     out = {n for n in before if n.op == "reshape" or all(u in pre for u in users.get(n, ()))}
-    return out | set(returned_views(graph))
+    return out | set(returned_views(graph)) | set(read_back_views(graph))
 
 
-__all__ = ["VIEW_OPS", "common_refinement", "flat_cuts", "inner_sizes", "is_chain", "only_unit_axes_differ",
-           "reshape_node", "returned_views", "sub_extents", "view_base", "view_strides"]
+__all__ = ["READ_BACK", "VIEW_OPS", "common_refinement", "flat_cuts", "inner_sizes", "is_chain", "is_read_back",
+           "only_unit_axes_differ", "read_back_node", "read_back_views", "reshape_node", "returned_views",
+           "sub_extents", "view_base", "view_strides"]

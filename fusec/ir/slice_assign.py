@@ -9,7 +9,7 @@ assignments, after any whole-array update (a whole-array assignment after them, 
 them). Reading the argument again after it, inside the function, would need its new value everywhere, which
 needs the position of each element (``np.arange``): the argument's tracer is rebound to a *poisoned* node of
 its type, and a graph that reads one is refused with the line that reads it (:func:`check_unread`). On a value
-computed in the function, assignment to part of it is refused with a hint.
+computed in the function, assignment to part of it is a functional update (:mod:`fusec.ir.part_update`).
 
 ``x[key] op= v`` is Python's ``t = x[key]; t op= v; x[key] = t``: the update of ``t``, a view of the argument
 made by indexing, is this partial update (so ``t`` sees its new values, as NumPy's view does), and the
@@ -153,11 +153,18 @@ def assign_through_view(view: Any, node: Node) -> bool:
     if found is None:
         return False
     root, key = found
-    if _argument_index(root) is None:
-        return False
     from fusec.ir.inplace import _is_whole, live_views
 
     others = [v for v in live_views(root) if v is not view]
+    if _argument_index(root) is None:  # a value computed in the function: its new value (fusec.ir.part_update)
+        if others or getattr(root, "_view_of", None) is not None:
+            return False  # NumPy would change those views too (or the array this one views): refused
+        from fusec.ir.part_update import updated
+
+        root.node = updated(root.node, key, node)
+        view.node = node
+        _state.echoes[id(view)] = key
+        return True
     if _is_whole(key, root.node.ndim) and not others:  # x[...] op= v: the whole argument, which stays readable
         root.node = reshape_node(node, root.node.shape, user_location())
     else:

@@ -4,8 +4,8 @@
 ``squeeze``/``expand_dims`` where only size-1 axes come and go). Each is a view in NumPy and index arithmetic
 in the kernel that reads it here (a reshape through :mod:`fusec.passes.reshapes`).
 
-A reshape whose shapes have no common refinement (``(2, 3) -> (3, 2)``) raises
-:class:`~fusec.errors.UnsupportedError` with the shapes, and the README says so.
+A reshape whose shapes have no common refinement (``(2, 3) -> (3, 2)``) is read back between kernels (the
+value written, then viewed reshaped; :mod:`fusec.passes.reshapes`), and the plan says so.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from fusec.errors import FusecTypeError, FusecValueError, UnsupportedError, user
 from fusec.ir import trace as _trace
 from fusec.ir.graph import Node
 from fusec.ir.infer import broadcast_shapes, normalize_axes
-from fusec.ir.reshape_math import common_refinement, only_unit_axes_differ, reshape_node
+from fusec.ir.reshape_math import only_unit_axes_differ, reshape_node
 from fusec.ir.trace import Tracer, _as_node, _mark_shape_read, _node, basic_index, transpose
 
 
@@ -144,8 +144,8 @@ def _target_shape(shape: Any, size: int) -> tuple[int, ...]:
 def reshape(a: Any, *shape: Any, order: str = "C") -> Tracer:
     """``reshape`` in C order (``'F'``: the reversed axes reshaped in C order, reversed back; ``'A'`` where only
     size-1 axes come and go). A ``reshape`` node, or ``squeeze``/``expand_dims`` for size-1 axes; the
-    ``reshapes`` pass turns it into index arithmetic. Reshapes whose two sides have no common refinement
-    (``(2, 3) -> (3, 2)``) raise :class:`~fusec.errors.UnsupportedError`."""
+    ``reshapes`` pass turns it into index arithmetic, or, where the two sides have no common refinement
+    (``(2, 3) -> (3, 2)``), into a reshape read back between kernels."""
     x = _as_node(a, "reshape")
     if order not in ("C", "F", "A"):
         raise FusecValueError(f"order must be one of 'C', 'F', 'A' (got {order!r})")
@@ -159,11 +159,6 @@ def reshape(a: Any, *shape: Any, order: str = "C") -> Tracer:
         raise UnsupportedError(
             f"reshape from {x.shape} to {target} with order='A' depends on the argument's memory layout",
             hint="say order='C' or order='F'")
-    if common_refinement(x.shape, target) is None:
-        raise UnsupportedError(
-            f"reshape from {x.shape} to {target} is not traced: the two shapes have no common refinement, so no "
-            "kernel can read it through strides",
-            hint="reshape the argument before the call (or the result after it)")
     if order == "F":
         flipped = transpose(Tracer(x), list(range(x.ndim))[::-1]).node
         inner = reshape_node(flipped, target[::-1], user_location())

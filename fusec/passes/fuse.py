@@ -37,7 +37,14 @@ from fusec.ir.axis_slots import AxisSlots, SpaceCounts
 from fusec.ir.graph import Graph, Node, rewrite
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region, make_regions
-from fusec.ir.reshape_math import outside_kernels, returned_views
+from fusec.ir.reshape_math import (
+    READ_BACK,
+    is_read_back,
+    outside_kernels,
+    read_back_views,
+    returned_views,
+    view_base,
+)
 from fusec.ir.space_state import SpaceState
 from fusec.passes import legality
 from fusec.passes.canonicalize import keepdims_form, reduce_over_nothing, size_of_input
@@ -112,7 +119,15 @@ class _Partition(Recomputation):
         self.counts = counts
         self.users = graph.users
         outside = outside_kernels(graph)  # views the runtime takes of arguments and results (reshapes)
-        self.returned = set(graph.outputs) | {n.operands[0] for n in returned_views(graph)}
+        # reshapes read back between kernels -> the computed array each one views, which a kernel must write
+        self.read_back: dict[Node, Node] = {}
+        for n in read_back_views(graph):
+            base = n.operands[0]
+            while base in outside:
+                base = base.operands[0]
+            self.read_back[n] = base
+        self.returned = (set(graph.outputs) | {n.operands[0] for n in returned_views(graph)}
+                         | set(self.read_back.values()))
         self.slots = AxisSlots(graph.nodes, self.users, counts.space, outside)
         self.order = self.slots.order
         self.groups: dict[int, Group] = {}
@@ -132,6 +147,7 @@ class _Partition(Recomputation):
             for i, o in enumerate(node.operands):
                 if o not in reads and o.op != "const" and o.op != "size":
                     reads[o] = (pos, i)
+            self.with_read_back_bases(reads)
             group = Group(gid, SpaceState.single(self.slots, node), legality.Members((node,)), reads, pos, pos)
             self.groups[gid] = self.owner[node] = group
             self.holders[node] = {group}
@@ -143,6 +159,18 @@ class _Partition(Recomputation):
         self.order_stale = False  # an edge of the graph of groups points backwards (after recomputation)
 
     # -- bookkeeping ------------------------------------------------------------------------------
+    def with_read_back_bases(self, reads: dict[Node, tuple]) -> dict[Node, tuple]:
+        """``reads`` (changed in place) with the array behind each reshape read back between kernels: the edge of
+        the graph of groups from the kernel that writes it."""
+        for o in [o for o in reads if o in self.read_back]:
+            reads.setdefault(self.read_back[o], reads[o])
+        return reads
+
+    def reads_back_own(self, space: SpaceState | object, reads: dict[Node, tuple]) -> Node | None:
+        """A reshape read back between kernels that a kernel of ``space`` reads while computing what it views."""
+        contains = space.contains  # type: ignore[attr-defined]
+        return next((o for o in reads if o in self.read_back and contains(self.read_back[o])), None)
+
     def _update_exported(self, node: Node) -> None:
         owner = self.owner.get(node)
         if owner is None:
@@ -228,8 +256,10 @@ class _Partition(Recomputation):
             return False
         trial = self._space_of_union(ga.state, gb.state)
         reads = self._union_reads((ga, gb), trial)
-        reason = legality.kernel_reason(trial, lambda: legality.Members(ga.members_at, gb.members_at),
-                                        self.slots, self._written((ga, gb)), len(reads))
+        own = self.reads_back_own(trial, reads)
+        reason = legality.ReadBackOfOwn(own) if own is not None else legality.kernel_reason(
+            trial, lambda: legality.Members(ga.members_at, gb.members_at), self.slots, self._written((ga, gb)),
+            len(reads))
         search = None
         if reason is None:
             search = self.positions.search(a, b, self._successors, self._predecessors)
@@ -419,7 +449,23 @@ def partition(graph: Graph, counts: PartitionCounts | None = None) -> Graph:
     names = node_names(fused)
     refusals = [f"{names[na]} ({na.op}) and {names[nb]} ({nb.op}) stay in separate kernels: {reason.text(names)}"
                 for na, nb, reason in by_pair.values()]
+    refusals += _read_back_entries(graph, names)
     return Graph(graph.name, graph.inputs, graph.outputs, regions, tuple(dict.fromkeys(refusals)))
+
+
+def _read_back_entries(graph: Graph, names: dict[Node, str]) -> list[str]:
+    """The plan's entry for each reshape read back between kernels: what is written and read again, and why."""
+    out = []
+    for n in graph.nodes:
+        if not is_read_back(n):
+            continue
+        o = n.operands[0]
+        what = (f"{names[n]} (reshape to {list(n.shape)}) is taken by CuPy before the kernels (a copy where the "
+                "argument's strides need one)" if view_base(n).op == "input" else
+                f"{names[n]} (reshape to {list(n.shape)}) reads {names.get(o, o.op)} back from memory: the kernel "
+                f"computing it writes it, the kernels after it read the reshape")
+        out.append(f"{what}, as no kernel can read it as index arithmetic: {n.attr(READ_BACK)}")
+    return out
 
 
 @register("fuse", "partition into kernels (pointwise, reduce-all, rows, cols) with the reason for every split")

@@ -114,7 +114,20 @@ class GatherOfComputed:
         return gather_refusal(self.gather)
 
 
-Reason = NoCommonSpace | ScanConflict | WrittenTwice | OverBudget | Cycle | GatherOfComputed
+@dataclass(frozen=True)
+class ReadBackOfOwn:
+    """A reshape read back between kernels (:func:`fusec.ir.reshape_math.is_read_back`) that the kernel computing
+    the array it views would read: that array is in memory only once the kernel is over."""
+
+    reshape: Node
+
+    def text(self, names: Names) -> str:
+        base = self.reshape.operands[0]
+        return (f"{names[self.reshape]} reads {names.get(base, base.op)} back from memory reshaped, after the kernel "
+                f"that writes it ({self.reshape.attr('between_kernels')})")
+
+
+Reason = NoCommonSpace | ScanConflict | WrittenTwice | OverBudget | Cycle | GatherOfComputed | ReadBackOfOwn
 
 
 @functools.lru_cache(maxsize=4096)

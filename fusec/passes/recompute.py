@@ -39,8 +39,8 @@ def reads_of(nodes: Iterable[Node], inside: set[Node], order: dict[Node, int]) -
 class Recomputation:
     """The recomputation step of the partition (see the module docstring). The partition mixing it in
     provides ``graph``, ``users``, ``slots``, ``order``, ``returned``, ``groups``, ``owner``, ``holders``,
-    ``readers``, ``positions``, ``epoch``, ``order_stale`` and the methods ``_union_reads``, ``_written``,
-    ``_set_reads``, ``_update_exported`` and ``_successors``."""
+    ``readers``, ``positions``, ``epoch``, ``order_stale``, ``read_back`` and the methods ``_union_reads``,
+    ``_written``, ``_set_reads``, ``_update_exported``, ``_successors`` and ``with_read_back_bases``."""
 
     def recompute(self, views_only: bool = False) -> bool:
         """Recompute cheap pointwise producers in the groups that read them (``views_only``: layout
@@ -63,6 +63,7 @@ class Recomputation:
                 for o, key in reads_of(cone, set(cone), self.order).items():
                     if not trial.contains(o) and (o not in reads or key < reads[o]):
                         reads[o] = key
+                self.with_read_back_bases(reads)
                 reason = legality.kernel_reason(trial, lambda g=g: g.members_at, self.slots,
                                                 self._written((g,)), len(reads))
                 if reason is not None:
@@ -91,6 +92,8 @@ class Recomputation:
             m = stack.pop()
             if m in cone or m not in inside or (views_only and m.kind is not Kind.LAYOUT):
                 continue
+            if m in self.read_back.values():  # written for a reshape read back after this kernel: never twice
+                return None
             cone.add(m)
             if not views_only and policy.rules_out_recompute(cone):
                 return None

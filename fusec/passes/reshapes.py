@@ -18,13 +18,20 @@ What is left afterwards:
 - ``squeeze``/``expand_dims`` where only size-1 axes differ.
 
 Arguments are cut per use (one use may split an axis another slices), so no argument's cut reaches another
-use of it. A graph where two reshapes need cuts that do not nest (one splits 6 into 2 x 3, another into
-3 x 2), or where a cut lands on an axis a slice selects part of, is refused with the reshape's location.
+use of it.
+
+Where the cuts cannot all hold (two reshapes cut an axis of 6 as 2 x 3 and as 3 x 2, ``(2, 3) -> (3, 2)``
+has no common refinement, a slice, pad, join or scan reads part of an axis a reshape cuts), the pass reads
+one of the reshapes *back*: it no longer links its two sides, the kernel computing its operand writes that
+to memory (C-contiguous, so the reshape of it is a view), and the runtime takes the reshape there for the
+kernels after it (:func:`~fusec.ir.reshape_math.is_read_back`; the reshape keeps why, and the plan prints it).
+It picks the reshape that met the conflict, else the latest one whose cuts reached the conflicting axis, and
+refines again, until the cuts hold. Only a reshape of a constant or an iota that no cut can hold is refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from fusec.errors import UnsupportedError
 from fusec.ir import windows
@@ -32,7 +39,16 @@ from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.infer import slice_attrs, slice_bounds
 from fusec.ir.ops import Kind
 from fusec.ir.region import corresponding_axes
-from fusec.ir.reshape_math import inner_sizes, is_chain, outside_kernels, reshape_node, sub_extents
+from fusec.ir.reshape_math import (
+    READ_BACK,
+    inner_sizes,
+    is_chain,
+    is_read_back,
+    outside_kernels,
+    read_back_node,
+    reshape_node,
+    sub_extents,
+)
 from fusec.passes.manager import register
 
 Slot = tuple  # (node, axis), or for an argument read by a user: (argument, user, operand index, axis)
@@ -40,9 +56,11 @@ Groups = list[tuple[int, ...]]  # per axis of a node, the extents of its sub-axe
 
 
 class _Conflict(Exception):
-    """Cuts that do not nest; ``node`` is the reshape (or slice) that met them, where known."""
+    """Cuts that do not hold; ``node`` is the reshape (or slice, window, scan) that met them, ``slot`` an axis
+    slot of the class whose cuts they are, where known."""
 
     node: Node | None = None
+    slot: Slot | None = None
 
 
 class _Cuts:
@@ -75,7 +93,9 @@ class _Cuts:
 
     def _set(self, root: Slot, cuts: frozenset[int]) -> None:
         if not is_chain(cuts | {1, self.extent[root]}):
-            raise _Conflict(f"an axis of {self.extent[root]} elements would be cut at {sorted(cuts)}")
+            conflict = _Conflict(f"an axis of {self.extent[root]} elements would be cut at {sorted(cuts)}")
+            conflict.slot = root
+            raise conflict
         self.cuts[root] = cuts
 
     def cut(self, slot: Slot, cuts: set[int]) -> bool:
@@ -99,8 +119,9 @@ class _Refinement:
     """The cuts of every axis of ``graph`` (classes of axes that run together, and of size-1 axes standing for
     them), and each node's refined shape."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, read_back: Mapping[Node, str] | None = None):
         self.graph = graph
+        self.read_back = read_back or {}  # reshapes that link nothing, taken between kernels -> why
         self.cuts = _Cuts()
         self.ones_parent: dict[Slot, Slot] = {}  # size-1 axes that run together (a union-find)
         self.follows: dict[Slot, set[Slot]] = {}  # a class of size-1 axes -> the axes of extent above 1 they stand for
@@ -115,7 +136,7 @@ class _Refinement:
                 for j, d in enumerate(o.shape):
                     if d > 1:
                         self.cuts.add(self.slot(o, u, i, j), d)
-            if u.op == "reshape":
+            if u.op == "reshape" and u not in self.read_back:
                 self.reshapes.append(u)
             for i, o in enumerate(u.operands):
                 if o.kind is Kind.SOURCE and o.op != "input":
@@ -218,6 +239,18 @@ class _Refinement:
                 changed |= self.cuts.cut(slot, {p // inner for p in inside})
         return changed
 
+    def reshapes_reaching(self, slot: Slot) -> list[Node]:
+        """The reshapes (not read back) with an axis, on either side, in the class of ``slot``, in graph order."""
+        root = self.cuts.find(slot)
+        out = []
+        for u in self.reshapes:
+            o = u.operands[0]
+            sides = [self.slot(o, u, 0, j) for j, d in enumerate(o.shape) if d > 1]
+            sides += [(u, k) for k, d in enumerate(u.shape) if d > 1]
+            if any(self.cuts.find(s) == root for s in sides):
+                out.append(u)
+        return out
+
     def _cut_points(self, slot: Slot) -> set[int]:
         root = self.cuts.find(slot)
         return {1} | set(self.cuts.cuts[root])
@@ -253,9 +286,18 @@ def _starts(groups: Groups) -> list[int]:
     return out
 
 
+def _conflict(text: str, ref: _Refinement, u: Node, axis: int) -> _Conflict:
+    """A conflict at ``u``'s reading of axis ``axis`` of its operand."""
+    conflict = _Conflict(text)
+    conflict.node, conflict.slot = u, ref.slot(u.operands[0], u, 0, axis)
+    return conflict
+
+
 def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
     """``u`` over its operands' refined forms, in its own refined shape or one differing only in size-1
     axes."""
+    if u in ref.read_back:  # the operand as its kernel writes it (its refined shape, C order), reshaped there
+        return read_back_node(new[u.operands[0]], _flat(ref.own(u)), ref.read_back[u], u.loc)
     if u.op == "size":
         o = u.operands[0]
         if o.op == "input":
@@ -288,24 +330,26 @@ def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
         return reshape_node(make_node("transpose", [x], attrs, loc=u.loc), _flat(own), u.loc)
     if u.op == "window":  # as a slice: axes read whole are cut as the operand's, others must stay whole
         refined_w: list = []
-        for axis, g, d in zip(windows.axes_of(attrs), w, u.operands[0].shape):
+        for j, (axis, g, d) in enumerate(zip(windows.axes_of(attrs), w, u.operands[0].shape)):
             if axis == windows.whole(d):
                 refined_w.extend(windows.whole(e) for e in g)
             elif len(g) > 1 and d > 1:
-                raise _Conflict(f"a pad or join reads part of an axis of {d} elements that a reshape cuts into {g}")
+                raise _conflict(f"a pad or join reads part of an axis of {d} elements that a reshape cuts into {g}",
+                                ref, u, j)
             else:
                 refined_w.extend([axis] + [windows.whole(1)] * (len(g) - 1))
         return reshape_node(make_node("window", [x], windows.attrs_of(refined_w), loc=u.loc), _flat(own), u.loc)
     if u.op == "slice":
         bounds = slice_bounds(u.operands[0].shape, attrs)
         refined = []
-        for (first, step, count), g, d in zip(bounds, w, u.operands[0].shape):
+        for j, ((first, step, count), g, d) in enumerate(zip(bounds, w, u.operands[0].shape)):
             if _whole((first, step, count), d):
                 refined.extend((0, 1, e) for e in g)
             elif d <= 1:  # an integer index of a size-1 axis: its other size-1 sub-axes whole
                 refined.extend([(first, step, count)] + [(0, 1, 1)] * (len(g) - 1))
             elif len(g) > 1:
-                raise _Conflict(f"a slice selects part of an axis of {d} elements that a reshape cuts into {g}")
+                raise _conflict(f"a slice selects part of an axis of {d} elements that a reshape cuts into {g}",
+                                ref, u, j)
             else:
                 refined.append((first, step, count))
         return reshape_node(make_node("slice", [x], slice_attrs(refined), loc=u.loc), _flat(own), u.loc)
@@ -313,8 +357,8 @@ def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
         (w,) = wanted
         axis = u.attr("axis")
         if len(w[axis]) > 1:
-            raise _Conflict(f"a {u.op} along an axis of {u.operands[0].shape[axis]} elements that a reshape cuts "
-                            f"into {w[axis]}")
+            raise _conflict(f"a {u.op} along an axis of {u.operands[0].shape[axis]} elements that a reshape cuts "
+                            f"into {w[axis]}", ref, u, axis)
         attrs["axis"] = _starts(w)[axis]
         return reshape_node(make_node(u.op, operands, attrs, loc=u.loc), _flat(own), u.loc)
     if u.kind is Kind.GATHER:
@@ -335,27 +379,52 @@ def refine_reshapes(graph: Graph) -> Graph:
     """``graph`` over refined shapes (see the module docstring); ``graph`` itself when it has no reshape."""
     if not any(n.op == "reshape" for n in graph.nodes):
         return graph
-    ref = _Refinement(graph)
+    read_back = {n: n.attr(READ_BACK) for n in graph.nodes if is_read_back(n)}
+    while True:
+        try:
+            return _refined(graph, read_back)
+        except _Conflict as e:
+            read_back = _read_back_one_more(graph, read_back, e)
+
+
+def _refined(graph: Graph, read_back: dict[Node, str]) -> Graph:
+    ref = _Refinement(graph, read_back)
     new: dict[Node, Node] = {}
-    current: Node | None = None
-    try:
-        ref.spread()
-        for u in graph.nodes:
-            current = u
+    ref.spread()
+    for u in graph.nodes:
+        try:
             new[u] = u if u.kind is Kind.SOURCE and u.op != "size" else _rebuild(ref, u, new)
-    except _Conflict as e:
-        where = e.node or current
-        raise UnsupportedError(
-            f"this reshape cannot be index arithmetic in one kernel: {e}",
-            loc=where.loc if where is not None else None,
-            hint="reshape the argument before the call (or the result after it), or copy the value "
-                 "(np.ascontiguousarray) before reshaping it") from None
+        except _Conflict as e:
+            e.node = e.node or u
+            raise
     outputs = tuple(reshape_node(new[o], o.shape, o.loc) for o in graph.outputs)
     if outputs == graph.outputs:
         return graph
     return Graph(graph.name, graph.inputs, outputs)
 
 
+def _read_back_one_more(graph: Graph, read_back: dict[Node, str], conflict: _Conflict) -> dict[Node, str]:
+    """``read_back`` and the reshape to read back for ``conflict`` (with why): the reshape that met it, else the
+    latest one whose cuts reached the conflicting axis, else the latest one; :class:`~fusec.errors.UnsupportedError`
+    where there is none (only reshapes of constants or iotas left, which no kernel writes)."""
+    def readable(n: Node) -> bool:
+        return n.op == "reshape" and n not in read_back and (
+            n.operands[0].kind is not Kind.SOURCE or n.operands[0].op == "input")
+
+    picks = [conflict.node] if conflict.node is not None and readable(conflict.node) else []
+    if not picks and conflict.slot is not None:
+        ref = _Refinement(graph, read_back)
+        picks = [u for u in ref.reshapes_reaching(conflict.slot) if readable(u)][-1:]
+    if not picks:
+        picks = [n for n in graph.nodes if readable(n)][-1:]
+    if not picks:
+        where = conflict.node
+        raise UnsupportedError(
+            f"this reshape cannot be index arithmetic in one kernel: {conflict}",
+            loc=where.loc if where is not None else None,
+            hint="reshape the argument before the call (or the result after it), or copy the value "
+                 "(np.ascontiguousarray) before reshaping it") from None
+    return {**read_back, picks[0]: str(conflict)}
 def check_reshapes(graph: Graph) -> Graph:
     """``graph`` when each of its reshapes is a view of an argument or of a returned result (which the runtime
     takes, :func:`~fusec.ir.reshape_math.outside_kernels`); else :class:`~fusec.errors.UnsupportedError` at the

@@ -45,10 +45,12 @@ def _operand_bounds(y: Node, bounds: Bounds) -> list[tuple[Node, Bounds | None]]
         axes = y.attr("axes")
         dim_of = dict(zip([j for j in range(x.ndim) if j not in axes], y.attr("dims")))
         window = gather_window(x.shape, dict(y.attrs)) or [(0, 1, d) for d in x.shape]
+        if any(len(b) == 5 and windows.clamps(b) for b in bounds):  # a clamping window: no slice of the array
+            return None
         xb = []
         for j, (f, s, c) in enumerate(window):
             if j in dim_of and c == y.shape[dim_of[j]]:
-                f2, s2, c2 = bounds[dim_of[j]]
+                f2, s2, c2 = bounds[dim_of[j]][:3]
                 xb.append((f + s * f2, s * s2, c2))
             else:
                 xb.append((f, s, c))

@@ -24,11 +24,14 @@ options, so that NumPy defines every result exactly and an exact comparison is v
 - ``views``: slices (any bounds and steps, integer indices), transposes, squeeze/expand_dims and reshapes
   (merges, splits, flattening) of inputs and of computed values beside the exact reductions and a few exact
   elementwise ops, up to 16 steps: slices moved below reductions and elementwise ops, reshapes rewritten over
-  refined shapes, read through offsets and strides in every kernel kind. A graph whose reshapes fusec refuses
-  (cuts that do not nest, a slice of a merged axis: ``UnsupportedError`` when planning) is skipped;
+  refined shapes, read through offsets and strides in every kernel kind; where cuts do not nest or a slice
+  reads part of a merged axis, the reshape is read back between kernels (its operand written, then viewed). A
+  graph fusec still refuses (a reshape of a constant: ``UnsupportedError`` when planning) is skipped;
 - ``gathers``: ``take_along_axis`` gathers of inputs and of computed values over random axes, the indices
   computed from integer nodes as ``v % n`` (or ``v % n - n``: negative), so every one is in range; gathers
   moved to the arguments through elementwise ops and read at computed positions in every kernel kind;
+- ``updates``: assignments to part of computed values (``y[key] = v`` with any basic index, as the tracer
+  makes them: ``where`` over iota masks, ``v`` read through a window or a gather) beside reductions and slices;
 - ``joins``: iotas (``numpy.arange``'s values), windows (clamped indices, as pads and joins read) and slices
   beside the exact reductions and a few exact elementwise ops (``where`` and ``lt`` as joins use them):
   windows moved below reductions and elementwise ops, iotas computed from indices in every kernel kind.
@@ -147,9 +150,14 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "joins": dict(dtypes=("bool", "i32", "i64", "f16", "f32"), allow_size=False, max_nodes=16,
                   ops=EXACT_REDUCTIONS | {"iota", "window", "slice", "transpose", "expand_dims", "broadcast_to",
                                           "add", "sub", "mul", "maximum", "where", "lt", "neg", "abs"}),
+    # updates: assignments to part of computed values (y[key] = v, any basic index: a where over iota masks, v
+    # read through a window or a gather), next to reductions, slices and elementwise ops
+    "updates": dict(dtypes=("bool", "i32", "i64", "f16", "f32"), allow_size=False, allow_updates=True, max_nodes=12,
+                    ops=EXACT_REDUCTIONS | {"slice", "transpose", "expand_dims", "add", "sub", "mul", "maximum",
+                                            "where", "lt", "neg", "abs"}),
 }
 FAMILY_WEIGHTS = (("float",) * 3 + ("int",) * 2 + ("uint",) + ("int_reduce", "float_reduce") * 2 + ("views",) * 2
-                  + ("gathers",) * 2 + ("joins",) * 2)
+                  + ("gathers",) * 2 + ("joins",) * 2 + ("updates",) * 2)
 # (drawn uniformly)
 COMMON_OPTIONS: dict[str, Any] = dict(float_to_int_casts=False)
 
@@ -280,7 +288,7 @@ def generate(count: int, seed: int = 0) -> list[Graph]:
             try:
                 if not make_plan(g).kernels:
                     continue
-            except UnsupportedError:  # a documented refusal (reshapes whose cuts do not nest): not a bug
+            except UnsupportedError:  # a documented refusal (a reshape of a constant that no cut holds): not a bug
                 continue
             except Exception:  # kept: planning crashes are for the fuzz run to report
                 pass

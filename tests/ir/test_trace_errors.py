@@ -115,7 +115,7 @@ def boolean_mask_index(x):
 
 def item_assignment(x):
     y = x * 2
-    y[0] = 1  # <- error
+    y[np.argmax(x, axis=0)] = 1  # <- error
     return y
 
 
