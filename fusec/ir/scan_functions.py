@@ -43,16 +43,12 @@ def cumulative(name: str, a: Any, axis: Any = None, dtype: Any = None, out: Any 
 
 
 def _flattened(name: str, x: Any) -> Any:
-    """``x`` as the 1-d array ``axis=None`` scans: traced when that is a view (a 0-d array, or at most one axis
-    of more than one element), else a clear error."""
+    """``x`` as the 1-d array ``axis=None`` scans: ``x.ravel()`` (where axes merge, the reshapes pass reads that
+    reshape back between kernels: a scan along a merged axis is no index arithmetic)."""
     if x.ndim == 1:
         return x
     if x.ndim == 0:
         return _node("expand_dims", [x], {"axes": [0]})
-    if sum(d != 1 for d in x.shape) > 1:
-        raise UnsupportedError(
-            f"{name} with axis=None scans the flattened array; flattening shape {x.shape} merges axes, which fusec "
-            "does not trace yet", hint=f"pass axis= (np.{name}(x, axis=-1)), or ravel the argument before the call")
     return _trace.FUNCTIONS["ravel"](Tracer(x)).node
 
 

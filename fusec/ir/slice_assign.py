@@ -6,9 +6,10 @@ the trace records a :class:`PartialUpdate` (the argument, the index as written, 
 argument's dtype, each value a graph output after the whole-array updates' values), and after the kernels the
 runtime writes the values into those elements (:func:`fusec.update.write_parts`), in the order of the
 assignments, after any whole-array update (a whole-array assignment after them, ``x[...] = 0``, replaces
-them). Reading the argument again after it, inside the function, would need its new value everywhere, which
-needs the position of each element (``np.arange``): the argument's tracer is rebound to a *poisoned* node of
-its type, and a graph that reads one is refused with the line that reads it (:func:`check_unread`). On a value
+them). The argument's tracer is rebound to its new value everywhere (:func:`fusec.ir.part_update.updated`), for
+what reads it after the assignment, and so are its live views made by indexing; any other live view of it
+(``x.T``) is rebound to a *poisoned* node, and a graph that reads one is refused with the line that reads it
+(:func:`check_unread`). On a value
 computed in the function, assignment to part of it is a functional update (:mod:`fusec.ir.part_update`).
 
 ``x[key] op= v`` is Python's ``t = x[key]; t op= v; x[key] = t``: the update of ``t``, a view of the argument
@@ -48,6 +49,7 @@ class _State(threading.local):
         self.before: dict[int, Node] = {}  # argument index -> its value before its first partial update
         self.keys: dict[int, tuple[weakref.ref, Any, Any]] = {}  # id(view) -> (view, its root tracer, the index)
         self.echoes: dict[int, Any] = {}  # id(view) -> the index of x[key] op= v, whose x[key] = view is a repeat
+        self.new_values: dict[int, Node] = {}  # argument index -> its value after its latest partial update
 
 
 _state = _State()
@@ -55,14 +57,21 @@ _state = _State()
 
 def begin(arguments: list[Any]) -> None:
     _state.arguments = {id(t): (weakref.ref(t), i) for i, t in enumerate(arguments)}
-    _state.parts, _state.before, _state.keys, _state.echoes = [], {}, {}, {}
+    _state.parts, _state.before, _state.keys, _state.echoes, _state.new_values = [], {}, {}, {}, {}
 
 
-def end() -> tuple[list[PartialUpdate], dict[int, Node]]:
-    """The partial updates in order, and each partially updated argument's value before the first of them."""
-    out = (_state.parts, _state.before)
+def end() -> tuple[list[PartialUpdate], dict[int, Node], dict[int, Node]]:
+    """The partial updates in order, each partially updated argument's value before the first of them, and its
+    value after the latest (which the function read)."""
+    out = (_state.parts, _state.before, _state.new_values)
     _state.arguments, _state.parts, _state.before, _state.keys, _state.echoes = {}, [], {}, {}, {}
+    _state.new_values = {}
     return out
+
+
+def _in_parts(t: Any, index: int) -> bool:
+    """Whether argument ``index`` (tracer ``t``) was last assigned in part (no whole assignment since)."""
+    return _state.new_values.get(index) is t.node
 
 
 def _argument_index(t: Any) -> int | None:
@@ -130,19 +139,21 @@ def assign_part(target: Any, key: Any, value: Any, live_views: list[Any], node: 
         fits = False
     if not fits:
         raise FusecValueError(f"could not broadcast input array from shape {v.shape} into shape {view.shape}")
-    if not poisoned(target.node):  # the first assignment to part of it since it was last assigned whole
+    from fusec.ir.part_update import updated
+
+    if not _in_parts(target, index):  # the first assignment to part of it since it was last assigned whole
         _state.parts = [p for p in _state.parts if p.index != index]
         _state.before[index] = target.node
     _state.parts.append(PartialUpdate(index, _normal_key(key), v))
+    new = updated(target.node, key, v)  # its new value everywhere, for what reads it after this
     what = f"{text} at {user_location() or 'an assignment'}"
     for other in live_views:  # NumPy's views of the argument see the assignment
         same = _index_of_view(other)
-        if same is not None and _normal_key(same[1]) == _normal_key(key):
-            other.node = v if v.shape == view.shape else make_node("broadcast_to", [v], {"shape": list(view.shape)})
+        if same is not None and same[0] is target:
+            other.node = basic_index(new, same[1])
         elif not poisoned(other.node):
             other.node = _poison(other, what)
-    if not poisoned(target.node):
-        target.node = _poison(target, what)
+    target.node = _state.new_values[index] = new
     return True
 
 
@@ -192,32 +203,36 @@ def poisoned(node: Node) -> bool:
     return node.op == "input" and node.attr("poisoned") is not None
 
 
-def final_updates(arguments: list[Any], inputs: list[Node], parts: list[PartialUpdate],
-                  before: dict[int, Node]) -> tuple[list[tuple[int, Node]], list[PartialUpdate]]:
+def final_updates(arguments: list[Any], inputs: list[Node], parts: list[PartialUpdate], before: dict[int, Node],
+                  new_values: dict[int, Node]) -> tuple[list[tuple[int, Node]], list[PartialUpdate]]:
     """The whole-array updates ``(argument index, new value)`` and the assignments to part of an argument that
-    follow them, from the arguments' tracers at the end of a trace: an argument last assigned in part keeps the
-    value it had before those parts; one assigned whole after them drops them."""
-    updates, kept = [], []
+    follow them, from the arguments' tracers at the end of a trace (``new_values``: each argument's value after its
+    latest partial update): an argument last assigned in part keeps the value it had before those parts, which
+    are written after the kernels; one assigned whole after them drops them."""
+    def in_parts(i: int) -> bool:
+        return new_values.get(i) is arguments[i].node
+
+    updates = []
     for i, t in enumerate(arguments):
-        node = before[i] if poisoned(t.node) else t.node
+        node = before[i] if in_parts(i) else t.node
         if node is not inputs[i]:
             updates.append((i, node))
-    kept = [p for p in parts if poisoned(arguments[p.index].node)]
+    kept = [p for p in parts if in_parts(p.index)]
     return updates, kept
 
 
 def check_unread(graph: Graph) -> None:
-    """Raise :class:`UnsupportedError` where ``graph`` reads an argument after an assignment to part of it."""
+    """Raise :class:`UnsupportedError` where ``graph`` reads a view of an argument (not made by indexing) after an
+    assignment to part of the argument."""
     users = graph.users
     for n in graph.nodes:
         if poisoned(n):
             reader = next(iter(users.get(n, ())), None)
             raise UnsupportedError(
-                f"'{n.attr('name')}' is read after {n.attr('poisoned')}: its new value everywhere needs each "
-                "element's position, which fusec does not trace yet",
+                f"{n.attr('name')} is read after {n.attr('poisoned')}, which NumPy writes through into it: fusec "
+                "follows an assignment only into views made by indexing (x[...])",
                 loc=reader.loc if reader is not None else None,
-                hint="read it before the assignment, or build the whole new value with np.where and assign it "
-                     "with x[...] = new")
+                hint="make the view after the assignment, or index instead (x[:, 0] rather than x.T[0])")
 
 
 __all__ = ["PartialUpdate", "assign_part", "assign_through_view", "begin", "check_unread", "echo", "end",

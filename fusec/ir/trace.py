@@ -971,9 +971,9 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
         finally:
             runtime_inputs = scalars.end()
             fusec.ir.inplace.end()
-            parts, before = fusec.ir.slice_assign.end()
+            parts, before, new_values = fusec.ir.slice_assign.end()
             _restore(patched)
-        updates, parts = fusec.ir.slice_assign.final_updates(tracers, inputs, parts, before)
+        updates, parts = fusec.ir.slice_assign.final_updates(tracers, inputs, parts, before, new_values)
         return Traced(inputs + [s.node() for s in runtime_inputs], result, shape_was_read(), runtime_inputs, updates,
                       parts)
 

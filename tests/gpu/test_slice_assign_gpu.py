@@ -14,7 +14,7 @@ import fusec
 import fusec.runtime
 from fusec.runtime import KernelLauncher
 from tests.helpers import GPU_ONLY, assert_matches_numpy, random_array, seed_of
-from tests.ir.test_slice_assign import CASES, _add, _set
+from tests.ir.test_slice_assign import CASES, READ_AFTER, _add, _set
 from tests.ir.test_views import KEYS, _ids
 
 cupy = pytest.importorskip("cupy")
@@ -65,3 +65,14 @@ def test_slice_assign_key_gpu_matches_numpy(key: object, dtype: str) -> None:
     v = random_array(rng, big[index][key].shape, dtype)
     _check(_set(key), big, index, v)
     _check(_add(key), big, index, v)
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("name", sorted(READ_AFTER))
+def test_slice_assign_argument_read_after_gpu_matches_numpy(name: str, layout: str) -> None:
+    """The argument read after an assignment to part of it (its new value everywhere, in the kernels) while the
+    caller's buffer gets only the selected elements."""
+    rng = np.random.default_rng(seed_of("slice assign read after gpu", name, layout))
+    big = random_array(rng, (12, 18), "float32", special=False)
+    fn = READ_AFTER[name]
+    _check(lambda x, v: fn(x), big, LAYOUTS[layout], np.zeros(1, np.float32))
