@@ -21,8 +21,8 @@ _NOT_CONCRETE = "the value is not known until the kernel runs: return it and con
 
 # function or method name -> what to write instead
 FUNCTION_HINTS: dict[str, str] = {
-    **dict.fromkeys(["view", "repeat", "tile", "roll"], _LATER_VIEWS),
-    **dict.fromkeys(["diff", "sort", "argsort", "partition",
+    "view": _LATER_VIEWS,
+    **dict.fromkeys(["sort", "argsort", "partition",
                      "median", "percentile", "quantile", "nanmedian", "unique", "nonzero", "argwhere"],
                     "this needs a sort or selection kernel, which fusec does not generate: call it "
                     "outside the fused function"),

@@ -12,7 +12,16 @@ from __future__ import annotations
 import re
 import sys
 
-from fusec.ir import composite, dtypes, gather_trace, hints, join_functions, scan_functions, view_functions
+from fusec.ir import (
+    composite,
+    dtypes,
+    gather_trace,
+    hints,
+    join_functions,
+    scan_functions,
+    shift_functions,
+    view_functions,
+)
 from fusec.ir.ops import OPS, Kind
 
 BEGIN = "<!-- ops:begin -->"
@@ -48,7 +57,7 @@ def composites_markdown() -> str:
     """One Markdown list item naming the functions traced into several ops (:mod:`fusec.ir.composite`)."""
     documented = [*composite.DOCUMENTED.items(), *view_functions.DOCUMENTED.items(),
                   *gather_trace.DOCUMENTED.items(), *join_functions.DOCUMENTED.items(),
-                  *scan_functions.DOCUMENTED.items()]
+                  *scan_functions.DOCUMENTED.items(), *shift_functions.DOCUMENTED.items()]
     names = [f"`{module}.{name}`" for module, listed in documented for name in listed]
     return (f"- **functions traced into these ops** ({len(names)}; NumPy's or SciPy's steps, so they fuse like "
             "the ops; CuPy's and `cupyx.scipy.special`'s of the same names too): " + ", ".join(names))

@@ -1071,5 +1071,6 @@ import fusec.ir.gather_trace  # noqa: E402, F401
 import fusec.ir.inplace  # noqa: E402, F401
 import fusec.ir.join_functions  # noqa: E402, F401
 import fusec.ir.scan_functions  # noqa: E402, F401
+import fusec.ir.shift_functions  # noqa: E402, F401
 import fusec.ir.slice_assign  # noqa: E402, F401
 import fusec.ir.view_functions  # noqa: E402, F401

@@ -44,6 +44,7 @@ from fusec.ir.reshape_math import (
     inner_sizes,
     is_chain,
     is_read_back,
+    only_unit_axes_differ,
     outside_kernels,
     read_back_node,
     reshape_node,
@@ -286,11 +287,44 @@ def _starts(groups: Groups) -> list[int]:
     return out
 
 
-def _conflict(text: str, ref: _Refinement, u: Node, axis: int) -> _Conflict:
-    """A conflict at ``u``'s reading of axis ``axis`` of its operand."""
+def _integer_iota_in(o: Node, shape: tuple[int, ...]) -> Node | None:
+    """An integer iota ``o`` (``start + k * delta``) laid out in ``shape`` in C order, as a sum of one iota per axis
+    (``delta`` times the elements after it, times the index) and ``start``: index arithmetic where a reshape of it
+    would be none; None for other nodes, float iotas, and shapes that only add or drop size-1 axes."""
+    if o.op != "iota" or o.dtype.kind not in "iu" or only_unit_axes_differ(o.shape, shape):
+        return None
+    start, delta = int(o.attr("start")), int(o.attr("next")) - int(o.attr("start"))
+    total: Node | None = None
+    for k, (d, inner) in enumerate(zip(shape, inner_sizes(shape))):
+        if d == 1:
+            continue
+        step = delta * inner
+        term = make_node("iota", (), {"count": d, "start": o.dtype.type(0).item(), "next": o.dtype.type(step).item()},
+                         dtype=o.dtype)
+        others = [j for j in range(len(shape)) if j != k]
+        term = make_node("expand_dims", [term], {"axes": others}) if others else term
+        total = term if total is None else make_node("add", [total, term])
+    if total is None or start:
+        first = make_node("const", (), {"value": start}, dtype=o.dtype)
+        total = first if total is None else make_node("add", [total, first])
+    if total.shape != shape:
+        total = make_node("broadcast_to", [total], {"shape": list(shape)})
+    return total
+
+
+def _conflict(text: str, ref: _Refinement, u: Node, axis: int, result: bool = False) -> _Conflict:
+    """A conflict at ``u``'s reading of axis ``axis`` of its operand (``result``: at its result's axis)."""
     conflict = _Conflict(text)
-    conflict.node, conflict.slot = u, ref.slot(u.operands[0], u, 0, axis)
+    conflict.node, conflict.slot = u, (u, axis) if result else ref.slot(u.operands[0], u, 0, axis)
     return conflict
+
+
+def _result_cut(ref: _Refinement, u: Node, own: Groups, axis: int, what: str) -> None:
+    """A conflict where ``u`` reads part of axis ``axis`` of its operand (an affine map of one index) while a
+    reshape cuts that axis of its result into several (no such map over the sub-axes)."""
+    if u.shape[axis] > 1 and len(own[axis]) > 1:  # (size-1 axes take size-1 sub-axes: no cut)
+        raise _conflict(f"{what} an axis of {u.shape[axis]} elements that a reshape cuts into {own[axis]}",
+                        ref, u, axis, result=True)
 
 
 def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
@@ -307,8 +341,9 @@ def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
         axes = [starts[a] + k for a in u.attr("axes") for k in range(len(groups[a]))]
         return make_node("size", [new[o]], {"axes": axes}, dtype=u.dtype, loc=u.loc)
     wanted = [ref.wanted(o, u, i) for i, o in enumerate(u.operands)]
-    operands = [reshape_node(new[o], _flat(w), u.loc) if o.kind is not Kind.SOURCE or o.op in ("input", "iota")
-                else new[o] for o, w in zip(u.operands, wanted)]
+    operands = [_integer_iota_in(o, _flat(w)) or reshape_node(new[o], _flat(w), u.loc)
+                if o.kind is not Kind.SOURCE or o.op in ("input", "iota") else new[o]
+                for o, w in zip(u.operands, wanted)]
     own = ref.own(u)
     attrs = dict(u.attrs)
     dtype = u.dtype if u.op in ("cast", "const", "size") else None
@@ -337,6 +372,7 @@ def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
                 raise _conflict(f"a pad or join reads part of an axis of {d} elements that a reshape cuts into {g}",
                                 ref, u, j)
             else:
+                _result_cut(ref, u, own, j, "a pad or join makes")
                 refined_w.extend([axis] + [windows.whole(1)] * (len(g) - 1))
         return reshape_node(make_node("window", [x], windows.attrs_of(refined_w), loc=u.loc), _flat(own), u.loc)
     if u.op == "slice":
@@ -351,6 +387,7 @@ def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
                 raise _conflict(f"a slice selects part of an axis of {d} elements that a reshape cuts into {g}",
                                 ref, u, j)
             else:
+                _result_cut(ref, u, own, j, "a slice makes")
                 refined.append((first, step, count))
         return reshape_node(make_node("slice", [x], slice_attrs(refined), loc=u.loc), _flat(own), u.loc)
     if u.kind is Kind.SCAN:
@@ -359,6 +396,7 @@ def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
         if len(w[axis]) > 1:
             raise _conflict(f"a {u.op} along an axis of {u.operands[0].shape[axis]} elements that a reshape cuts "
                             f"into {w[axis]}", ref, u, axis)
+        _result_cut(ref, u, own, axis, f"a {u.op} along")
         attrs["axis"] = _starts(w)[axis]
         return reshape_node(make_node(u.op, operands, attrs, loc=u.loc), _flat(own), u.loc)
     if u.kind is Kind.GATHER:

@@ -12,7 +12,7 @@ import pytest
 import fusec
 import fusec.runtime
 from fusec.runtime import KernelLauncher
-from tests.helpers import GPU_ONLY, assert_matches_numpy
+from tests.helpers import GPU_ONLY, assert_matches_numpy, device_copy
 from tests.ir.test_part_update import KEYS, SHAPE, VALUES, build
 from tests.schedule.test_view_accesses import _layouts
 
@@ -21,7 +21,7 @@ cupy = pytest.importorskip("cupy")
 pytestmark = GPU_ONLY
 
 
-@pytest.mark.parametrize("layout", ["contiguous", "strided", "transposed"])
+@pytest.mark.parametrize("layout", ["contiguous", "offset", "strided", "reversed", "transposed"])
 @pytest.mark.parametrize("kind", VALUES)
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
 @pytest.mark.parametrize("name", sorted(KEYS))
@@ -31,18 +31,8 @@ def test_part_update_gpu_matches_numpy(name: str, dtype: str, kind: str, layout:
         fn = build(KEYS[name], kind, augmented)
         with np.errstate(all="ignore"):
             want = fn(x)
-        dev = cupy.asarray(x) if layout == "contiguous" else _device_view(x, layout)
+        dev = device_copy(x)
         fused = fusec.fuse(fn)
         got = fusec.runtime.run_plan(fused.plan(dev), [dev], launcher=KernelLauncher(poison=True))[0]
         assert_matches_numpy(cupy.asnumpy(got), want, exact=True)
         assert_matches_numpy(cupy.asnumpy(fused(dev)), want, exact=True)  # the public call, its dispatch path
-
-
-def _device_view(x: np.ndarray, layout: str):
-    """``x``'s values on the device, laid out as ``layout`` says (a view into a larger buffer)."""
-    if layout == "transposed":
-        return cupy.asarray(np.ascontiguousarray(x.T)).T
-    big = cupy.zeros((2 * x.shape[0] + 1, 2 * x.shape[1] + 2), x.dtype)
-    view = big[1::2, 2::2]
-    view[...] = cupy.asarray(x)
-    return view
