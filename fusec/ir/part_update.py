@@ -28,13 +28,7 @@ _INT32 = np.dtype(np.int32)
 def updated(x: Node, key: Any, v: Node) -> Node:
     """``x`` with ``x[key] = v``: ``v`` of ``x``'s dtype, in a shape that broadcasts to ``x[key]``'s (else a
     FusecValueError as NumPy's); ``key`` a basic index (checked as NumPy checks it)."""
-    view = basic_index(x, key)  # checks the index, and gives the selection's shape
-    try:
-        fits = np.broadcast_shapes(v.shape, view.shape) == view.shape
-    except ValueError:
-        fits = False
-    if not fits:
-        raise FusecValueError(f"could not broadcast input array from shape {v.shape} into shape {view.shape}")
+    view = selection(x, key, v)
     axes = _per_axis(x.shape, key)
     if any(kind == "slice" and count == 0 for kind, _, _, count in axes):
         return x  # nothing selected
@@ -43,6 +37,19 @@ def updated(x: Node, key: Any, v: Node) -> Node:
     if mask is None:  # every element selected: the value, broadcast
         return placed if placed.shape == x.shape else _node("broadcast_to", [placed], {"shape": list(x.shape)})
     return _node("where", [mask, placed, x])
+
+
+def selection(x: Node, key: Any, v: Node) -> Node:
+    """``x[key]``, checked as NumPy checks the index and that ``v`` broadcasts to its shape (FusecIndexError,
+    FusecValueError as NumPy's)."""
+    view = basic_index(x, key)
+    try:
+        fits = np.broadcast_shapes(v.shape, view.shape) == view.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise FusecValueError(f"could not broadcast input array from shape {v.shape} into shape {view.shape}")
+    return view
 
 
 def _expanded(key: Any, ndim: int) -> list[Any]:
@@ -142,4 +149,4 @@ def _mask(axes: list[tuple[str, int, int, int]], shape: tuple[int, ...]) -> Node
     return mask
 
 
-__all__ = ["updated"]
+__all__ = ["selection", "updated"]

@@ -25,9 +25,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from fusec.errors import FusecValueError, UnsupportedError, user_location
+from fusec.errors import UnsupportedError, user_location
 from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.reshape_math import reshape_node
 
@@ -131,15 +129,10 @@ def assign_part(target: Any, key: Any, value: Any, live_views: list[Any], node: 
     if index is None:
         return False
     text = f"x[{_key_text(key)}] = v"
-    view = basic_index(target.node, key)  # checks the index as NumPy does, and gives the selection's shape
+    from fusec.ir.part_update import selection, updated
+
     v = node if node is not None else _value_node(value, target.node.dtype, f"x[{_key_text(key)}]")
-    try:
-        fits = np.broadcast_shapes(v.shape, view.shape) == view.shape
-    except ValueError:
-        fits = False
-    if not fits:
-        raise FusecValueError(f"could not broadcast input array from shape {v.shape} into shape {view.shape}")
-    from fusec.ir.part_update import updated
+    selection(target.node, key, v)  # checks the index and the value's shape as NumPy does
 
     if not _in_parts(target, index):  # the first assignment to part of it since it was last assigned whole
         _state.parts = [p for p in _state.parts if p.index != index]

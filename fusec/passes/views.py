@@ -13,6 +13,8 @@ slices sit on function inputs only (fusion's form, which ``fuse`` applies to eve
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fusec.ir import windows
 from fusec.ir.graph import Node, make_node
 from fusec.ir.infer import Bound, gather_window, slice_attrs, slice_bounds
@@ -99,9 +101,37 @@ def _rebuilt(y: Node, operands: list[Node], bounds: Bounds) -> Node:
     if y.kind is Kind.GATHER:  # the array's operand carries the window now
         attrs = {"axes": attrs["axes"], "dims": attrs["dims"]}
     if y.op == "broadcast_to":
-        attrs["shape"] = [c for _, _, c in bounds]
+        attrs["shape"] = [b[2] for b in bounds]
     dtype = y.dtype if y.op in ("cast", "const", "size") else None
     return make_node(y.op, operands, attrs, dtype=dtype, loc=y.loc)
+
+
+def sink_through(x: Node, root: tuple, identity: Callable[[Node, tuple], bool],
+                 children: Callable[[Node, tuple], list[tuple[Node, tuple | None]] | None],
+                 leaf: Callable[[Node, tuple], Node]) -> Node:
+    """``x`` read through ``root`` (per axis a slice's or a window's bounds), with the reading moved down to the
+    arrays it reads: ``children(y, bounds)`` gives each operand of ``y`` with the bounds it is read through (None:
+    as it is), or None where the bounds stop at ``y``, which ``leaf`` then reads through them. Iterative (no
+    recursion proportional to the graph), each (value, bounds) pair built once."""
+    done: dict[tuple[Node, tuple], Node] = {}
+    stack: list[tuple[Node, tuple, bool]] = [(x, root, False)]
+    while stack:
+        y, bounds, expanded = stack.pop()
+        key = (y, bounds)
+        if key in done:
+            continue
+        if identity(y, bounds):
+            done[key] = y
+            continue
+        kids = children(y, bounds)
+        if kids is None:
+            done[key] = leaf(y, bounds)
+        elif not expanded:
+            stack.append((y, bounds, True))
+            stack.extend((o, ob, False) for o, ob in kids if ob is not None and (o, ob) not in done)
+        else:
+            done[key] = _rebuilt(y, [o if ob is None else done[(o, ob)] for o, ob in kids], bounds)
+    return done[(x, root)]
 
 
 def sink_slice(node: Node) -> Node | None:
@@ -117,22 +147,5 @@ def sink_slice(node: Node) -> Node | None:
     if _operand_bounds(x, root) is None and not _is_identity(x, root):  # on an array already: canonical bounds
         canonical = make_node("slice", [x], slice_attrs(list(root)), loc=node.loc)
         return None if canonical is node else canonical
-    done: dict[tuple[Node, Bounds], Node] = {}
-    stack: list[tuple[Node, Bounds, bool]] = [(x, root, False)]
-    while stack:
-        y, bounds, expanded = stack.pop()
-        key = (y, bounds)
-        if key in done:
-            continue
-        if _is_identity(y, bounds):
-            done[key] = y
-            continue
-        kids = _operand_bounds(y, bounds)
-        if kids is None:
-            done[key] = make_node("slice", [y], slice_attrs(list(bounds)), loc=node.loc)
-        elif not expanded:
-            stack.append((y, bounds, True))
-            stack.extend((o, ob, False) for o, ob in kids if ob is not None and (o, ob) not in done)
-        else:
-            done[key] = _rebuilt(y, [o if ob is None else done[(o, ob)] for o, ob in kids], bounds)
-    return done[(x, root)]
+    return sink_through(x, root, _is_identity, _operand_bounds,
+                        lambda y, bounds: make_node("slice", [y], slice_attrs(list(bounds)), loc=node.loc))

@@ -15,7 +15,7 @@ from fusec.ir import windows
 from fusec.ir.graph import Node, make_node
 from fusec.ir.infer import slice_attrs, slice_bounds
 from fusec.ir.windows import AxisWindow
-from fusec.passes.views import _operand_bounds
+from fusec.passes.views import _operand_bounds, sink_through
 
 Bounds = tuple[AxisWindow, ...]
 
@@ -57,6 +57,14 @@ def _below(x: Node, bounds: Bounds) -> tuple[Node, Bounds]:
     return x, bounds
 
 
+def _children(y: Node, bounds: Bounds) -> list[tuple[Node, Bounds | None]] | None:
+    """Each operand of ``y`` with the window it is read through, composed into the slices and windows it is."""
+    kids = None if y.op in ("slice", "window") else _operand_bounds(y, bounds)
+    if kids is None:
+        return None
+    return [(o, None) if ob is None else _below(o, _as_window(ob, o.shape)) for o, ob in kids]
+
+
 def sink_window(node: Node) -> Node | None:
     """``node`` (a ``window``, or a ``slice`` of one) with the window moved down to the arrays it reads; None when
     it already sits on one in canonical form."""
@@ -73,28 +81,5 @@ def sink_window(node: Node) -> Node | None:
         inner = _view_of(x, single, node.loc)
         inner = (sink_window(inner) or inner) if inner.op == "window" else inner
         return make_node("broadcast_to", [inner], {"shape": list(node.shape)}, loc=node.loc)
-    done: dict[tuple[Node, Bounds], Node] = {}
-    stack: list[tuple[Node, Bounds, bool]] = [(x, root, False)]
-    while stack:
-        y, bounds, expanded = stack.pop()
-        key = (y, bounds)
-        if key in done:
-            continue
-        if _is_identity(y, bounds):
-            done[key] = y
-            continue
-        kids = None if y.op in ("slice", "window") else _operand_bounds(y, bounds)
-        if kids is None:
-            done[key] = _view_of(y, bounds, node.loc)
-        elif not expanded:
-            stack.append((y, bounds, True))
-            stack.extend((*_below(o, _as_window(ob, o.shape)), False) for o, ob in kids if ob is not None)
-        else:
-            operands = [o if ob is None else done[_below(o, _as_window(ob, o.shape))] for o, ob in kids]
-            attrs = dict(y.attrs)
-            if y.op == "broadcast_to":
-                attrs["shape"] = [b[2] for b in bounds]
-            dtype = y.dtype if y.op in ("cast", "const", "size") else None
-            done[key] = make_node(y.op, operands, attrs, dtype=dtype, loc=y.loc)
-    result = done[(x, root)]
+    result = sink_through(x, root, _is_identity, _children, lambda y, bounds: _view_of(y, bounds, node.loc))
     return None if result is node else result
