@@ -58,26 +58,12 @@ def test_dask_distributed_threads_cluster_matches_numpy(threads_client, rng):
 
 
 def test_dask_distributed_fuzz_graphs_match_interpreter(threads_client):
-    from fusec.dask import run_graph
-    from fusec.ir.interpret import interpret
-    from tests.dask.chunkings import dask_runs, random_chunks
+    from tests.dask.chunkings import fuzz_run
     from tests.fuzz import corpus
 
     graphs = corpus.generate(int(os.environ.get("FUSEC_DASK_FUZZ_CLUSTER", "40")), seed=21)
-    failures = []
-    for i, graph in enumerate(graphs):
-        if not dask_runs(graph):
-            continue  # scans, gathers and reshapes are refused on Dask arrays (README)
-        seed = corpus.graph_seed(graph)
-        inputs = corpus.make_inputs(graph, seed)
-        rng = np.random.default_rng(seed)
-        chunked = [da.from_array(a, chunks=random_chunks(rng, a.shape, whole=0.1)) for a in inputs]
-        got = threads_client.compute(run_graph(graph, chunked), sync=True)
-        free = corpus.zero_sign_free(graph)
-        for k, (g, w) in enumerate(zip(got, interpret(graph, inputs))):
-            diff = corpus.differences(g, w, graph.outputs[k] in free)
-            if diff:
-                failures.append(f"graph {i} output {k}: {diff}\n{graph}")
+    failures, _ = fuzz_run(graphs, lambda a, chunks: da.from_array(a, chunks=chunks),
+                           lambda i, lazy: threads_client.compute(lazy, sync=True))
     assert not failures, "\n\n".join(failures[:3])
 
 

@@ -19,9 +19,8 @@ dask = pytest.importorskip("dask", reason="Dask is not installed (pip install 'f
 
 import dask.array as da  # noqa: E402
 
-from fusec.dask import blocks, run_graph  # noqa: E402
-from fusec.ir.interpret import interpret  # noqa: E402
-from tests.dask.chunkings import coarse_chunks, dask_runs, random_chunks  # noqa: E402
+from fusec.dask import blocks  # noqa: E402
+from tests.dask.chunkings import coarse_chunks, fuzz_run  # noqa: E402
 from tests.fuzz import corpus  # noqa: E402
 from tests.test_examples import NAMES, TOLERANCE, _as_tuple, load_example  # noqa: E402
 
@@ -55,25 +54,7 @@ def test_dask_gpu_every_example_matches_numpy(name, rng):
 
 def test_dask_gpu_fuzz_graphs_match_interpreter_exactly():
     graphs = corpus.generate(int(os.environ.get("FUSEC_DASK_FUZZ", "200")), seed=20)
-    failures = []
-    for i, graph in enumerate(graphs):
-        if not dask_runs(graph):
-            continue  # scans, gathers and reshapes are refused on Dask arrays (README)
-        seed = corpus.graph_seed(graph)
-        inputs = corpus.make_inputs(graph, seed)
-        want = interpret(graph, inputs)
-        rng = np.random.default_rng(seed)
-        chunked = [_gpu_chunks(a, random_chunks(rng, a.shape, whole=0.1)) for a in inputs]
-        try:
-            got = dask.compute(*run_graph(graph, chunked), scheduler="threads")
-        except Exception as exc:
-            failures.append(f"graph {i}: {type(exc).__name__}: {exc}\n{graph}")
-            continue
-        free = corpus.zero_sign_free(graph)
-        for k, (g, w) in enumerate(zip(got, want)):
-            diff = corpus.differences(_host(g), w, graph.outputs[k] in free)
-            if diff:
-                failures.append(f"graph {i} output {k} (chunks {[a.chunks for a in chunked]}): {diff}\n{graph}")
+    failures, _ = fuzz_run(graphs, _gpu_chunks, lambda i, lazy: dask.compute(*lazy, scheduler="threads"), host=_host)
     assert not failures, f"{len(failures)} of {len(graphs)} graphs differ:\n" + "\n\n".join(failures[:3])
 
 
