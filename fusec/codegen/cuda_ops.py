@@ -73,6 +73,7 @@ ELEMENTWISE: dict[str, CudaOp] = {
     **_same("bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift"),
     "erf": CudaOp("erf", header=SPECIAL_HEADER),
     "erfc": CudaOp("erfc", header=SPECIAL_HEADER),
+    "fmod": CudaOp("np_fmod"),
     "where": CudaOp("where"),
     "cast": CudaOp("cast", out_type_arg=True),
 }

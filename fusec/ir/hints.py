@@ -26,8 +26,7 @@ FUNCTION_HINTS: dict[str, str] = {
                      "median", "percentile", "quantile", "nanmedian", "unique", "nonzero", "argwhere"],
                     "this needs a sort or selection kernel, which fusec does not generate: call it "
                     "outside the fused function"),
-    **dict.fromkeys(["dot", "matmul", "einsum", "inner", "outer", "tensordot", "vdot"],
-                    "fusec fuses elementwise ops and reductions; call a BLAS outside (or write (a * b).sum(axis))"),
+    "vdot": "write np.dot(a.ravel(), b.ravel()) (real dtypes)",
     **dict.fromkeys(["item", "tolist", "tobytes", "numpy", "cpu", "get"], _NOT_CONCRETE),
     "unsqueeze": "use x[:, None] or np.expand_dims(x, axis) (NumPy spelling)",
     "permute": "use np.transpose(x, axes) or x.transpose(axes) (NumPy spelling)",

@@ -27,20 +27,14 @@ from fusec.ir import dtypes, iota, windows
 from fusec.ir import trace as _trace
 from fusec.ir.graph import Node
 from fusec.ir.infer import normalize_axes
-from fusec.ir.scalars import Scalar
-from fusec.ir.trace import Tracer, _as_node, _check_no_out, _const, _mark_shape_read, _node, cast
+from fusec.ir.trace import Tracer, _as_node, _check_no_out, _const, _mark_shape_read, _node, cast, static_number
 
 _INT32 = np.dtype(np.int32)
 
 
 # --- iota ----------------------------------------------------------------------------------------------------
 def _static_bound(value: Any, what: str) -> Any:
-    if isinstance(value, Tracer):
-        raise FusecTypeError(f"the {what} of arange is a traced array: arange's bounds must be numbers",
-                             hint="use x.shape[k] or a Python number; an array's values are not known while tracing")
-    if isinstance(value, Scalar):
-        return value.concrete(f"the {what} of arange (it decides the array's length)")
-    return value
+    return static_number(value, f"{what} of arange")
 
 
 def iota_node(count: int, dt: np.dtype, start: Any = 0, nxt: Any = None) -> Node:

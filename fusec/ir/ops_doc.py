@@ -14,7 +14,10 @@ import sys
 
 from fusec.ir import (
     composite,
+    contraction_functions,
+    creation_functions,
     dtypes,
+    elementwise_functions,
     gather_trace,
     hints,
     join_functions,
@@ -55,7 +58,9 @@ def dtypes_markdown() -> str:
 
 def composites_markdown() -> str:
     """One Markdown list item naming the functions traced into several ops (:mod:`fusec.ir.composite`)."""
-    documented = [*composite.DOCUMENTED.items(), *view_functions.DOCUMENTED.items(),
+    documented = [*composite.DOCUMENTED.items(), *creation_functions.DOCUMENTED.items(),
+                  *elementwise_functions.DOCUMENTED.items(), *contraction_functions.DOCUMENTED.items(),
+                  *view_functions.DOCUMENTED.items(),
                   *gather_trace.DOCUMENTED.items(), *join_functions.DOCUMENTED.items(),
                   *scan_functions.DOCUMENTED.items(), *shift_functions.DOCUMENTED.items()]
     names = [f"`{module}.{name}`" for module, listed in documented for name in listed]

@@ -22,16 +22,11 @@ from fusec.ir import dtypes
 from fusec.ir import trace as _trace
 from fusec.ir.graph import Node
 from fusec.ir.infer import normalize_axes
-from fusec.ir.scalars import Scalar
-from fusec.ir.trace import Tracer, _as_node, _mark_shape_read, _node, basic_index
+from fusec.ir.trace import Tracer, _as_node, _mark_shape_read, _node, basic_index, static_number
 
 
 def _static_int(value: Any, what: str) -> int:
-    if isinstance(value, Tracer):
-        raise FusecTypeError(f"the {what} is a traced array: it decides the result's layout, so it must be a number",
-                             hint="use a Python int (or x.shape[k]); an array's values are not known while tracing")
-    if isinstance(value, Scalar):
-        value = value.concrete(f"the {what} (it decides the result's layout)")
+    value = static_number(value, what)
     try:
         return operator.index(value)
     except TypeError:

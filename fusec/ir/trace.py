@@ -46,7 +46,7 @@ from fusec.ir.hints import (
     keyword_hint,
     unsupported_hint,
 )
-from fusec.ir.infer import normalize_axes
+from fusec.ir.infer import broadcast_shapes, normalize_axes
 from fusec.ir.ops import OPS
 from fusec.ir.scalars import Scalar
 
@@ -320,13 +320,19 @@ def reduction(name: str, a: Any, axis: Any = None, dtype: Any = None, out: Any =
     if unknown:
         raise FusecTypeError(f"{name}() takes no keyword argument '{next(iter(unknown))}'",
                              hint=keyword_hint(unknown))
-    _check_no_out(name, out=out, initial=initial, where=None if where is True else where)
+    _check_no_out(name, out=out)
     if keepdims is np._NoValue:
         keepdims = False
     x = _operand(a, f"argument of {name}")
     if isinstance(x, _Weak):
         x = _weak_default(x)
     keepdims = bool(keepdims)
+    if initial is np._NoValue:
+        initial = None
+    if where is np._NoValue or where is True:
+        where = None
+    if initial is not None or where is not None:
+        return _masked_reduction(name, x, axis, dtype, keepdims, initial, where)
     is_arg = name in ("argmax", "argmin")
     if x.ndim == 0 and name not in ("mean", "var", "std") and _is_axis_zero_or_last(axis):
         axes: tuple[int, ...] = ()  # NumPy's ufunc reductions take axis 0 (or -1) of a 0-d array as no axis
@@ -356,6 +362,50 @@ def reduction(name: str, a: Any, axis: Any = None, dtype: Any = None, out: Any =
     if name in ("var", "std"):
         return Tracer(_variance(x, axes, keepdims, acc, ddof, name == "std"))
     raise UnsupportedError(f"numpy.{name} is not supported by fusec")
+
+
+_IDENTITY = {"sum": 0, "nansum": 0, "prod": 1, "any": False, "all": True, "mean": 0}
+
+
+def _masked_reduction(name: str, x: Node, axis: Any, dtype: Any, keepdims: bool, initial: Any, where: Any) -> Tracer:
+    """``np.<name>(x, ..., initial=, where=)``: the elements ``where`` leaves out replaced by the reduction's
+    identity (by ``initial`` for max and min, which have none, as NumPy requires), then ``initial`` combined
+    into the result as one more element; a mean divides by the count ``where`` selects."""
+    op = {"amax": "max", "amin": "min"}.get(name, name)
+    if op in ("var", "std", "argmax", "argmin") or (op == "mean" and initial is not None):
+        bad = "where=" if where is not None else "initial="
+        raise UnsupportedError(f"the {bad} argument of {name} is not supported inside a fused function",
+                               hint="select the elements with np.where first")
+    maximal = op in ("max", "min", "nanmax", "nanmin")
+    if where is not None and maximal and initial is None:
+        raise FusecValueError(f"reduction operation '{'maximum' if 'max' in op else 'minimum'}' does not have an "
+                              "identity, so to use a where mask one has to specify 'initial'")
+    if where is not None:
+        mask = cast(_as_node(where, f"where= of {name}"), dtypes.BOOL)
+        shape = broadcast_shapes(x.shape, mask.shape, what=f"where= of {name}")
+        if shape != x.shape:
+            raise FusecValueError(f"where= of shape {mask.shape} does not broadcast to the array's {x.shape}")
+        fill = initial if maximal else _IDENTITY[op]
+        x = _node("where", [mask, x, _weak_to(fill, x.dtype)])
+        if op == "mean":
+            total = reduction("sum", Tracer(x), axis, dtype, keepdims=keepdims).node
+            count = reduction("sum", Tracer(_node("broadcast_to", [mask], {"shape": list(shape)})
+                                            if mask.shape != shape else mask), axis, keepdims=keepdims).node
+            result_dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.mean_dtype(x.dtype)[1]
+            return Tracer(cast(_node("div", [cast(total, dtypes.FLOAT64), cast(count, dtypes.FLOAT64)]), result_dt))
+    result = reduction(name, Tracer(x), axis, dtype, keepdims=keepdims)
+    if initial is None:
+        return result
+    combine = {"sum": np.add, "nansum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
+               "nanmax": np.fmax, "nanmin": np.fmin, "any": np.logical_or, "all": np.logical_and}[op]
+    return Tracer(cast(apply_ufunc(combine, (result, initial)).node, result.node.dtype))
+
+
+def _weak_to(value: Any, dt: np.dtype) -> Node:
+    """A Python number (or a traced value) as ``dt``, cast as NumPy's where would cast it."""
+    if isinstance(value, Tracer):
+        return cast(value.node, dt)
+    return _const(bool(value) if dt.kind == "b" else value, dt)
 
 
 def _is_axis_zero_or_last(axis: Any) -> bool:
@@ -503,6 +553,17 @@ def basic_index(x: Node, key: Any) -> Node:
     return _node("expand_dims", [x], {"axes": new_axes}) if new_axes else x
 
 
+def static_number(value: Any, what: str) -> Any:
+    """A number that decides a shape, a count or an offset (``np.zeros(n)``, ``np.roll(x, k)``): a Python or NumPy
+    number as it is, a runtime scalar made static (a new value retraces), a traced array refused."""
+    if isinstance(value, Tracer):
+        raise FusecTypeError(f"the {what} is a traced array: it decides the result's shape, so it must be a number",
+                             hint="use x.shape[k] or a Python number; an array's values are not known while tracing")
+    if isinstance(value, Scalar):
+        return value.concrete(f"the {what} (it decides the result's shape)")
+    return value
+
+
 def _as_node(a: Any, what: str) -> Node:
     x = _operand(a, f"argument of {what}")
     if isinstance(x, _Weak):
@@ -586,6 +647,11 @@ class Tracer:
             if reducer is not None and len(inputs) == 1:
                 kwargs.setdefault("axis", 0)
                 return reduction(reducer, inputs[0], **kwargs)
+        if method == "accumulate" and ufunc.__name__ in ("add", "multiply") and len(inputs) == 1:
+            x = _as_node(inputs[0], f"{ufunc.__name__}.accumulate")  # np.cumsum / np.cumprod along axis 0
+            if x.dtype != dtypes.BOOL:
+                kwargs.setdefault("axis", 0)
+                return FUNCTIONS["cumsum" if ufunc.__name__ == "add" else "cumprod"](Tracer(x), **kwargs)
         module, name = ufunc_origin(ufunc)
         raise UnsupportedError(f"{module}.{name}.{method} is not supported by fusec")
 
@@ -1067,6 +1133,9 @@ def output_node(value: Any, index: int, loc: str | None = None) -> Node:
 # the everyday functions built from the ops above (logsumexp, softmax, nanmean, ...) register themselves,
 # and so do in-place updates (x += 1, x[mask] = v) and the view bookkeeping they need
 import fusec.ir.composite  # noqa: E402, F401
+import fusec.ir.contraction_functions  # noqa: E402, F401
+import fusec.ir.creation_functions  # noqa: E402, F401
+import fusec.ir.elementwise_functions  # noqa: E402, F401
 import fusec.ir.gather_trace  # noqa: E402, F401
 import fusec.ir.inplace  # noqa: E402, F401
 import fusec.ir.join_functions  # noqa: E402, F401

@@ -179,11 +179,138 @@ def _numpy_reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any
     return reshape(a, shape, order=order)
 
 
+def flipud(m: Any) -> Tracer:
+    return flip(m, 0)
+
+
+def fliplr(m: Any) -> Tracer:
+    x = _as_node(m, "fliplr")
+    if x.ndim < 2:
+        raise FusecValueError("Input must be >= 2-d.")
+    return flip(Tracer(x), 1)
+
+
+def rot90(m: Any, k: Any = 1, axes: Any = (0, 1)) -> Tracer:
+    """``numpy.rot90``: flips and a swap of ``axes``, as NumPy composes them."""
+    x = _as_node(m, "rot90")
+    if len(axes) != 2:
+        raise FusecValueError("len(axes) must be 2.")
+    a0, a1 = (_axis(a, x.ndim) for a in axes)
+    if a0 == a1:
+        raise FusecValueError("Axes must be different.")
+    turns = operator.index(k) % 4
+    if turns == 0:
+        return Tracer(x)
+    if turns == 2:
+        return flip(flip(Tracer(x), a0), a1)
+    perm = list(range(x.ndim))
+    perm[a0], perm[a1] = perm[a1], perm[a0]
+    if turns == 1:
+        return Tracer(_node("transpose", [flip(Tracer(x), a1).node], {"perm": perm}))
+    return flip(Tracer(_node("transpose", [x], {"perm": perm})), a1)
+
+
+def _atleast(ndim: int, arys: tuple) -> Any:
+    out = []
+    for a in arys:
+        x = _as_node(a, f"atleast_{ndim}d")
+        if x.ndim < ndim:  # NumPy's placement: 1-d -> (1, n) or (1, n, 1), 2-d -> (m, n, 1)
+            new = {1: {0: [0]}, 2: {0: [0, 1], 1: [0]}, 3: {0: [0, 1, 2], 1: [0, 2], 2: [2]}}[ndim][x.ndim]
+            x = _node("expand_dims", [x], {"axes": new})
+        out.append(Tracer(x))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def atleast_1d(*arys: Any) -> Any:
+    return _atleast(1, arys)
+
+
+def atleast_2d(*arys: Any) -> Any:
+    return _atleast(2, arys)
+
+
+def atleast_3d(*arys: Any) -> Any:
+    return _atleast(3, arys)
+
+
+def diagonal(a: Any, offset: Any = 0, axis1: Any = 0, axis2: Any = 1) -> Tracer:
+    """``numpy.diagonal``: the ``offset``-th diagonal over ``axis1`` and ``axis2``, as the last axis (a gather at
+    iota positions: index arithmetic in the kernel that reads it)."""
+    from fusec.ir.gather_trace import gather
+    from fusec.ir.join_functions import _along, iota_node
+
+    x = _as_node(a, "diagonal")
+    if x.ndim < 2:
+        raise FusecValueError("diag requires an array of at least two dimensions")
+    i, j = _axis(axis1, x.ndim), _axis(axis2, x.ndim)
+    if i == j:
+        raise FusecValueError("axis1 and axis2 cannot be the same")
+    k = operator.index(offset)
+    _mark_shape_read()
+    rows, cols = x.shape[i], x.shape[j]
+    length = max(0, min(rows - max(0, -k), cols - max(0, k)))
+    others = [d for d in range(x.ndim) if d not in (i, j)]
+    rank = len(others) + 1
+    if length == 0:
+        from fusec.ir.trace import _const
+
+        shape = [x.shape[d] for d in others] + [0]
+        return Tracer(_node("broadcast_to", [_const(0, x.dtype)], {"shape": shape}))
+    dt = np.dtype(np.int32) if max(rows, cols) < 2**31 else np.dtype(np.int64)
+    t = _along(iota_node(length, dt), rank - 1, rank)
+    from fusec.ir.trace import _const
+
+    first = _node("add", [t, _const(max(0, -k), dt)]) if k < 0 else t
+    second = _node("add", [t, _const(k, dt)]) if k > 0 else t
+    return Tracer(gather(x, [i, j], [first, second], list(range(len(others)))))
+
+
+def trace(a: Any, offset: Any = 0, axis1: Any = 0, axis2: Any = 1, dtype: Any = None, out: Any = None) -> Tracer:
+    """``numpy.trace``: the sum of :func:`diagonal` (in NumPy's sum dtype, or ``dtype``)."""
+    from fusec.ir.trace import reduction
+
+    return reduction("sum", diagonal(a, offset, axis1, axis2), -1, dtype=dtype, out=out)
+
+
+def diag(v: Any, k: Any = 0) -> Tracer:
+    """``numpy.diag``: a 2-d array's ``k``-th diagonal, or a 1-d array placed on the ``k``-th diagonal of a square
+    array of zeros (``where`` over iota comparisons, the values read through a window)."""
+    from fusec.ir import windows
+    from fusec.ir.join_functions import _along, iota_node
+    from fusec.ir.trace import _const
+
+    x = _as_node(v, "diag")
+    offset = operator.index(k)
+    if x.ndim == 2:
+        return diagonal(Tracer(x), offset)
+    if x.ndim != 1:
+        raise FusecValueError("Input must be 1- or 2-d.")
+    n = x.shape[0] + abs(offset)
+    _mark_shape_read()
+    if x.shape[0] == 0:
+        return Tracer(_node("broadcast_to", [_const(0, x.dtype)], {"shape": [n, n]}))
+    dt = np.dtype(np.int32) if n < 2**30 else np.dtype(np.int64)
+    rows, cols = _along(iota_node(n, dt), 0, 2), _along(iota_node(n, dt), 1, 2)
+    on = _node("eq", [_node("sub", [cols, rows]), _const(offset, dt)])
+    read_along = 0 if offset >= 0 else 1  # the value at (i, i + k) is v[i]; at (j - k, j), v[j]
+    win = windows.whole(1), (0, 1, n, 0, x.shape[0] - 1)
+    axes = [win[1], win[0]] if read_along == 0 else [win[0], win[1]]
+    placed = _node("window", [_node("expand_dims", [x], {"axes": [1 - read_along]})], windows.attrs_of(axes))
+    zero = _const(0, x.dtype) if x.dtype.kind != "b" else _const(False, x.dtype)
+    return Tracer(_node("where", [on, placed, zero]))
+
+
+Tracer.diagonal = lambda self, offset=0, axis1=0, axis2=1: diagonal(self, offset, axis1, axis2)  # type: ignore
+Tracer.trace = lambda self, offset=0, axis1=0, axis2=1, dtype=None, out=None: trace(  # type: ignore
+    self, offset, axis1, axis2, dtype, out)
 FUNCTIONS = {
+    "flipud": flipud, "fliplr": fliplr, "rot90": rot90, "atleast_1d": atleast_1d, "atleast_2d": atleast_2d,
+    "atleast_3d": atleast_3d, "diagonal": diagonal, "trace": trace, "diag": diag,
     "swapaxes": swapaxes, "moveaxis": moveaxis, "rollaxis": rollaxis, "flip": flip,
     "broadcast_arrays": broadcast_arrays, "split": split, "array_split": array_split,
     "reshape": _numpy_reshape, "ravel": ravel, "matrix_transpose": matrix_transpose,
 }
 DOCUMENTED = {"numpy": ("swapaxes", "moveaxis", "rollaxis", "flip", "broadcast_arrays", "split", "array_split",
-                        "reshape", "ravel")}
+                        "reshape", "ravel", "flipud", "fliplr", "rot90", "atleast_1d", "atleast_2d", "atleast_3d",
+                        "diagonal", "trace", "diag")}
 _trace.FUNCTIONS.update(FUNCTIONS)

@@ -1,7 +1,7 @@
 """Random graphs of the fuzz corpus (``tests.fuzz.corpus``: exact families, NaN/inf/extremes in the inputs)
 run on Dask arrays of random chunkings (one chunk, chunks of one element, uneven last chunks) agree with
 the reference interpreter bit for bit: split reductions (any/all/max/min/argmax, integer sums and products)
-combine exactly, argmax ties and NaNs resolve as NumPy's. ``FUSEC_DASK_FUZZ`` graphs (default 150)."""
+combine exactly, argmax ties and NaNs resolve as NumPy's. ``FUSEC_DASK_FUZZ`` graphs (default 240)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import dask.array as da  # noqa: E402
 from tests.dask.chunkings import fuzz_run  # noqa: E402
 from tests.fuzz import corpus  # noqa: E402
 
-COUNT = int(os.environ.get("FUSEC_DASK_FUZZ", "200"))  # graphs drawn; those the Dask path refuses are skipped
+COUNT = int(os.environ.get("FUSEC_DASK_FUZZ", "240"))  # graphs drawn; those the Dask path refuses are skipped
 
 
 @pytest.fixture(scope="module")

@@ -177,6 +177,9 @@ def test_gather_boolean_mask_is_refused_with_the_where_hint() -> None:
     assert "np.where(mask, x, 0)" in str(info.value) and info.value.loc.startswith(__file__)
 
 
+_CAPTURED = np.zeros(2, np.int64)  # an array made outside the function and captured by it
+
+
 @pytest.mark.parametrize("fn, error, text", [
     (lambda x, i: x[i.astype(np.float32)], FusecIndexError, "integer"),
     (lambda x, i: x[[0, 2, 1]], UnsupportedError, "arithmetic progression"),
@@ -186,7 +189,7 @@ def test_gather_boolean_mask_is_refused_with_the_where_hint() -> None:
     (lambda x, i: np.take(x, i), UnsupportedError, "axis=None"),
     (lambda x, i: np.take(x, i, axis=0, mode="clip"), UnsupportedError, "mode="),
     (lambda x, i: x[i, i, i], FusecIndexError, "too many indices"),
-    (lambda x, i: x[i, np.zeros(2, np.int64)], UnsupportedError, "captured"),
+    (lambda x, i: x[i, _CAPTURED], UnsupportedError, "captured"),
     (lambda x, i: x[i[:2], i], FusecValueError, "broadcast"),
 ])
 def test_gather_errors_are_fusec_errors(fn, error, text) -> None:

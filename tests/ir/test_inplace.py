@@ -331,6 +331,9 @@ def test_inplace_ufunc_out_argument_matches_numpy():
            np.zeros((4, 6), np.float16), 0.9)
 
 
+_OUTSIDE = np.zeros(3)  # an array made outside the function: out= it is refused
+
+
 def test_inplace_ufunc_out_computes_in_the_inputs_loop_then_casts():
     def f(a, o):
         np.add(a, a, out=o)  # int8 100 + 100 wraps to -56, then float32
@@ -339,4 +342,4 @@ def test_inplace_ufunc_out_computes_in_the_inputs_loop_then_casts():
     with pytest.raises(FusecTypeError, match="same_kind"):
         fusec.fuse(lambda x: np.add(x, 1.5, out=x))(np.zeros(3, np.int32))
     with pytest.raises(UnsupportedError, match="out="):
-        fusec.fuse(lambda x: np.add(x, 1, out=np.zeros(3)))(np.zeros(3))
+        fusec.fuse(lambda x: np.add(x, 1, out=_OUTSIDE))(np.zeros(3))

@@ -1,0 +1,40 @@
+"""The everyday NumPy functions of ``tests/ir/test_numpy_functions.py`` on the GPU: each case through ``fusec.fuse``
+with CuPy arguments (one of them a transposed view), against NumPy on the same data, with every kernel's outputs
+poisoned before its launch: ``pytest -m gpu tests/gpu/test_numpy_functions_gpu.py`` (skipped where CuPy sees no
+GPU). Transcendental results (``sinc``) are not among them; float sums compare within the reduction tolerance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusec
+import fusec.runtime
+from fusec.runtime import KernelLauncher
+from tests.helpers import GPU_ONLY, assert_matches_numpy, device_copy
+from tests.ir.test_numpy_functions import CASES, FLOAT_ONLY, _inputs
+
+cupy = pytest.importorskip("cupy")
+
+pytestmark = GPU_ONLY
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_numpy_function_gpu_matches_numpy(name: str, dtype: str) -> None:
+    fn, reordered = CASES[name]
+    if name in FLOAT_ONLY and dtype == "int32":
+        pytest.skip("a float function")
+    x, y, w = _inputs(name, dtype)
+    y = np.ascontiguousarray(y.T).T  # the same values, transposed in memory
+    with np.errstate(all="ignore"):
+        want = fn(x, y, w)
+    args = [device_copy(a) for a in (x, y, w)]
+    fused = fusec.fuse(fn)
+    got = fusec.runtime.run_plan(fused.plan(*args), args, launcher=KernelLauncher(poison=True))[0]
+    for result in (got, fused(*args)):
+        if reordered and np.asarray(want).dtype.kind == "f":
+            assert_matches_numpy(cupy.asnumpy(result), want, rtol=4e-3 if dtype == "float16" else 1e-5, atol=1e-5)
+        else:
+            assert_matches_numpy(cupy.asnumpy(result), want, exact=True)
