@@ -1,5 +1,9 @@
 """Arrays made inside the function from numbers alone, and the triangle and diagonal masks, traced into the ops:
 
+- ``array``/``asarray``/``ascontiguousarray``: a traced array as it is, a list of them stacked, numbers a constant
+  array of at most :data:`CONSTANT_LIMIT` elements (``np.array([0.299, 0.587, 0.114])``: each element read picks
+  its value by comparing its index, a ``where`` chain over an iota);
+
 - ``zeros``, ``ones``, ``full``, ``empty`` (zeros: its values are NumPy's to choose): a constant broadcast;
 - ``eye``, ``identity``, ``tri``: comparisons of two iotas (``j - i == k``, ``j <= i + k``), cast;
 - ``tril``, ``triu``: ``where`` over the same comparison on the last two axes;
@@ -22,6 +26,7 @@ from fusec.errors import FusecValueError, UnsupportedError
 from fusec.ir import dtypes
 from fusec.ir import trace as _trace
 from fusec.ir.graph import Node
+from fusec.ir.scalars import Scalar
 from fusec.ir.trace import Tracer, _as_node, _const, _mark_shape_read, _node, cast, static_number
 
 _INT32 = np.dtype(np.int32)
@@ -202,11 +207,79 @@ def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = 
     return tuple(_spread(p, tuple(shape)) for p in placed)
 
 
-FUNCTIONS = {"zeros": zeros, "ones": ones, "full": full, "empty": empty, "empty_like": empty_like, "eye": eye,
-             "identity": identity, "tri": tri, "tril": tril, "triu": triu, "linspace": linspace,
-             "meshgrid": meshgrid}
+CONSTANT_LIMIT = 64  # elements of a constant array made in the function (each read picks its value by index)
+
+
+def array(obj: Any, dtype: Any = None, *, copy: Any = True, order: str = "K", subok: bool = False, ndmin: int = 0,
+          like: Any = None) -> Tracer:
+    """``numpy.array`` in the traced function: a traced array as it is (``dtype`` cast), a list of them stacked
+    (NumPy's promotion), and numbers as a constant array of at most :data:`CONSTANT_LIMIT` elements (each element
+    of a read picks its value with an iota comparison: no array in memory)."""
+    node = _array_node(obj, "array")
+    if dtype is not None:
+        node = cast(node, dtypes.as_dtype(np.dtype(dtype)))
+    if node.ndim < ndmin:
+        node = _node("expand_dims", [node], {"axes": list(range(ndmin - node.ndim))})
+    return Tracer(node)
+
+
+def asarray(a: Any, dtype: Any = None, order: Any = None, *, device: Any = None, copy: Any = None,
+            like: Any = None) -> Tracer:
+    return array(a, dtype)
+
+
+def ascontiguousarray(a: Any, dtype: Any = None, *, like: Any = None) -> Tracer:
+    return array(a, dtype, ndmin=1)
+
+
+def _array_node(obj: Any, what: str) -> Node:
+    if isinstance(obj, Tracer):
+        return obj.node
+    if isinstance(obj, (list, tuple)) and any(_holds_tracer(o) for o in obj):
+        from fusec.ir.join_functions import stack
+
+        return stack([Tracer(_array_node(o, what)) for o in obj]).node
+    if isinstance(obj, Scalar):  # a runtime scalar argument: a 0-d traced value
+        return _as_node(obj, what)
+    values = np.array(obj)
+    if values.dtype.kind not in "biuf":
+        raise UnsupportedError(f"np.{what} of {values.dtype} values is not traced", hint="use numbers")
+    if values.size > CONSTANT_LIMIT:
+        raise UnsupportedError(f"a constant array of {values.size} elements made in the function (at most "
+                               f"{CONSTANT_LIMIT} are traced)", hint="pass it as an argument of the fused function")
+    return _constant_array(values)
+
+
+def _holds_tracer(o: Any) -> bool:
+    return isinstance(o, Tracer) or (isinstance(o, (list, tuple)) and any(_holds_tracer(x) for x in o))
+
+
+def _constant_array(values: np.ndarray) -> Node:
+    """``values`` as a traced array: each element picks its value by comparing its flat index with the
+    positions where the value changes (a ``where`` chain over an iota), reshaped to ``values``' shape."""
+    from fusec.ir.join_functions import iota_node
+
+    dt = dtypes.as_dtype(values.dtype)
+    flat = values.reshape(-1)
+    if flat.size == 0 or bool(np.all(flat == flat[0])) and not np.isnan(flat.astype(float)).any():
+        value = _const(flat[0].item() if flat.size else 0, dt)
+        return _node("broadcast_to", [value], {"shape": list(values.shape)}) if values.shape else value
+    _mark_shape_read()
+    i = iota_node(flat.size, _INT32)
+    result = _const(flat[-1].item(), dt)
+    for k in range(flat.size - 2, -1, -1):
+        result = _node("where", [_node("eq", [i, _const(k, _INT32)]), _const(flat[k].item(), dt), result])
+    if result.shape != (flat.size,):
+        result = _node("broadcast_to", [result], {"shape": [flat.size]})
+    return _trace.FUNCTIONS["reshape"](Tracer(result), values.shape).node if values.shape != (flat.size,) else result
+
+
+FUNCTIONS = {"array": array, "asarray": asarray, "ascontiguousarray": ascontiguousarray, "zeros": zeros,
+             "ones": ones, "full": full, "empty": empty, "empty_like": empty_like, "eye": eye, "identity": identity,
+             "tri": tri, "tril": tril, "triu": triu, "linspace": linspace, "meshgrid": meshgrid}
 # made from numbers alone: wrapped while tracing so that a call from the traced function makes a traced array
-CREATORS = ("zeros", "ones", "full", "empty", "eye", "identity", "tri", "linspace")
+CREATORS = ("array", "asarray", "ascontiguousarray", "zeros", "ones", "full", "empty", "eye", "identity", "tri",
+            "linspace")
 DOCUMENTED = {"numpy": tuple(FUNCTIONS)}
 _trace.FUNCTIONS.update(FUNCTIONS)
 _trace.CREATED = _trace.CREATED + tuple((module, name, name) for module in ("numpy", "cupy") for name in CREATORS)

@@ -9,10 +9,10 @@ first as a view (:func:`fusec.ir.trace.basic_index`, with every advanced entry k
 ``gather`` reads that view at the index arrays, each expanded to the result's rank.
 
 A boolean mask (``x[mask]``) selects a number of elements only known at run time: it is refused with what to
-write instead. A Python list of integers is a constant index array; fusec has no constant arrays, so a list
-traces when it is one-dimensional, the only advanced index, and an arithmetic progression (``[3]``,
-``[0, 2, 4]``, ``[5, 4, 3]``): then it is the slice it equals. Other lists are refused with the hint to pass
-the indices as an argument.
+write instead. A Python list of integers is a constant index array: one that is one-dimensional, the only
+advanced index, and an arithmetic progression (``[3]``, ``[0, 2, 4]``, ``[5, 4, 3]``) is the slice it equals;
+any other (``[0, 2, 1]``, nested, beside other indices) is a constant array of at most 64 elements
+(:func:`fusec.ir.creation_functions.array`) read by a gather.
 """
 
 from __future__ import annotations
@@ -70,8 +70,9 @@ def _check_entry(k: Any) -> None:
                                f"{k.shape}) is used as an index", hint=LIST_HINT)
 
 
-def _list_as_slice(values: list[Any], extent: int) -> slice:
-    """A 1-d list of Python ints that is an arithmetic progression, as the slice it equals (NumPy's bounds)."""
+def _list_as_slice(values: list[Any], extent: int) -> slice | None:
+    """A 1-d list of Python ints that is an arithmetic progression, as the slice it equals (NumPy's bounds); None
+    for a list of other integers."""
     ints = []
     for v in values:
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
@@ -85,10 +86,24 @@ def _list_as_slice(values: list[Any], extent: int) -> slice:
         return slice(0, 0)
     step = ints[1] - ints[0] if len(ints) > 1 else 1
     if step == 0 or any(b - a != step for a, b in zip(ints, ints[1:])):
-        raise UnsupportedError(f"the index list {values!r} is not an arithmetic progression: fusec has no constant "
-                               "arrays to hold it", hint=LIST_HINT)
+        return None
     stop = ints[-1] + step
     return slice(ints[0], stop if stop >= 0 else None, step)
+
+
+def _constant_index(values: Any, extent: int) -> Tracer:
+    """A list of integers (nested too) as a constant index array (``fusec.ir.creation_functions``), its values
+    checked against the axis's extent as NumPy checks them."""
+    from fusec.ir.creation_functions import CONSTANT_LIMIT, _constant_array
+
+    array = np.array(values)
+    if array.dtype.kind not in "iu" or array.size > CONSTANT_LIMIT:
+        raise UnsupportedError(f"the index list {values!r} is not a list of at most {CONSTANT_LIMIT} integers",
+                               hint=LIST_HINT)
+    bad = array[(array < -extent) | (array >= extent)]
+    if bad.size:
+        raise FusecIndexError(f"index {int(bad.reshape(-1)[0])} is out of bounds for axis with size {extent}")
+    return Tracer(_constant_array(np.where(array < 0, array + extent, array)))
 
 
 def index(x: Node, key: Any) -> Node:
@@ -111,13 +126,15 @@ def index(x: Node, key: Any) -> Node:
                 and not isinstance(k, (bool, np.bool_))]
     lists = [p for p in advanced if isinstance(expanded[p], list)]
     if lists:
-        if len(advanced) != 1 or np.ndim(expanded[lists[0]]) != 1:
-            raise UnsupportedError("a list of integers as an index beside other array or integer indices (or a "
-                                   "nested list) needs a constant array, which fusec does not have", hint=LIST_HINT)
         _mark_shape_read()  # the list's values are checked and wrapped against the axis's extent
-        axis = sum(1 for k in expanded[:lists[0]] if k is not None)
-        expanded[lists[0]] = _list_as_slice(expanded[lists[0]], x.shape[axis])
-        return basic_index(x, tuple(expanded))
+        if len(advanced) == 1 and np.ndim(expanded[lists[0]]) == 1:
+            axis = sum(1 for k in expanded[:lists[0]] if k is not None)
+            as_slice = _list_as_slice(expanded[lists[0]], x.shape[axis])
+            if as_slice is not None:
+                return basic_index(x, tuple(expanded[:lists[0]] + [as_slice] + expanded[lists[0] + 1:]))
+        for p in lists:  # any other list: a constant index array
+            axis = sum(1 for k in expanded[:p] if k is not None)
+            expanded[p] = _constant_index(expanded[p], x.shape[axis] if axis < x.ndim else 0)
     # the view: every advanced entry kept whole (its axis stays where it is)
     view = basic_index(x, tuple(slice(None) if p in advanced else k for p, k in enumerate(expanded)))
     index_nodes = []

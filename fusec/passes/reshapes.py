@@ -17,7 +17,7 @@ What is left afterwards:
   fresh C-contiguous array: a view, which the runtime applies after the kernels);
 - ``squeeze``/``expand_dims`` where only size-1 axes differ.
 
-Arguments are cut per use (one use may split an axis another slices), so no argument's cut reaches another
+Arguments and iotas are cut per use (one use may split an axis another slices), so no argument's cut reaches another
 use of it.
 
 Where the cuts cannot all hold (two reshapes cut an axis of 6 as 2 x 3 and as 3 x 2, ``(2, 3) -> (3, 2)``
@@ -140,7 +140,7 @@ class _Refinement:
             if u.op == "reshape" and u not in self.read_back:
                 self.reshapes.append(u)
             for i, o in enumerate(u.operands):
-                if o.kind is Kind.SOURCE and o.op != "input":
+                if o.kind is Kind.SOURCE and o.op not in ("input", "iota"):
                     continue
                 for ku, jo in self._linked(u, o):
                     self.cuts.union((u, ku), self.slot(o, u, i, jo))
@@ -188,7 +188,7 @@ class _Refinement:
 
     @staticmethod
     def slot(o: Node, user: Node, index: int, axis: int) -> Slot:
-        return (o, user, index, axis) if o.op == "input" else (o, axis)
+        return (o, user, index, axis) if o.op in ("input", "iota") else (o, axis)  # cut per use
 
     @staticmethod
     def _linked(u: Node, o: Node) -> list[tuple[int, int]]:
@@ -341,6 +341,11 @@ def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
         axes = [starts[a] + k for a in u.attr("axes") for k in range(len(groups[a]))]
         return make_node("size", [new[o]], {"axes": axes}, dtype=u.dtype, loc=u.loc)
     wanted = [ref.wanted(o, u, i) for i, o in enumerate(u.operands)]
+    for i, (o, w) in enumerate(zip(u.operands, wanted)):
+        if o.op == "iota" and o.dtype.kind not in "iu" and any(len(g) > 1 for g in w):
+            conflict = _Conflict(f"a float arange of {o.shape[0]} elements that a reshape cuts into {w[0]}")
+            conflict.node, conflict.slot = u, ref.slot(o, u, i, 0)
+            raise conflict
     operands = [_integer_iota_in(o, _flat(w)) or reshape_node(new[o], _flat(w), u.loc)
                 if o.kind is not Kind.SOURCE or o.op in ("input", "iota") else new[o]
                 for o, w in zip(u.operands, wanted)]

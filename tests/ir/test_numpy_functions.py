@@ -26,6 +26,15 @@ def _filled(e, v):
 # reduction tolerance: a float sum's order, or the sign of a zero that maximum and minimum leave free)
 CASES = {
     # arrays made in the function
+    "array_constant": (lambda x, y, w: x * np.array([0.299, 0.587, 0.114, -1.0, 2.5]), False),
+    "array_constant_2d": (lambda x, y, w: x + np.array([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]]).sum(0), False),
+    "array_membership": (lambda x, y, w: (x[:, :1] == np.array([1, 3])).any(-1), False),
+    "asarray_traced": (lambda x, y, w: np.asarray(x) + np.array(y, dtype=np.float64), False),
+    "array_stacked": (lambda x, y, w: np.array([x[:, 0], y[:, 1] * 2]), False),
+    "list_index": (lambda x, y, w: x[[0, 2, 1]] * 2, False),
+    "list_columns": (lambda x, y, w: x[:, [4, 0, 3]] + y[:, :3], False),
+    "nested_list_index": (lambda x, y, w: x[[[0], [3]], [1, 2]], False),
+    "take_list": (lambda x, y, w: np.take(x, [3, -1], axis=1), False),
     "zeros": (lambda x, y, w: x + np.zeros(x.shape[-1], x.dtype), False),
     "ones_float64": (lambda x, y, w: x * np.ones(x.shape), False),
     "full": (lambda x, y, w: x - np.full((1, x.shape[1]), 3, dtype=x.dtype), False),
@@ -125,7 +134,9 @@ def test_numpy_function_matches_numpy(name: str, dtype: str) -> None:
 def test_numpy_function_is_one_kernel(name: str) -> None:
     spec = fusec.ArraySpec(SHAPE, "float32")
     plan = fusec.fuse(CASES[name][0]).plan(spec, spec, fusec.ArraySpec(SHAPE[-1:], "float32"))
-    assert len(plan.kernels) <= {"trace": 2, "average_returned": 2, "diagonal_offset": 1}.get(name, 1)
+    # two constant index arrays along different axes share their (CSE-merged) iota comparisons: two kernels
+    assert len(plan.kernels) <= {"trace": 2, "average_returned": 2, "array_constant_2d": 2,
+                                 "nested_list_index": 2}.get(name, 1)
 
 
 def test_linspace_is_numpys_bit_for_bit() -> None:
@@ -158,8 +169,9 @@ def test_matrix_products_are_refused_with_the_blas_hint() -> None:
     (lambda x: np.var(x, where=x > 0), UnsupportedError, "where= argument of var"),
     (lambda x: np.linspace(x[0, 0], 1, 5), UnsupportedError, "array bounds"),
     (lambda x: x @ 2.0, ValueError, "does not have enough dimensions"),
+    (lambda x: x + np.array(list(range(65)))[:3], UnsupportedError, "constant array of 65 elements"),
 ], ids=["einsum_operands", "einsum_subscripts", "max_where", "fliplr_1d", "diagonal_axes", "var_where",
-        "linspace_traced", "matmul_scalar"])
+        "linspace_traced", "matmul_scalar", "large_constant"])
 def test_numpy_function_errors(fn, error: type, text: str) -> None:
     x = random_array(np.random.default_rng(seed_of("numpy function errors")), (4, 3), "float32")
     with pytest.raises(error, match=text) as info:
