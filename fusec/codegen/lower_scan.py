@@ -32,7 +32,7 @@ from fusec.schedule.nest import declaration_order
 from fusec.schedule.scan import ScanNest
 
 SCAN_HEADER = "scan.cuh.j2"
-_SCAN_AS_REDUCTION = {"add": "sum", "mul": "prod"}
+_SCAN_AS_REDUCTION = {"add": "sum", "mul": "prod", "maximum": "max", "minimum": "min"}
 
 
 def scan_pieces(node: Node) -> cuda_ops.CudaReduction:

@@ -74,6 +74,8 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
         return gather_ref.gather(xp, node, args[0], args[1:])
     if op.kind is Kind.SCAN:  # accumulate in the node's dtype, in NumPy's order
         (x,) = args
+        if node.op in ("cummax", "cummin"):
+            return getattr(xp, op.combine).accumulate(x, axis=node.attr("axis"), dtype=node.dtype)
         return getattr(xp, node.op)(x, axis=node.attr("axis"), dtype=node.dtype)
     (x,) = args
     if node.op == "expand_dims":

@@ -212,6 +212,10 @@ _define(OpDef("cumsum", Kind.SCAN, 1, cost=2, combine="add", accepts="iuf", nump
                   "reduction tolerance)"))
 _define(OpDef("cumprod", Kind.SCAN, 1, cost=2, combine="mul", accepts="iuf", numpy_names=("cumprod",),
               doc="numpy.cumprod along `axis`"))
+_define(OpDef("cummax", Kind.SCAN, 1, cost=2, combine="maximum", accepts="iuf",
+              doc="numpy.maximum.accumulate along `axis` (NaN propagates, as in NumPy)"))
+_define(OpDef("cummin", Kind.SCAN, 1, cost=2, combine="minimum", accepts="iuf",
+              doc="numpy.minimum.accumulate along `axis`"))
 
 # --- layout ------------------------------------------------------------------------------------
 _define(OpDef("expand_dims", Kind.LAYOUT, 1, cost=0, doc="insert size-1 axes at `axes` of the result"))

@@ -408,6 +408,21 @@ def _weak_to(value: Any, dt: np.dtype) -> Node:
     return _const(bool(value) if dt.kind == "b" else value, dt)
 
 
+def _running_extreme(name: str, a: Any, axis: Any = 0, dtype: Any = None, out: Any = None) -> Tracer:
+    """``np.maximum.accumulate`` / ``np.minimum.accumulate``: the ``cummax`` / ``cummin`` scan along ``axis``."""
+    _check_no_out(f"{name}.accumulate", out=out)
+    x = _as_node(a, f"{name}.accumulate")
+    if dtype is not None:
+        x = cast(x, dtypes.as_dtype(np.dtype(dtype)))
+    if x.ndim == 0:
+        raise FusecValueError("cannot accumulate on a scalar")
+    (ax,) = normalize_axes(axis, x.ndim, allow_tuple=False)
+    op = "cummax" if name == "maximum" else "cummin"
+    if x.dtype == dtypes.BOOL:  # over 0/1 bytes, the same order
+        return Tracer(cast(_node(op, [cast(x, np.dtype(np.uint8))], {"axis": ax}), dtypes.BOOL))
+    return Tracer(_node(op, [x], {"axis": ax}))
+
+
 def _is_axis_zero_or_last(axis: Any) -> bool:
     """Whether ``axis`` is the integer 0 or -1 (not a tuple, not a bool)."""
     return (isinstance(axis, (int, np.integer)) and not isinstance(axis, (bool, np.bool_))
@@ -652,6 +667,8 @@ class Tracer:
             if x.dtype != dtypes.BOOL:
                 kwargs.setdefault("axis", 0)
                 return FUNCTIONS["cumsum" if ufunc.__name__ == "add" else "cumprod"](Tracer(x), **kwargs)
+        if method == "accumulate" and ufunc.__name__ in ("maximum", "minimum") and len(inputs) == 1:
+            return _running_extreme(ufunc.__name__, inputs[0], **kwargs)
         module, name = ufunc_origin(ufunc)
         raise UnsupportedError(f"{module}.{name}.{method} is not supported by fusec")
 

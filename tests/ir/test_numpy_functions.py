@@ -103,6 +103,9 @@ CASES = {
     "prod_initial": (lambda x, y, w: np.prod(np.abs(x) < 1, axis=1, initial=3), False),
     "add_accumulate": (lambda x, y, w: np.add.accumulate(x, axis=1), True),
     "multiply_accumulate": (lambda x, y, w: np.multiply.accumulate(x[:, :3], axis=1), True),
+    "maximum_accumulate": (lambda x, y, w: np.maximum.accumulate(x, axis=1) - y, True),  # ties: either zero
+    "minimum_accumulate": (lambda x, y, w: np.minimum.accumulate(x), True),
+    "running_max_bool": (lambda x, y, w: np.maximum.accumulate(x > y, axis=1), False),
 }
 SHAPE = (6, 5)
 FLOAT_ONLY = {"nan_to_num", "nan_to_num_values", "linspace_no_endpoint_f32"}

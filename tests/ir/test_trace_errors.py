@@ -106,7 +106,7 @@ def test_trace_error_python_control_flow_names_the_line(fn: Callable[..., Any]) 
 # --- indexing and mutation ----------------------------------------------------------------------
 def fancy_index(x):
     y = x + 1
-    return y[[1, 0, 2]]  # a constant index array that is not a slice # <- error
+    return y[[[1, 0, 2]] * 22]  # a constant index array of more than 64 elements # <- error
 
 
 def boolean_mask_index(x):
@@ -178,7 +178,7 @@ def where_kwarg_inside(x):
 
 
 def ufunc_accumulate(x):
-    return np.maximum.accumulate(x)  # <- error
+    return np.subtract.accumulate(x)  # <- error
 
 
 def var_with_where(x):
@@ -302,7 +302,7 @@ def test_trace_error_where_numpy_raises_is_numpy_class_at_the_line(
 
 
 def helper_with_error(x):
-    return x[[2, 0, 1]]  # <- error
+    return np.sort(x)  # <- error
 
 
 def test_trace_error_inside_a_helper_names_the_helper_line() -> None:
