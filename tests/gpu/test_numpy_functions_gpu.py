@@ -12,8 +12,8 @@ import pytest
 import fusec
 import fusec.runtime
 from fusec.runtime import KernelLauncher
-from tests.helpers import GPU_ONLY, assert_matches_numpy, device_copy
-from tests.ir.test_numpy_functions import CASES, FLOAT_ONLY, _inputs
+from tests.helpers import GPU_ONLY, device_copy
+from tests.ir.test_numpy_functions import CASES, FLOAT_ONLY, _inputs, check_result
 
 cupy = pytest.importorskip("cupy")
 
@@ -34,7 +34,4 @@ def test_numpy_function_gpu_matches_numpy(name: str, dtype: str) -> None:
     fused = fusec.fuse(fn)
     got = fusec.runtime.run_plan(fused.plan(*args), args, launcher=KernelLauncher(poison=True))[0]
     for result in (got, fused(*args)):
-        if reordered and np.asarray(want).dtype.kind == "f":
-            assert_matches_numpy(cupy.asnumpy(result), want, rtol=4e-3 if dtype == "float16" else 1e-5, atol=1e-5)
-        else:
-            assert_matches_numpy(cupy.asnumpy(result), want, exact=True)
+        check_result(cupy.asnumpy(result), want, reordered, dtype, float16_rtol=4e-3)
