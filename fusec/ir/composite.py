@@ -333,18 +333,11 @@ def full_like(a: Any, fill_value: Any, dtype: Any = None, order: Any = "K", subo
     """``numpy.full_like``: ``fill_value`` (cast unsafely, as NumPy's ``copyto``) over ``a``'s shape (or
     ``shape``), of ``a``'s dtype (or ``dtype``)."""
     node = _as_node(a, "full_like")
-    dt = dtypes.as_dtype(dtype) if dtype is not None else node.dtype
     if shape is None:
         target = node.shape
     else:
         target = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
-    value = _operand(fill_value, "fill value of full_like")
-    if isinstance(value, _Weak):
-        if isinstance(value.value, int) and dt.kind in "iu" and not dtypes.fits(value.value, dt):
-            raise FusecOverflowError(f"Python integer {value.value} out of bounds for {dt}")
-        filled = _const(value.value, dt) if dt.kind != "b" else _const(bool(value.value), dt)
-    else:
-        filled = cast(value, dt)
+    filled = fill_node(fill_value, dtype if dtype is not None else node.dtype, "full_like")
     if filled.shape == target:
         return _t(filled)
     return _t(_node("broadcast_to", [filled], {"shape": list(target)}))
@@ -450,6 +443,21 @@ def isclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: boo
     if equal_nan:
         result = _u(np.logical_or, result, _u(np.logical_and, _u(np.isnan, x), _u(np.isnan, y)))
     return result
+
+
+def fill_node(fill_value: Any, dtype: Any, what: str) -> Node:
+    """``fill_value`` as ``dtype`` (None: the fill value's own, NumPy's for a Python number), cast unsafely as
+    NumPy's ``copyto`` (a Python int that does not fit: OverflowError)."""
+    value = _operand(fill_value, f"fill value of {what}")
+    if dtype is None:
+        dt = dtypes.as_dtype(np.asarray(value.probe).dtype) if isinstance(value, _Weak) else value.dtype
+    else:
+        dt = dtypes.as_dtype(np.dtype(dtype))
+    if not isinstance(value, _Weak):
+        return cast(value, dt)
+    if isinstance(value.value, int) and dt.kind in "iu" and not dtypes.fits(value.value, dt):
+        raise FusecOverflowError(f"Python integer {value.value} out of bounds for {dt}")
+    return _const(value.value, dt) if dt.kind != "b" else _const(bool(value.value), dt)
 
 
 def allclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Tracer:

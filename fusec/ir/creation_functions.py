@@ -51,17 +51,11 @@ def _spread(value: Node, shape: tuple[int, ...]) -> Tracer:
 def full(shape: Any, fill_value: Any, dtype: Any = None, order: str = "C", *, device: Any = None,
          like: Any = None) -> Tracer:
     """``numpy.full``: ``fill_value`` (of its own dtype, or ``dtype``) over ``shape``."""
+    from fusec.ir.composite import fill_node
+
     dims = _shape(shape)
-    if isinstance(fill_value, Tracer):
-        value = fill_value.node if dtype is None else cast(fill_value.node, dtypes.as_dtype(np.dtype(dtype)))
-    else:
-        fill_value = static_number(fill_value, "fill value of full")
-        dt = dtypes.as_dtype(np.dtype(dtype) if dtype is not None else np.asarray(fill_value).dtype)
-        value = _const(bool(fill_value) if dt.kind == "b" else fill_value, dt)
-    if value.ndim:  # an array fill value broadcasts to the shape
-        return _spread(value, dims)
-    _mark_shape_read()
-    return _spread(value, dims)
+    _mark_shape_read()  # the shape is an attribute
+    return _spread(fill_node(fill_value, dtype, "full"), dims)
 
 
 def zeros(shape: Any, dtype: Any = float, order: str = "C", *, device: Any = None, like: Any = None) -> Tracer:

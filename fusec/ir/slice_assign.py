@@ -9,8 +9,8 @@ assignments, after any whole-array update (a whole-array assignment after them, 
 them). The argument's tracer is rebound to its new value everywhere (:func:`fusec.ir.part_update.updated`), for
 what reads it after the assignment, and so are its live views made by indexing; any other live view of it
 (``x.T``) is rebound to a *poisoned* node, and a graph that reads one is refused with the line that reads it
-(:func:`check_unread`). On a value
-computed in the function, assignment to part of it is a functional update (:mod:`fusec.ir.part_update`).
+(:func:`check_unread`). On a value computed in the function, assignment to part of it is a functional update
+(:mod:`fusec.ir.part_update`).
 
 ``x[key] op= v`` is Python's ``t = x[key]; t op= v; x[key] = t``: the update of ``t``, a view of the argument
 made by indexing, is this partial update (so ``t`` sees its new values, as NumPy's view does), and the
@@ -129,16 +129,14 @@ def assign_part(target: Any, key: Any, value: Any, live_views: list[Any], node: 
     if index is None:
         return False
     text = f"x[{_key_text(key)}] = v"
-    from fusec.ir.part_update import selection, updated
+    from fusec.ir.part_update import updated
 
     v = node if node is not None else _value_node(value, target.node.dtype, f"x[{_key_text(key)}]")
-    selection(target.node, key, v)  # checks the index and the value's shape as NumPy does
-
+    new = updated(target.node, key, v)  # its new value everywhere (the index and v's shape checked as NumPy's)
     if not _in_parts(target, index):  # the first assignment to part of it since it was last assigned whole
         _state.parts = [p for p in _state.parts if p.index != index]
         _state.before[index] = target.node
     _state.parts.append(PartialUpdate(index, _normal_key(key), v))
-    new = updated(target.node, key, v)  # its new value everywhere, for what reads it after this
     what = f"{text} at {user_location() or 'an assignment'}"
     for other in live_views:  # NumPy's views of the argument see the assignment
         same = _index_of_view(other)

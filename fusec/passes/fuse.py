@@ -126,8 +126,8 @@ class _Partition(Recomputation):
             while base in outside:
                 base = base.operands[0]
             self.read_back[n] = base
-        self.returned = (set(graph.outputs) | {n.operands[0] for n in returned_views(graph)}
-                         | set(self.read_back.values()))
+        self.read_back_bases = frozenset(self.read_back.values())  # each written for a kernel after its own
+        self.returned = set(graph.outputs) | {n.operands[0] for n in returned_views(graph)} | self.read_back_bases
         self.slots = AxisSlots(graph.nodes, self.users, counts.space, outside)
         self.order = self.slots.order
         self.groups: dict[int, Group] = {}
@@ -159,12 +159,11 @@ class _Partition(Recomputation):
         self.order_stale = False  # an edge of the graph of groups points backwards (after recomputation)
 
     # -- bookkeeping ------------------------------------------------------------------------------
-    def with_read_back_bases(self, reads: dict[Node, tuple]) -> dict[Node, tuple]:
-        """``reads`` (changed in place) with the array behind each reshape read back between kernels: the edge of
-        the graph of groups from the kernel that writes it."""
+    def with_read_back_bases(self, reads: dict[Node, tuple]) -> None:
+        """Add to ``reads`` the array behind each reshape read back between kernels that it holds: the edge of the
+        graph of groups from the kernel that writes it."""
         for o in [o for o in reads if o in self.read_back]:
             reads.setdefault(self.read_back[o], reads[o])
-        return reads
 
     def reads_back_own(self, space: SpaceState | object, reads: dict[Node, tuple]) -> Node | None:
         """A reshape read back between kernels that a kernel of ``space`` reads while computing what it views."""

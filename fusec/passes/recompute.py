@@ -39,7 +39,7 @@ def reads_of(nodes: Iterable[Node], inside: set[Node], order: dict[Node, int]) -
 class Recomputation:
     """The recomputation step of the partition (see the module docstring). The partition mixing it in
     provides ``graph``, ``users``, ``slots``, ``order``, ``returned``, ``groups``, ``owner``, ``holders``,
-    ``readers``, ``positions``, ``epoch``, ``order_stale``, ``read_back`` and the methods ``_union_reads``,
+    ``readers``, ``positions``, ``epoch``, ``order_stale``, ``read_back_bases`` and the methods ``_union_reads``,
     ``_written``, ``_set_reads``, ``_update_exported``, ``_successors`` and ``with_read_back_bases``."""
 
     def recompute(self, views_only: bool = False) -> bool:
@@ -92,7 +92,7 @@ class Recomputation:
             m = stack.pop()
             if m in cone or m not in inside or (views_only and m.kind is not Kind.LAYOUT):
                 continue
-            if m in self.read_back.values():  # written for a reshape read back after this kernel: never twice
+            if m in self.read_back_bases:  # written for a reshape read back after this kernel: never twice
                 return None
             cone.add(m)
             if not views_only and policy.rules_out_recompute(cone):

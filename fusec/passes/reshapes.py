@@ -50,6 +50,7 @@ from fusec.ir.reshape_math import (
     reshape_node,
     sub_extents,
 )
+from fusec.ir.union_find import find_root
 from fusec.passes.manager import register
 
 Slot = tuple  # (node, axis), or for an argument read by a user: (argument, user, operand index, axis)
@@ -62,6 +63,7 @@ class _Conflict(Exception):
 
     node: Node | None = None
     slot: Slot | None = None
+    reaching: tuple[Node, ...] = ()  # the reshapes whose cuts reached ``slot``, in graph order
 
 
 class _Cuts:
@@ -79,12 +81,7 @@ class _Cuts:
             self.cuts[slot] = frozenset()
 
     def find(self, slot: Slot) -> Slot:
-        root = slot
-        while self.parent[root] != root:
-            root = self.parent[root]
-        while self.parent[slot] != root:
-            self.parent[slot], slot = root, self.parent[slot]
-        return root
+        return find_root(self.parent, slot)
 
     def union(self, a: Slot, b: Slot) -> None:
         ra, rb = self.find(a), self.find(b)
@@ -162,12 +159,8 @@ class _Refinement:
                 self._ones_follow(mine, theirs)
 
     def _ones_find(self, slot: Slot) -> Slot:
-        parent = self.ones_parent
-        parent.setdefault(slot, slot)
-        while parent[slot] != slot:
-            parent[slot] = parent[parent[slot]]
-            slot = parent[slot]
-        return slot
+        self.ones_parent.setdefault(slot, slot)
+        return find_root(self.ones_parent, slot)
 
     def _ones_union(self, a: Slot, b: Slot) -> None:
         ra, rb = self._ones_find(a), self._ones_find(b)
@@ -433,13 +426,15 @@ def refine_reshapes(graph: Graph) -> Graph:
 def _refined(graph: Graph, read_back: dict[Node, str]) -> Graph:
     ref = _Refinement(graph, read_back)
     new: dict[Node, Node] = {}
-    ref.spread()
-    for u in graph.nodes:
-        try:
+    u: Node | None = None
+    try:
+        ref.spread()
+        for u in graph.nodes:
             new[u] = u if u.kind is Kind.SOURCE and u.op != "size" else _rebuild(ref, u, new)
-        except _Conflict as e:
-            e.node = e.node or u
-            raise
+    except _Conflict as e:
+        e.node = e.node or u
+        e.reaching = tuple(ref.reshapes_reaching(e.slot)) if e.slot is not None else ()
+        raise
     outputs = tuple(reshape_node(new[o], o.shape, o.loc) for o in graph.outputs)
     if outputs == graph.outputs:
         return graph
@@ -455,9 +450,8 @@ def _read_back_one_more(graph: Graph, read_back: dict[Node, str], conflict: _Con
             n.operands[0].kind is not Kind.SOURCE or n.operands[0].op == "input")
 
     picks = [conflict.node] if conflict.node is not None and readable(conflict.node) else []
-    if not picks and conflict.slot is not None:
-        ref = _Refinement(graph, read_back)
-        picks = [u for u in ref.reshapes_reaching(conflict.slot) if readable(u)][-1:]
+    if not picks:
+        picks = [u for u in conflict.reaching if readable(u)][-1:]
     if not picks:
         picks = [n for n in graph.nodes if readable(n)][-1:]
     if not picks:
@@ -468,6 +462,8 @@ def _read_back_one_more(graph: Graph, read_back: dict[Node, str], conflict: _Con
             hint="reshape the argument before the call (or the result after it), or copy the value "
                  "(np.ascontiguousarray) before reshaping it") from None
     return {**read_back, picks[0]: str(conflict)}
+
+
 def check_reshapes(graph: Graph) -> Graph:
     """``graph`` when each of its reshapes is a view of an argument or of a returned result (which the runtime
     takes, :func:`~fusec.ir.reshape_math.outside_kernels`); else :class:`~fusec.errors.UnsupportedError` at the
