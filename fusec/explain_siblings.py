@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
+from fusec.ir.union_find import find_root
 from fusec.plan import Kernel, format_bytes
 
 SHOWN = 6  # siblings named on the line; the others are counted
@@ -48,19 +49,13 @@ def _components(kernel: Kernel) -> list[list[Node]]:
     members = set(kernel.nodes)
     parent = {n: n for n in kernel.nodes}
 
-    def root(n: Node) -> Node:
-        while parent[n] is not n:
-            parent[n] = parent[parent[n]]
-            n = parent[n]
-        return n
-
     for n in kernel.nodes:
         for o in n.operands:
             if o in members:
-                parent[root(o)] = root(n)
+                parent[find_root(parent, o)] = find_root(parent, n)
     groups: dict[Node, list[Node]] = {}
     for n in kernel.nodes:
-        groups.setdefault(root(n), []).append(n)
+        groups.setdefault(find_root(parent, n), []).append(n)
     return list(groups.values())
 
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from fusec.ir.graph import Graph, Node
 from fusec.ir.ops import Kind
+from fusec.ir.union_find import find_root
 
 Chunks = tuple[tuple[int, ...], ...]
 AxisKey = tuple[Node, int]
@@ -28,12 +29,7 @@ class _UnionFind:
         self.parent.setdefault(key, key)
 
     def find(self, key: AxisKey) -> AxisKey:
-        root = key
-        while self.parent[root] != root:
-            root = self.parent[root]
-        while self.parent[key] != root:
-            self.parent[key], key = root, self.parent[key]
-        return root
+        return find_root(self.parent, key)
 
     def union(self, a: AxisKey, b: AxisKey) -> None:
         if a[0].shape[a[1]] == 1 or b[0].shape[b[1]] == 1:
