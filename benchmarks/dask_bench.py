@@ -1,7 +1,8 @@
 """fusec on Dask vs plain Dask, on one GPU (the H200): does fusec add nothing to Dask's own cost, and remove
 the unfused traffic under it?
 
-For each case (2^32 float32 elements by default, chunks of 2^26 .. 2^30 elements), four ways to compute it:
+For each case (2^32 float32 elements by default, fewer where the free device memory is smaller; chunks of 2^26 .. 2^30
+elements), four ways to compute it:
 
 - ``dask+cupy``: Dask's own array operations on CuPy chunks (one CuPy kernel per op per chunk);
 - ``fusec-dask``: the ``@fusec.fuse`` function called on the Dask array (this integration);
@@ -19,7 +20,8 @@ no-op tasks, and the table says from which chunk size the fused kernels' time pe
 ``--cluster`` adds ``fusec-dask`` and ``dask+cupy`` on a ``dask_cuda.LocalCUDACluster`` (one worker per
 GPU) when ``dask_cuda`` imports, else on a ``distributed.LocalCluster`` of one worker (threads).
 
-    python benchmarks/dask_bench.py            # the full table (a few minutes on the H200)
+    python benchmarks/dask_bench.py            # the full table (a few minutes on the H200): n sized from the free
+                                               # device memory (2^32 on an H200, 2^31 on an 80 GB H100)
     python benchmarks/dask_bench.py --quick    # 2^30 elements, two chunk sizes, under 3 minutes
     python benchmarks/dask_bench.py --cpu      # NumPy chunks, tiny sizes: checks the script without a GPU
 """
@@ -341,6 +343,22 @@ def print_table(rows: list[dict], per_task_us: float) -> None:
 
 
 ARGS_N = [0]
+# The most float32 arrays of n elements a case holds on the device at once: its inputs, the single-array
+# result, Dask's per-chunk intermediates over every chunk (dask+cupy's layernorm keeps x - m of all chunks), the
+# per-chunk results and their concatenation, and with --cluster the workers' persisted copies and results.
+ARRAYS_AT_PEAK = 7
+LARGEST_N = 1 << 32
+
+
+def elements_for(free_bytes: int, largest: int = LARGEST_N, arrays: int = ARRAYS_AT_PEAK) -> int:
+    """The largest power of two of float32 elements, at most ``largest``, of which ``arrays`` arrays fit in 90%
+    of ``free_bytes``: 2^32 on an H200 (141 GB), 2^31 on an 80 GB H100.
+
+    >>> elements_for(139 * 2**30), elements_for(79 * 2**30), elements_for(2**30)
+    (4294967296, 2147483648, 33554432)
+    """
+    fit = int(0.9 * free_bytes) // (arrays * 4)
+    return min(largest, 1 << max(fit.bit_length() - 1, 0))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -364,10 +382,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         import cupy as xp
 
-        if args.quick:
-            n, chunks, reps = 1 << 30, [1 << 26, 1 << 28], args.reps or 3
-        else:
-            n, chunks, reps = 1 << 32, [1 << 26, 1 << 28, 1 << 30], args.reps or 10
+        free, total = xp.cuda.runtime.memGetInfo()
+        n = elements_for(free, 1 << 30 if args.quick else LARGEST_N)
+        chunks = [c for c in ([1 << 26, 1 << 28] if args.quick else [1 << 26, 1 << 28, 1 << 30]) if c <= n // 2]
+        reps = args.reps or (3 if args.quick else 10)
+        print(f"device memory: {free / 2**30:.1f} GiB free of {total / 2**30:.1f} GiB: n = 2^{n.bit_length() - 1} "
+              f"float32 elements per case ({ARRAYS_AT_PEAK} such arrays at most at once)")
     ARGS_N[0] = n
     timer = Timer(xp)
     cluster = start_cluster(xp is not np) if args.cluster else None

@@ -26,3 +26,15 @@ def test_dask_bench_cpu_table(tmp_path, capsys):
             tasks = {r["impl"]: r["tasks"] for r in rows if r["case"] == case and r["chunk"] == chunk}
             assert tasks["fusec-dask"] < tasks["dask+cupy"], (case, chunk, tasks)
     assert report["per_task_us"] > 0
+
+
+def test_dask_bench_sizes_its_inputs_from_the_free_device_memory():
+    """2^32 float32 elements where seven such arrays fit in 90% of the free memory (an H200's 139 GiB), 2^31 on an
+    80 GB H100 (79 GiB free), never more than asked, and always a power of two."""
+    gib = 1 << 30
+    assert dask_bench.elements_for(139 * gib) == 1 << 32
+    assert dask_bench.elements_for(79 * gib) == 1 << 31
+    assert dask_bench.elements_for(139 * gib, largest=1 << 30) == 1 << 30
+    for free in (3 * gib, 17 * gib + 12345, 200 * gib):
+        n = dask_bench.elements_for(free)
+        assert n & (n - 1) == 0 and dask_bench.ARRAYS_AT_PEAK * 4 * n <= 0.9 * free
