@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from fusec import logs
+from fusec.codegen.compiler_bugs import check_narrow_values
 from fusec.codegen.kernel import ForcedSchedules, check_forced, generate
 from fusec.codegen.lower import ERROR_PARAM
 from fusec.codegen.spec import KernelSpec
@@ -118,6 +119,7 @@ class KernelLauncher:
         self._error_words: dict[int, Any] = {}  # device -> the word gathers flag an index out of range in
         self._lock = threading.RLock()  # one compile per source, whichever thread asks first
         self.compiles = 0  # how many sources this launcher compiled (or found in CuPy's disk cache)
+        self._compiler_version: tuple[str, tuple[int, int]] | None = None
 
     # -- compiling ---------------------------------------------------------------------------------
     def _compile_options(self) -> tuple[str, ...]:
@@ -128,6 +130,17 @@ class KernelLauncher:
         except Exception:  # no cuda-bindings: CuPy finds CUDA's headers itself
             includes = ()
         return ("-std=c++17", *includes, *self.options)
+
+    def compiler_version(self) -> tuple[str, tuple[int, int]]:
+        """The compiler this launcher compiles with, named for a message, and its (major, minor) version."""
+        if self._compiler_version is None:
+            if self.compiler == "cupy":
+                self._compiler_version = ("CuPy's NVRTC", tuple(cupy_module().cuda.nvrtc.getVersion())[:2])
+            else:
+                from fusec.codegen.nvrtc import nvrtc_version
+
+                self._compiler_version = ("NVRTC", nvrtc_version())
+        return self._compiler_version
 
     def function(self, source: str, name: str) -> Any:
         """The kernel ``name`` of ``source``, compiled for the current device (cached)."""
@@ -227,6 +240,7 @@ class KernelLauncher:
             schedule, tuned = outcome.schedule, ("tune cache" if outcome.from_cache else "timed")
         kernel = generate(region, layouts, schedule, device=device_properties(device))
         spec = kernel.spec
+        check_narrow_values(spec.name, {n.dtype for n in (*region.inputs, *region.nodes)}, *self.compiler_version())
         fn = self.function(kernel.source, spec.name)
         threads = spec.block[0] * spec.block[1]
         grid = spec.launch.grid(self.capacity(fn, threads))

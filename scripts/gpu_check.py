@@ -153,6 +153,12 @@ def device_arch() -> tuple[str, str]:
     if smi:
         query = ["--query-gpu=name,driver_version,memory.total,memory.free", "--format=csv,noheader"]
         name = subprocess.run([smi, *query], capture_output=True, text=True).stdout.strip()
+    try:
+        from fusec.codegen.nvrtc import nvrtc_version
+
+        name += f", NVRTC {'.'.join(map(str, nvrtc_version()))}"
+    except Exception as exc:  # the runtime will say the same when it compiles
+        name += f", no NVRTC ({type(exc).__name__})"
     return arch, name
 
 

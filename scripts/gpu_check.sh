@@ -26,5 +26,17 @@ PY
       || echo "gpu_check.sh: installing the carried wheels failed" >&2
   fi
 fi
+# An NVRTC carried as .whl/nvidia_cuda_nvrtc-*-libs.tar.xz (the wheel's files, repacked smaller) is loaded ahead of
+# the machine's (LD_PRELOAD: fusec, CuPy and the peers then share it): fusec refuses kernels with 8/16-bit values
+# on NVRTC before 13.3 (fusec/codegen/compiler_bugs.py), and a machine whose PyTorch brings NVRTC 13.0 has that.
+for tarball in .whl/nvidia_cuda_nvrtc-*-libs.tar.xz; do
+  [ -f "$tarball" ] || continue
+  mkdir -p "$site" && tar -C "$site" -xJf "$tarball" || { echo "gpu_check.sh: could not unpack $tarball" >&2; break; }
+  lib=$(ls "$site"/nvidia/cu*/lib/libnvrtc.so.* 2>/dev/null | grep -v builtins | head -1)
+  if [ -n "$lib" ]; then
+    export LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}" LD_LIBRARY_PATH="$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "NVRTC from $tarball: $lib"
+  fi
+done
 export PYTHONPATH=$PWD:$site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 exec python3 scripts/gpu_check.py "$@"

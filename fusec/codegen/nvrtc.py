@@ -98,6 +98,12 @@ _CUDA_CORE: tuple[Any, Any] | None = None
 # ---- finding cuda_fp16.h -----------------------------------------------------------------------------
 
 
+def nvrtc_version() -> tuple[int, int]:
+    """The (major, minor) version of the NVRTC that :func:`compile_cubin` uses."""
+    _cuda_core()  # a clear error when the packages are missing
+    return _nvrtc_version()
+
+
 def _nvrtc_version() -> tuple[int, int]:
     from cuda.bindings import nvrtc
 
