@@ -337,7 +337,8 @@ def test_adamw_block_is_one_kernel_updating_its_arguments():
 
 def test_tests_block_commands():
     commands = _commands(block("pytest -m gpu           #"))
-    assert commands == ["pytest", "pytest -m gpu"]
+    assert commands == ["pytest", "pytest -m gpu", "bash scripts/gpu_check.sh --out /tmp/gpu-check"]
+    assert (ROOT / "scripts" / "gpu_check.sh").is_file()  # its own behaviour: tests/test_gpu_check.py
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert '"gpu: needs an NVIDIA GPU' in pyproject and 'testpaths = ["tests"]' in pyproject
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
