@@ -152,7 +152,8 @@ def test_expect_reference_accumulates_exactly_and_rounds_where_numpy_rounds() ->
 def test_scan_tolerance_passes_the_gpu_tests_fused_float16_workload() -> None:
     """tests/gpu/test_scan_gpu.py::test_scan_fused_workloads_gpu_match_numpy[float16]: two scans of a row in one
     kernel, one of the other's result (its float16 prefixes, rounded once). The GPU run of 2026-12-07 failed it on
-    infinities: NumPy's float16 running value overflows where the exact prefix (6.528e+04) does not."""
+    infinities: NumPy's float16 running value overflows where the exact prefix (6.528e+04) does not; the emulated
+    kernel gives the GPU's values there."""
     rng = np.random.default_rng(seed_of("workloads", "float16"))
     x = scan_data(rng, (129, 2049), "float16")
     m = rng.random((129, 2049)) < 0.5
@@ -169,7 +170,8 @@ def test_scan_tolerance_passes_the_gpu_tests_fused_float16_workload() -> None:
     second = scan_prefixes(inner.astype(np.float32), schedule).astype(np.float16)
     depth = scan_depth(schedule, x.shape[1])
     want_first, want_second = expect(workload, x, m).outputs
-    assert (np.isinf(want_second.numpy) & np.isfinite(second)).any()  # where NumPy's float16 scan overflowed early
+    # where NumPy's float16 running value overflowed early: the GPU's 55 elements, 6.528e+04 first, as emulated
+    assert int((np.isinf(want_second.numpy) & np.isfinite(second)).sum()) == 55 and second[0, 513] == 65280
     assert_result_matches_numpy(first, want_first, depth=depth)
     assert_result_matches_numpy(second, want_second, depth=2 * depth)
 
@@ -183,3 +185,17 @@ def test_scan_tolerance_passes_the_gpu_tests_nancumsum() -> None:
     schedule = _schedule(fn, x)
     fused_like = scan_prefixes(np.where(np.isnan(x), np.float32(0), x), schedule)
     assert_scan_matches_numpy(fused_like, fn, x, depth=scan_depth(schedule, x.shape[1]))
+
+
+@pytest.mark.parametrize(("forced", "shape", "head", "tail"), [
+    ("scan:sequential", (1, 70_001), ["0.114", "0.1627", "0.1803"], ["5.812e+03", "5.812e+03", "5.812e+03"]),
+    ("scan:rows,threads=32,elems=1", (37, 5000), ["0.1583", "0.28", "0.321"], ["414.8", "415.0", "415.0"]),
+])
+def test_scan_emulation_gives_what_the_gpu_printed(forced: str, shape: tuple[int, int], head: list[str],
+                                                   tail: list[str]) -> None:
+    """The emulated kernels against the values the GPU run of 2026-12-07 printed for the half-abs scan of the
+    forced-schedules test (row 0's first and last three: NumPy's are 341.2 at the end)."""
+    rng = np.random.default_rng(seed_of("float16", forced))
+    x = {s: scan_data(rng, s, "float16") for s in FORCED_SHAPES}[shape]
+    got = _fused_like(_half_abs_cumsum_third, x, _schedule(_half_abs_cumsum_third, x, forced))
+    assert list(got[0, :3]) == [np.float16(v) for v in head] and list(got[0, -3:]) == [np.float16(v) for v in tail]
