@@ -127,31 +127,129 @@ def assert_matches_numpy(
     assert not bad.any(), f"(rtol={rtol}, atol={atol}) " + _first_mismatch(bad, a, e)
 
 
-def assert_reduction_matches_numpy(actual: Any, expected: Any, reference: Any, *, rtol: float | None = None,
-                                   atol: float | None = None) -> None:
-    """A float reduction's ``actual`` against NumPy's ``expected``: as :func:`assert_matches_numpy`, except that a
-    finite value outside the tolerance also passes where its error against the float64 ``reference`` is at most
-    twice NumPy's own (``shared/CORRECTNESS.md``'s rule for reductions, Inductor's): NumPy sums float16 in
-    float16 and strided axes in order, fusec accumulates float16 in float32 and in a tree."""
+def assert_same_bits(actual: Any, expected: Any) -> None:
+    """``actual`` is ``expected`` bit for bit (-0.0 is not 0.0), except that a NaN matches any NaN: IEEE 754 leaves
+    the sign and payload of the NaN an invalid operation makes to the machine (x86 makes -nan of inf - inf, and
+    NumPy on x86 keeps it through float16; ARM makes +nan; a CUDA GPU makes its canonical +nan, 0x7fff in float16),
+    so NumPy's NaN bits are its host's, not NumPy's semantics. NaN positions match exactly."""
     a, e = np.asarray(actual), np.asarray(expected)
-    r = np.asarray(reference, dtype=np.float64)
-    try:
-        assert_matches_numpy(a, e, rtol=rtol, atol=atol)
+    assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, a.shape, e.dtype, e.shape)
+    if e.dtype.kind in "fc":
+        nan_a, nan_e = np.isnan(a), np.isnan(e)
+        bad = nan_a != nan_e
+        assert not bad.any(), "NaN positions differ: " + _first_mismatch(bad, a, e)
+        a, e = np.where(nan_e, 0, a).astype(e.dtype), np.where(nan_e, 0, e).astype(e.dtype)
+    width = np.dtype(f"u{e.dtype.itemsize}") if e.dtype.itemsize in (1, 2, 4, 8) else np.dtype(np.uint8)
+    bad = a.view(width) != e.view(width)
+    assert not bad.any(), "bits differ: " + _first_mismatch(bad, a, e)
+
+
+def assert_reduction_matches_numpy(actual: Any, expected: Any, reference: Any, *, bound: Any = None,
+                                   unrounded: Any = None, float64: Any = None, rtol: float | None = None,
+                                   atol: float | None = None) -> None:
+    """A float result that fusec accumulates in an order of its own (a sum, product or scan, and what follows from
+    it) against NumPy's ``expected`` and the ``reference`` (:mod:`tests.reference`: NumPy with every float
+    accumulation exact and rounded once where NumPy rounds; where a test has none, its float64 evaluation).
+
+    NaN and infinities as the reference's, exactly (or NumPy's own value): NumPy's float16 sums overflow or
+    stagnate along a strided axis and in scans where the exact value does not (fusec accumulates in float32), so
+    NumPy's are the reference's only where its accumulation rounds no differently. Where the reference before its
+    final rounding (``unrounded``, else the reference) is within ``bound`` of the threshold where the dtype's
+    rounding overflows, either side passes. A finite value passes where it is within the dtype's tolerance of NumPy
+    (``rtol``, ``atol``), or no further from ``fn``'s float64 evaluation (``float64``, else the reference) than
+    twice NumPy's own error (Inductor's rule), or within ``bound`` of the reference (the order's error bound:
+    :meth:`tests.reference.Result.bound`, ``shared/CORRECTNESS.md``'s reduction rule)."""
+    a, e = np.asarray(actual), np.asarray(expected)
+    assert a.dtype == e.dtype, f"dtype {a.dtype}, expected {e.dtype}"
+    assert a.shape == e.shape, f"shape {a.shape}, expected {e.shape}"
+    if e.dtype.kind != "f":
+        assert_matches_numpy(a, e, exact=True)
         return
-    except AssertionError:
-        if a.dtype != e.dtype or a.shape != e.shape or e.dtype.kind != "f":
-            raise
-    finite = np.isfinite(e) & np.isfinite(r)
-    assert_matches_numpy(np.where(finite, e, a), e, exact=True)  # NaN and infinities exactly where NumPy has them
+    with np.errstate(all="ignore"):
+        r = np.asarray(reference).astype(e.dtype).astype(np.float64)  # the reference as the result's dtype holds it
+        b = np.zeros(a.shape) if bound is None else np.broadcast_to(np.asarray(bound, dtype=np.float64), a.shape)
+        a64, e64 = a.astype(np.float64), e.astype(np.float64)
+        info = np.finfo(e.dtype)
+        overflow = float(info.max) + 2.0 ** (info.maxexp - info.nmant - 2)  # rounds to inf from here on
+        w = np.abs(np.asarray(unrounded if unrounded is not None else r, dtype=np.float64))
+        # within the bound of the overflow threshold, finite and infinite both pass (with the reference's sign)
+        at_threshold = (w - b < overflow) & (w + b >= overflow)
+        at_threshold &= (np.isinf(a64) | np.isinf(r)) & ~np.isnan(a64) & ~np.isnan(r) & (np.sign(a64) == np.sign(r))
+    numpys = (a64 == e64) | (np.isnan(a64) & np.isnan(e64))  # NumPy's own value passes too
+    bad = (np.isnan(a64) != np.isnan(r)) & ~numpys
+    assert not bad.any(), "NaN positions differ from the exactly accumulated reference: " + _first_mismatch(bad, a, e)
+    bad = ((np.isinf(a64) != np.isinf(r)) | (np.isinf(r) & (np.signbit(a64) != np.signbit(r)))) & ~at_threshold
+    bad &= ~numpys
+    assert not bad.any(), "infinities differ from the exactly accumulated reference: " + _first_mismatch(bad, a, e)
     default_rtol, default_atol = TOLERANCES[e.dtype]
     rtol = default_rtol if rtol is None else rtol
     atol = default_atol if atol is None else atol
-    a64, e64 = a.astype(np.float64), e.astype(np.float64)
     with np.errstate(all="ignore"):
-        close = np.abs(a64 - e64) <= atol + rtol * np.abs(e64)
-        no_worse = np.abs(a64 - r) <= 2 * np.abs(e64 - r) + atol + rtol * np.abs(r)
-    bad = finite & ~(close | no_worse)
-    assert not bad.any(), "further from the float64 result than twice NumPy's error: " + _first_mismatch(bad, a, e)
+        finite = np.isfinite(a64) & np.isfinite(r)
+        close = np.isfinite(e64) & (np.abs(a64 - e64) <= atol + rtol * np.abs(e64))
+        r64 = r if float64 is None else np.asarray(float64, dtype=np.float64)
+        no_worse = np.isfinite(e64) & (np.abs(a64 - r64) <= 2 * np.abs(e64 - r64) + atol + rtol * np.abs(r64))
+        bounded = np.abs(a64 - r) <= b
+    bad = finite & ~(close | no_worse | bounded)
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.ndim else ()
+        raise AssertionError("further from the exactly accumulated reference than twice NumPy's error and than the "
+                             f"accumulation's error bound: {_first_mismatch(bad, a, e)} (reference {r[first]!r}, "
+                             f"bound {b[first]!r})")
+
+
+def assert_result_matches_numpy(actual: Any, result: Any, *, depth: int | None = None, rtol: float | None = None,
+                                atol: float | None = None, exact: bool = False) -> None:
+    """``actual`` against one :class:`tests.reference.Result` of :func:`tests.reference.expect`: bool and integer
+    results exactly as NumPy's, float results by :func:`assert_reduction_matches_numpy` with the result's bound
+    (``depth``: the additions on the longest path of the kernel's accumulation, where the test knows it). With
+    ``exact``, the elements that depend on no accumulation (fusec rounds every step there as NumPy does) equal
+    NumPy's bit for bit."""
+    if result.numpy.dtype.kind != "f":
+        assert_matches_numpy(actual, result.numpy, exact=True)
+        return
+    a = np.asarray(actual)
+    if exact and result.dependent is not None:
+        assert a.dtype == result.numpy.dtype and a.shape == result.numpy.shape, (a.dtype, a.shape)
+        keep = ~result.dependent
+        assert_matches_numpy(a[keep], result.numpy[keep], exact=True)
+    elif exact:
+        assert_matches_numpy(a, result.numpy, exact=True)
+        return
+    assert_reduction_matches_numpy(a, result.numpy, result.reference, bound=result.bound(depth),
+                                   unrounded=result.unrounded, float64=result.float64, rtol=rtol, atol=atol)
+
+
+def assert_function_matches_numpy(actual: Any, fn: Any, *args: Any, rtol: float | None = None,
+                                  atol: float | None = None) -> Any:
+    """Each result of a fused ``fn`` (``actual``: one array, or a sequence of them) against NumPy's ``fn(*args)``
+    by :func:`assert_result_matches_numpy`: exact for bool and integer results; for floats, NumPy's tolerance
+    (``rtol``, ``atol``), or within the error bound of accumulating in another order, from NumPy with its
+    accumulations exact (:func:`tests.reference.expect`). Returns the expectation (its arguments after the call
+    for the tests of functions that write them)."""
+    from tests.reference import expect
+
+    expectation = expect(fn, *args)
+    got = list(actual) if isinstance(actual, (tuple, list)) else [] if actual is None else [actual]
+    assert len(got) == len(expectation.outputs), f"{len(got)} results, NumPy has {len(expectation.outputs)}"
+    for i, (g, result) in enumerate(zip(got, expectation.outputs)):
+        try:
+            assert_result_matches_numpy(np.asarray(g), result, rtol=rtol, atol=atol)
+        except AssertionError as exc:
+            raise AssertionError(f"result {i}: {exc}") from None
+    return expectation
+
+
+def assert_scan_matches_numpy(actual: Any, fn: Any, *args: Any, depth: int) -> None:
+    """A float scan (``fn(*args)``'s only result: cumsum, cumprod or nancumsum along an axis, and elementwise steps
+    before and after it) against NumPy: :func:`assert_result_matches_numpy` with the bound of ``depth`` rounded
+    operations on the longest path to a prefix (the kernel's schedule gives it: a thread's elements, the tree over
+    the row's threads, the carry over the chunks before), each adding at most one unit roundoff of the accumulator
+    (float32 for float16) times the magnitudes folded (for a product, times its magnitude)."""
+    from tests.reference import expect
+
+    (result,) = expect(fn, *args).outputs
+    assert_result_matches_numpy(actual, result, depth=depth)
 
 
 def numpy_error_class(exc: BaseException) -> type[BaseException]:
@@ -205,31 +303,6 @@ def random_arguments(rng: np.random.Generator, graph: Any) -> list[np.ndarray]:
         else:
             args.append(random_array(rng, n.shape, n.dtype))
     return args
-def assert_scan_matches_numpy(actual: Any, expected: Any, x: Any, *, product: bool = False, depth: int) -> None:
-    """A float scan's ``actual`` (cumsum, or cumprod with ``product``, of ``x`` along the last axis) against
-    NumPy's ``expected``: NaN and infinities where NumPy has them, and each finite value within NumPy's tolerance,
-    or no further from the float64 scan than twice NumPy's error (:func:`assert_reduction_matches_numpy`), or within
-    the error bound of ``depth`` rounded operations on its path (each adds at most one unit roundoff of the
-    accumulator times the sum of the magnitudes folded in, or for a product times its magnitude; shared/
-    CORRECTNESS.md's reduction bound), plus the final rounding to the result's dtype."""
-    a, e = np.asarray(actual), np.asarray(expected)
-    x64 = np.asarray(x, dtype=np.float64)
-    with np.errstate(all="ignore"):
-        reference = np.cumprod(x64, axis=-1) if product else np.cumsum(x64, axis=-1)
-    try:
-        assert_reduction_matches_numpy(a, e, reference)
-        return
-    except AssertionError:
-        if a.dtype != e.dtype or a.shape != e.shape or e.dtype.kind != "f":
-            raise
-    finite = np.isfinite(e) & np.isfinite(reference)
-    assert_matches_numpy(np.where(finite, e, a), e, exact=True)
-    unit = 2.0 ** -53 if e.dtype == np.float64 else 2.0 ** -24  # float16 accumulates in float32
-    with np.errstate(all="ignore"):
-        scale = np.abs(reference) if product else np.cumsum(np.abs(x64), axis=-1)
-        bound = 2 * unit * depth * scale + np.abs(reference) * float(np.finfo(e.dtype).eps) + 1e-30
-        bad = finite & ~(np.abs(a.astype(np.float64) - reference) <= bound)
-    assert not bad.any(), f"beyond {depth} roundings from the float64 scan: " + _first_mismatch(bad, a, e)
 
 
 def device_copy(x: np.ndarray) -> Any:

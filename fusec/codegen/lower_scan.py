@@ -4,7 +4,12 @@
 Every member is computed per element, in member order, as a :class:`ScanStep`: an elementwise member is its
 line from the op table (:meth:`_Lowering.line`, the same as every other kernel's), a scan is its reduction's
 CUDA pieces (``cumsum`` folds like ``sum``, ``cumprod`` like ``prod``: :func:`fusec.codegen.cuda_ops.reduction`,
-so float16 accumulates in float32 and integers wrap as NumPy's do). The float sum starts from -0.0, the
+so float16 accumulates in float32 and integers wrap as NumPy's do). A float16 scan keeps its running value in
+float32 in every schedule, ``sequential`` too, and rounds each prefix once to float16: NumPy's ``cumsum`` rounds
+the running value to float16 at every step (it stagnates: 512 + 0.25 is 512, and it stays inf once it overflows),
+which no parallel schedule can reproduce, and a schedule must not change a result beyond its rounding error (the
+autotuner picks among them). Each prefix is thus the exact prefix within float32's error, rounded once
+(``tests/reference.py`` is what the tests compare it with). The float sum starts from -0.0, the
 identity that keeps a leading -0.0 (NumPy's first prefix is the first element itself). Accesses, offsets and
 parameters are :func:`fusec.codegen.lower._access`'s: the scan axis is the loop axis, the others number the
 rows. In the ``rows`` mapping every value is an array over a thread's ``elems`` elements (``<var>_a[j]``),
