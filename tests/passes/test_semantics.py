@@ -113,14 +113,18 @@ def test_passes_preserve_semantics_on_graphs_found(name: str) -> None:
         _check_passes(parse(FOUND[name]), seed)
 
 
+# A float-to-integer cast of NaN, inf or an out-of-range value is undefined (CORRECTNESS.md), and NumPy's own
+# result depends on the array's length (uint32 of -inf: 0 for fewer than 4 elements, 2147483648 from 4 on, its
+# scalar and SIMD loops), which the reshape and view passes change: the graphs that reshape leave such casts out
+# (the focused cast_round_trips family, whose arrays keep their length, keeps them).
 @FUZZ
-@given(graph=graphs(), seed=st.integers(0, 2**32 - 1))
+@given(graph=graphs(float_to_int_casts=False), seed=st.integers(0, 2**32 - 1))
 def test_passes_preserve_semantics_on_random_graphs(graph: Graph, seed: int) -> None:
     _check_passes(graph, seed)
 
 
 @FUZZ
-@given(graph=graphs(allow_updates=True, max_nodes=10), seed=st.integers(0, 2**32 - 1))
+@given(graph=graphs(allow_updates=True, max_nodes=10, float_to_int_casts=False), seed=st.integers(0, 2**32 - 1))
 def test_passes_preserve_semantics_on_graphs_with_part_updates(graph: Graph, seed: int) -> None:
     """Assignments to part of computed values (iota masks, windows and gathers of the assigned values) among
     the other ops."""
