@@ -105,11 +105,23 @@ def read_private(path: Path, limit: int) -> bytes | None:
         os.close(fd)
 
 
+_NAME_LIMIT = 120  # characters of an entry's name: with a temporary file's suffix, well under 255 bytes
+_NAME_TAIL = 48  # characters kept from the end of a long name: a dump's kernel, digest and ``.cu``
+
+
 def _safe_name(name: str) -> str:
     """``name`` as one file name of fusec's own: letters, digits, ``_``, ``-`` and ``.`` only, no leading dot,
-    at most 80 characters (``../x`` becomes ``_.._x``)."""
-    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80]
-    return "_" + cleaned if not cleaned or cleaned.startswith(".") else cleaned
+    at most 120 characters (``../x`` becomes ``_.._x``). A longer name keeps its start and its last 48
+    characters (the extension, and a dump's kernel name and digest) around the SHA-256 of the whole name, so
+    two long names that differ anywhere stay two files."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+    if not cleaned or cleaned.startswith("."):
+        cleaned = "_" + cleaned
+    if len(cleaned) > _NAME_LIMIT:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+        head = _NAME_LIMIT - _NAME_TAIL - len(digest) - 2
+        cleaned = f"{cleaned[:head]}-{digest}-{cleaned[-_NAME_TAIL:]}"
+    return cleaned
 
 
 def write_private(directory: Path, name: str, data: bytes, *, replace: bool = True) -> Path:

@@ -264,6 +264,27 @@ def test_compile_failure_source_dump_stays_inside_fusecs_directory(monkeypatch: 
     assert sorted(p.name for p in tmp_path.rglob("*.cu")) == [saved.name]
 
 
+def test_compile_failure_source_dumps_of_a_long_named_function_do_not_overwrite_each_other(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Dump names were cut at 80 characters, dropping the kernel's name, the source's digest and ``.cu``: every
+    failed kernel of a function with a long name went to one file, each dump overwriting the one before."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    break_kernels(monkeypatch)
+    name = "a_function_with_a_rather_long_and_descriptive_name_" * 3
+    dumps = {}
+    for fn in (softmax, lambda x: np.exp(x) * 2):
+        with pytest.raises(CompileError) as info:
+            fusec.fuse(fn, name=name).ptxas(fusec.ArraySpec((64, 128), "float32"))
+        path = Path(re.search(r"its full source \(\d+ lines\) is in (\S+)", str(info.value)).group(1))
+        assert path.name.endswith(f".{info.value.kernel}.{hashlib.sha256(info.value.source.encode()).hexdigest()[:12]}"
+                                  ".cu"), path.name
+        assert len(path.name) <= 120
+        dumps[path] = info.value.source
+    assert len(dumps) == 2, "the second dump overwrote the first"
+    for path, source in dumps.items():
+        assert path.read_text() == source
+
+
 def test_precompile_skips_sound_entries_and_rebuilds_damaged_ones(cache_dir: Path) -> None:
     other = SMALL_SOURCE.replace("2.0f", "3.0f")
     assert runtime.precompile([SMALL_SOURCE, other], "sm_90", workers=1) == 2
