@@ -155,6 +155,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if usable:
         ok = _demo_gpu(fns, args.size)
     else:
+        if not args.no_gpu:
+            why += "; `fusec demo --no-gpu` runs this without looking for a GPU"
         print(f"no CUDA GPU found: running the NumPy reference backend on small inputs ({why})")
         ok = _demo_numpy(fns, args.size)
     if not ok:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ctypes.util
 import io
 import os
 import re
@@ -10,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -580,6 +582,52 @@ def test_demo_without_gpu_checks_against_numpy(capsys):
     assert 'extern "C"' not in out and "--verbose adds the CUDA source" in out
     assert len(out.splitlines()) <= 80
     assert out.rstrip().endswith("result checked against NumPy: OK")
+
+
+class _CudaRuntimeError(RuntimeError):
+    """What CuPy raises when the CUDA runtime fails (``status`` is the cudaError_t)."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(text)
+        self.status = status
+
+
+def _cupy_with_driver(monkeypatch, driver_version: int) -> None:
+    """CuPy (CUDA 13.2 runtime) on a machine whose driver is ``driver_version`` (0: none installed): the runtime
+    says "insufficient" in both cases, as a real one does."""
+    def device_count() -> int:
+        raise _CudaRuntimeError(35, "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA "
+                                    "runtime version")
+
+    runtime = SimpleNamespace(getDeviceCount=device_count, driverGetVersion=lambda: driver_version,
+                              runtimeGetVersion=lambda: 13020)
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(runtime=runtime)))
+
+
+def test_demo_without_nvidia_driver_says_no_driver_not_insufficient_version(capsys, monkeypatch):
+    """With no NVIDIA driver the demo said "CUDA driver version is insufficient" (the CUDA runtime's words)."""
+    _cupy_with_driver(monkeypatch, 0)
+    code, out, err = run_cli(capsys, "demo", "--size", "2^10")
+    assert (code, err) == (0, "")
+    line = next(line for line in out.splitlines() if line.startswith("no CUDA GPU found"))
+    assert "no NVIDIA GPU driver found" in line and "`fusec demo --no-gpu`" in line, line
+    assert "insufficient" not in out
+    assert out.rstrip().endswith("result checked against NumPy: OK")
+
+
+def test_demo_with_a_driver_too_old_for_cupy_names_both_versions(capsys, monkeypatch):
+    _cupy_with_driver(monkeypatch, 12040)
+    code, out, _ = run_cli(capsys, "demo", "--size", "2^10")
+    assert code == 0
+    assert "the NVIDIA driver supports CUDA 12.4, older than this CuPy's CUDA 13.2" in out
+    assert "fusec[cuda12]" in out and "`fusec demo --no-gpu`" in out
+
+
+@pytest.mark.skipif(cuda_gpu_present() or ctypes.util.find_library("cuda") is not None,
+                    reason="an NVIDIA driver is installed here")
+def test_demo_on_this_machine_without_nvidia_driver_says_so(capsys):
+    code, out, _ = run_cli(capsys, "demo", "--size", "2^10")
+    assert code == 0 and "no NVIDIA GPU driver found" in out and "insufficient" not in out
 
 
 def test_demo_verbose_adds_each_kernels_folded_source(capsys):
