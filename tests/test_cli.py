@@ -644,11 +644,40 @@ def test_demo_size_is_used(capsys):
     assert "x = f32[1024] ==" in out and "func @sum_abs(%x: f32[1024])" in out  # shown as run
 
 
-@pytest.mark.parametrize("size", ["0", "-5", "lots", "2^x"])
+@pytest.mark.parametrize("size", ["0", "-5", "lots", "2^x", "2^62", "2^400000", "9" * 5000, str(2**61)])
 def test_demo_bad_size_is_one_line_error(capsys, size):
     code, _, err = run_cli(capsys, "demo", f"--size={size}")
     assert code == 2
     assert_one_line_error(code, err, "--size")
+    assert len(err) < 300
+
+
+def test_demo_size_too_big_for_memory_is_a_clear_error_not_internal_error(capsys):
+    """``fusec demo --no-gpu --size 99999999999999`` printed the plans, then ended in "internal error:
+    MemoryError"; the size is checked against the memory there is before anything runs."""
+    code, out, err = run_cli(capsys, "demo", "--no-gpu", "--size", "99999999999999")
+    assert_one_line_error(code, err, "--size 99999999999999 needs about 745058.1 GiB to run",
+                          "of memory available on this machine: choose a --size of at most")
+    assert "internal error" not in err and out == ""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="an address-space limit (RLIMIT_AS) as Linux applies it")
+def test_demo_out_of_memory_while_running_is_a_clear_error_not_internal_error():
+    """Where the memory check cannot foresee the limit (here an address-space limit of 1.5 GiB, for a run of
+    2^28 elements: 1 GiB each for the input and a temporary), running out is still a one-line error, not
+    "internal error: MemoryError"."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")  # no per-core thread stacks within the limit
+    proc = subprocess.run([sys.executable, "-m", "fusec", "demo", "--no-gpu", "--size", "2^28"], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=300, preexec_fn=limit)
+    assert proc.returncode == 1, proc.stderr
+    assert_one_line_error(proc.returncode, proc.stderr, "choose a")  # (on a machine of less than 2 GiB, the check's)
+    assert "ran out of memory (MemoryError): choose a smaller --size" in proc.stderr or "needs about" in proc.stderr
 
 
 @pytest.mark.gpu
