@@ -77,7 +77,9 @@ def dir_problem(path: Path) -> str | None:
         return "it is a symbolic link"
     if not stat.S_ISDIR(info.st_mode):
         return "it is not a directory"
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+    if not hasattr(os, "getuid"):  # Windows: no POSIX owner or mode bits to read (ACLs decide)
+        return None
+    if info.st_uid != os.getuid():
         return "another user owns it"
     mode = stat.S_IMODE(info.st_mode)
     if mode & 0o022:
