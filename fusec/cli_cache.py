@@ -2,9 +2,10 @@
 ``fusec cache clear`` to empty it.
 
 The cache is :mod:`fusec.cubin_cache`'s (``$FUSEC_CUBIN_CACHE``, default ``~/.cache/fusec/cubin``) and its
-trust rules hold here too: a directory that is a symbolic link, not a directory, or another user's is
-reported and left alone; ``clear`` removes only the entries fusec names (``<sha256>.cubin``) and its
-temporary files, each a regular file, never following a link; the cache's secret (``cache.key``) stays.
+trust rules hold here too: a directory that is a symbolic link, not a directory, another user's, or
+writable by other users is reported and left alone; ``clear`` removes only the entries fusec names
+(``<sha256>.cubin``) and its temporary files, each a regular file, never following a link; the cache's
+secret (``cache.key``) stays.
 """
 
 from __future__ import annotations
@@ -12,12 +13,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fusec.cubin_cache import KEY_NAME, cubin_dir
+from fusec.cubin_cache import KEY_NAME, cubin_dir, dir_problem
 
 _ENTRY = re.compile(r"^[0-9a-f]{64}\.cubin$")
 _TEMPORARY = re.compile(r"^\.[0-9a-f]{64}\.cubin\..+\.tmp$")
@@ -52,19 +52,7 @@ def _size(nbytes: int) -> str:
 
 
 def _state(path: Path) -> str:
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return "missing"
-    except OSError as exc:
-        return f"cannot read it ({exc.strerror})"
-    if stat.S_ISLNK(info.st_mode):
-        return "it is a symbolic link"
-    if not stat.S_ISDIR(info.st_mode):
-        return "it is not a directory"
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        return "another user owns it"
-    return "ok"
+    return dir_problem(path) or "ok"
 
 
 def _files(path: Path, pattern: re.Pattern[str]) -> list[tuple[Path, int]]:

@@ -8,13 +8,16 @@ run: timings on a GPU, the NumPy reference backend without one, each result chec
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 import numpy as np
 
 import fusec
+from fusec.errors import FusecValueError
 from fusec.gpu import gpu_status
+from fusec.ir.infer import MAX_ELEMENTS
 from fusec.ir.ops import Kind
 from fusec.progress import progress
 
@@ -67,15 +70,73 @@ def traffic(graph: Any) -> tuple[int, int, int]:
     return kernels, moved, minimum
 
 
+MAX_SIZE = MAX_ELEMENTS // 4  # float32 elements of the largest array (2^63 - 1 bytes, NumPy's limit)
+
+
 def _parse_size(text: str) -> int:
+    """``--size``: a positive integer (``67108864``, ``2^26``, ``0x4000000``) no larger than an array of float32
+    can be; whether the machine has the memory to run it is :func:`_check_memory`'s."""
+    expected = f"expected a positive integer such as 67108864 or 2^26, got '{text[:40]}'"
     try:
-        value = 2 ** int(text[2:]) if text.startswith("2^") else int(text, 0)
+        if text.startswith("2^"):
+            exponent = int(text[2:])
+            if exponent > MAX_SIZE.bit_length():  # 2^400000: refused before it is computed
+                raise argparse.ArgumentTypeError(f"{text} is more than {MAX_SIZE} float32 elements, the most an "
+                                                 "array can hold (2^63 - 1 bytes)")
+            value = 2**exponent
+        else:
+            value = int(text, 0)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer such as 67108864 or 2^26, got '{text}'"
-                                         ) from None
+        if text.isdigit():  # more digits than Python converts: far more than any array holds
+            raise argparse.ArgumentTypeError(f"{text[:20]}... ({len(text)} digits) is more than {MAX_SIZE} float32 "
+                                             "elements, the most an array can hold (2^63 - 1 bytes)") from None
+        raise argparse.ArgumentTypeError(expected) from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"the size must be at least 1, got {value}")
+    if value > MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"{value} is more than {MAX_SIZE} float32 elements, the most an array "
+                                         "can hold (2^63 - 1 bytes)")
     return value
+
+
+def _available_memory(gpu: bool) -> int | None:
+    """Bytes free on the GPU (CuPy's device) or available on the host (``MemAvailable``, else the physical
+    memory); None when unknown."""
+    if gpu:
+        from fusec.gpu import cupy_module
+
+        return int(cupy_module().cuda.runtime.memGetInfo()[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _check_memory(size: int | None, gpu: bool) -> None:
+    """Refuse, before anything is printed, a ``--size`` whose run needs more memory than there is: the sum_abs
+    input and a temporary as large (the unfused run's ``abs(x)``, the reference's), float32, on the GPU (when
+    the run is there) and on the host."""
+    if size is None:
+        return
+    needed = 2 * 4 * size
+    for device in (True, False) if gpu else (False,):  # a GPU run checks its results on the host too
+        available = _available_memory(device)
+        if available is not None and needed > available:
+            where = "GPU memory free" if device else "memory available on this machine"
+            raise FusecValueError(f"--size {size} needs about {_gib(needed)} to run (the float32 input and a "
+                                  f"temporary as large), more than the {_gib(available)} of {where}: choose a "
+                                  f"--size of at most {available // 8}", loc="")
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.1f} GiB"
 
 
 def _show_case(fused: fusec.Fused, name: str, formula: str, shape: tuple[int, ...], verbose: bool) -> None:
@@ -143,6 +204,8 @@ def _demo_gpu(fns: dict[str, fusec.Fused], size: int | None) -> bool:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run ``fusec demo`` (see the module docstring); 0 when every result matches NumPy."""
+    usable, why = (False, "--no-gpu given") if args.no_gpu else gpu_status()
+    _check_memory(args.size, usable)
     fns = {name: fusec.fuse(fn, name=name) for name, _, fn, _, _ in DEMO_CASES}
     what = "IR, plan, bytes moved and CUDA source" if args.verbose else "IR, plan and bytes moved"
     print(f"fusec demo: trace sum(abs(x)) and a row softmax, show their {what}, run and check them"
@@ -151,12 +214,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if name == "sum_abs" and args.size:
             shape = (args.size,)
         _show_case(fns[name], name, formula, shape, args.verbose)
-    usable, why = (False, "--no-gpu given") if args.no_gpu else gpu_status()
-    if usable:
-        ok = _demo_gpu(fns, args.size)
-    else:
-        print(f"no CUDA GPU found: running the NumPy reference backend on small inputs ({why})")
-        ok = _demo_numpy(fns, args.size)
+    try:
+        if usable:
+            ok = _demo_gpu(fns, args.size)
+        else:
+            if not args.no_gpu:
+                why += "; `fusec demo --no-gpu` runs this without looking for a GPU"
+            print(f"no CUDA GPU found: running the NumPy reference backend on small inputs ({why})")
+            ok = _demo_numpy(fns, args.size)
+    except MemoryError as exc:  # CuPy's OutOfMemoryError too: more than _check_memory could foresee
+        raise FusecValueError(f"the demo ran out of memory ({type(exc).__name__}): choose a smaller --size",
+                              loc="") from None
     if not ok:
         print("fusec: error: a result differs from NumPy beyond the tolerance", file=sys.stderr)
         return 1
@@ -173,7 +241,7 @@ def add_parser(sub: Any) -> None:
                                       "reference backend on small inputs. Every result is checked against NumPy.")
     demo.add_argument("--size", type=_parse_size, metavar="N",
                       help="elements of the sum_abs input, shown and run (default: 2^28 shown; run with 2^26 on a "
-                           "GPU, 2^16 on the CPU)")
+                           "GPU, 2^16 on the CPU); refused up front when the run needs more memory than there is")
     demo.add_argument("--no-gpu", action="store_true", help="use the NumPy reference backend even if a GPU is there")
     demo.add_argument("--verbose", action="store_true", help="also print each kernel's CUDA source")
     demo.set_defaults(run=cmd_demo)

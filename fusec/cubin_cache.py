@@ -7,7 +7,9 @@ fills the cache for many sources in parallel processes (the fuzzer's corpus, war
 (:mod:`fusec.runtime`) loads the cubins.
 
 What is trusted: only entries this user's fusec wrote. The cache directory is created ``0700`` and used only
-when it is a real directory (not a symbolic link) owned by the current user; it holds a per-user secret,
+when it is a real directory (not a symbolic link) owned by the current user and writable by no one else; the
+mode of an existing directory is never changed (``FUSEC_CUBIN_CACHE=/tmp`` must not lock others out of
+``/tmp``), one that fails these checks is named in a warning on the ``fusec`` logger. It holds a per-user secret,
 ``cache.key`` (32 random bytes, created ``0600``, used only when owned by the user and readable by no one
 else). Each entry is a header (magic line, the cubin's length, HMAC-SHA256 under that secret of the entry's
 name and the cubin) and the cubin: an entry written by anyone without the secret (a foreign cubin under the
@@ -60,20 +62,56 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 
 
-def owned_dir(path: Path) -> Path | None:
-    """``path`` as a directory fusec may keep files in: created ``0700`` (with its parents) if missing; a real
-    directory (not a symbolic link) owned by the current user, made private (``0700``) if it was not. None when
-    it cannot be (another user's directory, a symbolic link, a file, no permission)."""
+def dir_problem(path: Path) -> str | None:
+    """Why fusec keeps no files in the directory ``path`` as it is now, or None when it may: ``"missing"``, or
+    it is a symbolic link, not a directory, another user's, or writable by other users (group or world: they
+    could replace or remove what fusec keeps there). fusec never changes the mode of an existing directory, so
+    the user decides who shares it."""
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = os.lstat(path)
-        if not stat.S_ISDIR(info.st_mode) or (hasattr(os, "getuid") and info.st_uid != os.getuid()):
-            return None
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            os.chmod(path, 0o700)
-    except OSError:
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror})"
+    if stat.S_ISLNK(info.st_mode):
+        return "it is a symbolic link"
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a directory"
+    if not hasattr(os, "getuid"):  # Windows: no POSIX owner or mode bits to read (ACLs decide)
         return None
-    return path
+    if info.st_uid != os.getuid():
+        return "another user owns it"
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o022:
+        return (f"other users can write to it (mode {mode:04o}); fusec does not change an existing directory's "
+                f"mode: remove their write permission (chmod go-w) or choose a directory of your own")
+    return None
+
+
+_REPORTED: set[tuple[str, str]] = set()
+
+
+def owned_dir(path: Path, purpose: str = "fusec's files") -> Path | None:
+    """``path`` as a directory fusec may keep files in: created ``0700`` if missing (its missing parents with
+    the default mode); an existing one is used as it is, never ``chmod``-ed, when :func:`dir_problem` finds
+    nothing wrong with it. None when it cannot be used (a symbolic link, a file, another user's, writable by
+    others, no permission): then a warning on the ``fusec`` logger, once per directory and reason, says why
+    ``purpose`` (``"the cubin cache"``) is not kept there."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        problem = dir_problem(path)
+    except OSError as exc:
+        problem = f"cannot create it ({exc.strerror})"
+    if problem is None:
+        return path
+    if (str(path), problem) not in _REPORTED:
+        _REPORTED.add((str(path), problem))
+        logs.warn("fusec does not keep %s in %s: %s", purpose, path, problem)
+    return None
 
 
 def failed_sources_dir() -> Path | None:
@@ -81,7 +119,7 @@ def failed_sources_dir() -> Path | None:
     beside the cache directory's default place (``~/.cache/fusec/failed-kernels``), a directory of
     :func:`owned_dir`; None when there is none to use."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fusec"
-    return owned_dir(base / "failed-kernels")
+    return owned_dir(base / "failed-kernels", "the sources of kernels that did not compile")
 
 
 def read_private(path: Path, limit: int) -> bytes | None:
@@ -105,11 +143,23 @@ def read_private(path: Path, limit: int) -> bytes | None:
         os.close(fd)
 
 
+_NAME_LIMIT = 120  # characters of an entry's name: with a temporary file's suffix, well under 255 bytes
+_NAME_TAIL = 48  # characters kept from the end of a long name: a dump's kernel, digest and ``.cu``
+
+
 def _safe_name(name: str) -> str:
     """``name`` as one file name of fusec's own: letters, digits, ``_``, ``-`` and ``.`` only, no leading dot,
-    at most 80 characters (``../x`` becomes ``_.._x``)."""
-    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80]
-    return "_" + cleaned if not cleaned or cleaned.startswith(".") else cleaned
+    at most 120 characters (``../x`` becomes ``_.._x``). A longer name keeps its start and its last 48
+    characters (the extension, and a dump's kernel name and digest) around the SHA-256 of the whole name, so
+    two long names that differ anywhere stay two files."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+    if not cleaned or cleaned.startswith("."):
+        cleaned = "_" + cleaned
+    if len(cleaned) > _NAME_LIMIT:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+        head = _NAME_LIMIT - _NAME_TAIL - len(digest) - 2
+        cleaned = f"{cleaned[:head]}-{digest}-{cleaned[-_NAME_TAIL:]}"
+    return cleaned
 
 
 def write_private(directory: Path, name: str, data: bytes, *, replace: bool = True) -> Path:
@@ -169,10 +219,10 @@ def cache_key(directory: Path) -> bytes | None:
     return None
 
 
-def trusted_dir(path: Path) -> tuple[Path, bytes] | None:
-    """``path`` as a fusec cache directory (:func:`owned_dir`) and its secret (:func:`cache_key`), or None when
-    it cannot be trusted (then nothing is cached there)."""
-    directory = owned_dir(path)
+def trusted_dir(path: Path, purpose: str = "fusec's cache") -> tuple[Path, bytes] | None:
+    """``path`` as a fusec cache directory (:func:`owned_dir`, which warns when it refuses it) and its secret
+    (:func:`cache_key`), or None when it cannot be trusted (then nothing is cached there)."""
+    directory = owned_dir(path, purpose)
     if directory is None:
         return None
     key = cache_key(directory)
@@ -237,7 +287,7 @@ _MAX_ENTRY_BYTES = 1 << 30
 
 def _trusted_cache() -> tuple[Path, bytes] | None:
     """The cubin cache's directory and its secret, or None when it cannot be trusted."""
-    return trusted_dir(cubin_dir())
+    return trusted_dir(cubin_dir(), "the cubin cache ($FUSEC_CUBIN_CACHE)")
 
 
 def read_cubin(path: Path) -> bytes | None:

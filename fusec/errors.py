@@ -74,10 +74,18 @@ def user_location() -> str | None:
         if frame.f_code in _ENTRY_POINTS:
             return None
         filename = frame.f_code.co_filename
-        if not _library_file(filename, cwd):
+        if not _library_file(filename, cwd) and not _generated_by_fusec(frame):
             return f"{filename}:{frame.f_lineno}"
         frame = frame.f_back
     return None
+
+
+def _generated_by_fusec(frame: types.FrameType) -> bool:
+    """Whether ``frame`` runs code that one of fusec's modules generated with ``exec`` (a dataclass's
+    ``__init__``, whose file is ``<string>``, like code the user runs with ``python -c``): its globals are that
+    fusec module's."""
+    name = frame.f_globals.get("__name__") or ""
+    return frame.f_code.co_filename.startswith("<") and (name == "fusec" or name.startswith("fusec."))
 
 
 class FusecError(Exception):

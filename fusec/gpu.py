@@ -32,9 +32,33 @@ def gpu_status() -> tuple[bool, str]:
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # no driver, a driver too old for this CuPy, ...
-        text = str(exc).splitlines()[0] if str(exc) else ""
-        return False, f"{type(exc).__name__}: {text}".rstrip(": ")
+        return False, _why_no_device(cupy, exc)
     return (count > 0), ("" if count > 0 else "CuPy sees no CUDA device")
+
+
+_INSUFFICIENT_DRIVER = 35  # cudaErrorInsufficientDriver: also what the runtime says when there is no driver
+
+
+def _why_no_device(cupy: Any, exc: Exception) -> str:
+    """Why CuPy's device count failed with ``exc``, in words: the CUDA runtime reports a missing driver as
+    "CUDA driver version is insufficient", so the driver's version (0 when there is none) tells the two apart."""
+    try:
+        driver, runtime = cupy.cuda.runtime.driverGetVersion(), cupy.cuda.runtime.runtimeGetVersion()
+    except Exception:
+        driver = runtime = None
+    if driver == 0:
+        return "no NVIDIA GPU driver found: the CUDA driver library, libcuda, is not installed"
+    if getattr(exc, "status", None) == _INSUFFICIENT_DRIVER and driver and runtime:
+        return (f"the NVIDIA driver supports CUDA {_version(driver)}, older than this CuPy's CUDA "
+                f"{_version(runtime)}: update the driver, or install the fusec extra of its CUDA version "
+                "(fusec[cuda12] for a CUDA 12 driver)")
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}".rstrip(": ")
+
+
+def _version(cuda: int) -> str:
+    """A CUDA version number as CUDA writes it (12040 -> "12.4")."""
+    return f"{cuda // 1000}.{cuda % 1000 // 10}"
 
 
 def require_gpu(what: str = "explain(..., run=True)", hint: str = "leave run=False to see the plan without a GPU"

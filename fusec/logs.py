@@ -45,6 +45,13 @@ def emit(topic: str, message: str, *args: object) -> None:
     _LOGGERS[topic].info(message, *args)
 
 
+def warn(message: str, *args: object) -> None:
+    """Log ``message % args`` at WARNING on the ``fusec`` logger: shown on stderr unless the application's
+    logging configuration hides it (for what fusec declined to do and why: a cache directory it does not
+    use)."""
+    ROOT.warning(message, *args)
+
+
 def layout_change(old: tuple, new: tuple) -> str:
     """What differs between two launch-layout keys of one kernel (:meth:`fusec.runtime.KernelLauncher.
     cached_recipe`'s: the device, the forced schedule, autotuning, then per array its shape, strides, dtype and pointer
@@ -110,4 +117,4 @@ def configure_from_environment() -> None:
     set_logs(",".join(chosen))
 
 
-__all__ = ["TOPICS", "configure_from_environment", "emit", "logger", "on", "parse_topics", "set_logs"]
+__all__ = ["TOPICS", "configure_from_environment", "emit", "logger", "on", "parse_topics", "set_logs", "warn"]

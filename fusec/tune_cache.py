@@ -7,8 +7,9 @@ which accesses are contiguous, broadcast or aligned, and changes whenever fusec'
 and each input's shape, strides and alignment. The entry holds the winning schedule's text (which
 :func:`fusec.schedule.parse_schedule` reads back into that very schedule) and the times measured.
 
-The trust rules are the cubin cache's, with its code (:mod:`fusec.cubin_cache`): a ``0700`` directory of
-this user's that is not a symbolic link, a per-directory secret ``cache.key`` (``0600``), every entry
+The trust rules are the cubin cache's, with its code (:mod:`fusec.cubin_cache`): a directory of this user's
+(created ``0700``) that is not a symbolic link and that no one else can write to (never ``chmod``-ed: one that
+fails is named in a warning and not used), a per-directory secret ``cache.key`` (``0600``), every entry
 HMAC-signed under it for its own name, files opened without following links and written atomically. An
 entry that fails any check (tampered, foreign, truncated, another format) is ignored: the kernel is tuned
 again and the entry overwritten. A directory that cannot be trusted is not used: every process tunes.
@@ -28,6 +29,7 @@ from fusec.cubin_cache import pack_signed, read_private, trusted_dir, unpack_sig
 
 TUNE_MAGIC = b"fusec-tune 1\n"
 _MAX_ENTRY_BYTES = 1 << 20
+_PURPOSE = "the tune cache ($FUSEC_TUNE_CACHE)"
 
 
 def tune_dir() -> Path:
@@ -71,7 +73,7 @@ class TuneEntry:
 def load(key: str) -> TuneEntry | None:
     """The entry of ``key``, or None when there is none, or it is not whole and signed by this cache, or the
     cache cannot be trusted."""
-    trusted = trusted_dir(tune_dir())
+    trusted = trusted_dir(tune_dir(), _PURPOSE)
     if trusted is None:
         return None
     directory, secret = trusted
@@ -91,7 +93,7 @@ def load(key: str) -> TuneEntry | None:
 def store(entry: TuneEntry) -> bool:
     """Write (or overwrite) ``entry``, signed, atomically; False when the cache cannot be trusted or the write
     fails (the winner then lives only in this process)."""
-    trusted = trusted_dir(tune_dir())
+    trusted = trusted_dir(tune_dir(), _PURPOSE)
     if trusted is None:
         return False
     directory, secret = trusted

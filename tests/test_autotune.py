@@ -258,6 +258,21 @@ def test_autotune_refuses_entries_it_did_not_sign(tune_dir) -> None:
     assert _retimed(region)
 
 
+def test_tune_cache_directory_writable_by_others_is_refused_not_chmodded(tune_dir, caplog) -> None:
+    """The tune cache chmod-ed an existing directory 0700 too. One others can write to is left as it is and
+    not used: every process tunes; a warning names it."""
+    tune_dir.mkdir()
+    tune_dir.chmod(0o777)
+    region = region_of("rows_regs")
+    pick = candidates(analyze(region))[1]
+    with caplog.at_level("WARNING", logger="fusec"):
+        first = autotune.tuned_schedule(region, {}, H200, _same_outputs, _favour(pick))
+        assert not first.from_cache and _retimed(region)
+    assert stat.S_IMODE(os.lstat(tune_dir).st_mode) == 0o777 and list(tune_dir.iterdir()) == []
+    assert any(f"does not keep the tune cache ($FUSEC_TUNE_CACHE) in {tune_dir}: other users can write" in
+               r.getMessage() for r in caplog.records), caplog.text
+
+
 def test_autotune_cache_follows_no_symbolic_links(tune_dir, tmp_path, monkeypatch) -> None:
     region, pick, path = _tuned_entry(tune_dir)
     elsewhere = tmp_path / "elsewhere.tune"

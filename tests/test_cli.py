@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ctypes.util
 import io
 import os
 import re
@@ -10,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -582,6 +584,52 @@ def test_demo_without_gpu_checks_against_numpy(capsys):
     assert out.rstrip().endswith("result checked against NumPy: OK")
 
 
+class _CudaRuntimeError(RuntimeError):
+    """What CuPy raises when the CUDA runtime fails (``status`` is the cudaError_t)."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(text)
+        self.status = status
+
+
+def _cupy_with_driver(monkeypatch, driver_version: int) -> None:
+    """CuPy (CUDA 13.2 runtime) on a machine whose driver is ``driver_version`` (0: none installed): the runtime
+    says "insufficient" in both cases, as a real one does."""
+    def device_count() -> int:
+        raise _CudaRuntimeError(35, "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA "
+                                    "runtime version")
+
+    runtime = SimpleNamespace(getDeviceCount=device_count, driverGetVersion=lambda: driver_version,
+                              runtimeGetVersion=lambda: 13020)
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(runtime=runtime)))
+
+
+def test_demo_without_nvidia_driver_says_no_driver_not_insufficient_version(capsys, monkeypatch):
+    """With no NVIDIA driver the demo said "CUDA driver version is insufficient" (the CUDA runtime's words)."""
+    _cupy_with_driver(monkeypatch, 0)
+    code, out, err = run_cli(capsys, "demo", "--size", "2^10")
+    assert (code, err) == (0, "")
+    line = next(line for line in out.splitlines() if line.startswith("no CUDA GPU found"))
+    assert "no NVIDIA GPU driver found" in line and "`fusec demo --no-gpu`" in line, line
+    assert "insufficient" not in out
+    assert out.rstrip().endswith("result checked against NumPy: OK")
+
+
+def test_demo_with_a_driver_too_old_for_cupy_names_both_versions(capsys, monkeypatch):
+    _cupy_with_driver(monkeypatch, 12040)
+    code, out, _ = run_cli(capsys, "demo", "--size", "2^10")
+    assert code == 0
+    assert "the NVIDIA driver supports CUDA 12.4, older than this CuPy's CUDA 13.2" in out
+    assert "fusec[cuda12]" in out and "`fusec demo --no-gpu`" in out
+
+
+@pytest.mark.skipif(cuda_gpu_present() or ctypes.util.find_library("cuda") is not None,
+                    reason="an NVIDIA driver is installed here")
+def test_demo_on_this_machine_without_nvidia_driver_says_so(capsys):
+    code, out, _ = run_cli(capsys, "demo", "--size", "2^10")
+    assert code == 0 and "no NVIDIA GPU driver found" in out and "insufficient" not in out
+
+
 def test_demo_verbose_adds_each_kernels_folded_source(capsys):
     code, out, err = run_cli(capsys, "demo", "--no-gpu", "--verbose")
     assert (code, err) == (0, "")
@@ -596,11 +644,40 @@ def test_demo_size_is_used(capsys):
     assert "x = f32[1024] ==" in out and "func @sum_abs(%x: f32[1024])" in out  # shown as run
 
 
-@pytest.mark.parametrize("size", ["0", "-5", "lots", "2^x"])
+@pytest.mark.parametrize("size", ["0", "-5", "lots", "2^x", "2^62", "2^400000", "9" * 5000, str(2**61)])
 def test_demo_bad_size_is_one_line_error(capsys, size):
     code, _, err = run_cli(capsys, "demo", f"--size={size}")
     assert code == 2
     assert_one_line_error(code, err, "--size")
+    assert len(err) < 300
+
+
+def test_demo_size_too_big_for_memory_is_a_clear_error_not_internal_error(capsys):
+    """``fusec demo --no-gpu --size 99999999999999`` printed the plans, then ended in "internal error:
+    MemoryError"; the size is checked against the memory there is before anything runs."""
+    code, out, err = run_cli(capsys, "demo", "--no-gpu", "--size", "99999999999999")
+    assert_one_line_error(code, err, "--size 99999999999999 needs about 745058.1 GiB to run",
+                          "of memory available on this machine: choose a --size of at most")
+    assert "internal error" not in err and out == ""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="an address-space limit (RLIMIT_AS) as Linux applies it")
+def test_demo_out_of_memory_while_running_is_a_clear_error_not_internal_error():
+    """Where the memory check cannot foresee the limit (here an address-space limit of 1.5 GiB, for a run of
+    2^28 elements: 1 GiB each for the input and a temporary), running out is still a one-line error, not
+    "internal error: MemoryError"."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")  # no per-core thread stacks within the limit
+    proc = subprocess.run([sys.executable, "-m", "fusec", "demo", "--no-gpu", "--size", "2^28"], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=300, preexec_fn=limit)
+    assert proc.returncode == 1, proc.stderr
+    assert_one_line_error(proc.returncode, proc.stderr, "choose a")  # (on a machine of less than 2 GiB, the check's)
+    assert "ran out of memory (MemoryError): choose a smaller --size" in proc.stderr or "needs about" in proc.stderr
 
 
 @pytest.mark.gpu

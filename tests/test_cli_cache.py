@@ -79,3 +79,14 @@ def test_cache_clear_follows_no_link_and_refuses_a_linked_directory(
     monkeypatch.setenv("FUSEC_CUBIN_CACHE", str(linked))
     code, _, err = run_cli(capsys, "cache", "clear")
     assert code == 1 and err.startswith("fusec: error: the cubin cache") and "symbolic link" in err
+
+
+def test_cache_reports_a_directory_writable_by_others_and_leaves_it_alone(
+        cache_dir: Path, capsys: pytest.CaptureFixture) -> None:
+    cache_dir.mkdir()
+    cache_dir.chmod(0o1777)
+    code, out, _ = run_cli(capsys, "cache")
+    assert code == 0 and "not used: other users can write to it (mode 1777)" in out
+    with pytest.raises(OSError, match="not fusec's to clear: other users can write to it"):
+        clear_cache()
+    assert (cache_dir.stat().st_mode & 0o7777) == 0o1777

@@ -256,10 +256,14 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
         if op.accepts and x_dtype.kind not in op.accepts:
             raise FusecTypeError(f"{op_name} needs a {op.accepts} operand, got {x_dtype}")
         if op_name in NO_IDENTITY and any(x_shape[a] == 0 for a in axes):
-            numpy_name = "maximum" if "max" in op_name else "minimum"
+            if op.index_result:  # NumPy's words: argmax and argmin have no value to give for an empty axis
+                raise FusecValueError(f"attempt to get {op_name} of an empty sequence",
+                                      hint=f"{op_name} of an empty extent is undefined; check the shape before "
+                                           "calling")
             raise FusecValueError(
-                f"zero-size array to reduction operation {numpy_name} which has no identity",
-                hint=f"{op_name} of an empty extent is undefined; check the shape before calling",
+                f"zero-size array to reduction operation {op.combine} which has no identity",  # NumPy's ufunc
+                hint=f"{op_name} of an empty extent is undefined: pass initial= (its value there) or check the "
+                     "shape before calling",
             )
         if op_name in ("argmax", "argmin") and not axes and x_shape:
             raise FusecValueError(f"{op_name} reduces at least one axis (the flat index over them), got none")

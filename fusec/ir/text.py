@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -236,11 +237,21 @@ class _Line:
         tok = self.take("global")[1:]
         return json.loads(tok) if tok.startswith('"') else tok
 
+    def integer(self, tok: str) -> int:
+        """The integer ``tok`` (digits, maybe signed); an error naming this line when Python will not convert
+        it (more than ``sys.get_int_max_str_digits()`` digits, 4300 by default)."""
+        try:
+            return int(tok)
+        except ValueError:
+            digits = len(tok.lstrip("+-"))
+            raise self.error(f"an integer of {digits} digits ({tok[:12]}...) is longer than Python converts "
+                             f"({sys.get_int_max_str_digits()} digits)") from None
+
     def dim(self) -> int:
         tok = self.take("num")
         if not tok.isdigit():
             raise self.error(f"bad dimension {tok!r}")
-        return int(tok)
+        return self.integer(tok)
 
     def type(self) -> tuple[np.dtype, Shape]:
         name = self.take("ident")
@@ -257,7 +268,7 @@ class _Line:
                 raise self.error(f"a value nested more than {MAX_NESTING} lists deep")
             return tuple(self.seq("]", lambda: self.value(depth + 1)))
         if kind == "num":
-            return float(tok) if any(c in tok for c in ".eEin") else int(tok)
+            return float(tok) if any(c in tok for c in ".eEin") else self.integer(tok)
         if kind == "str":
             return json.loads(tok)
         if kind == "ident" and tok in _WORDS:

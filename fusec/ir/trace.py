@@ -46,7 +46,7 @@ from fusec.ir.hints import (
     keyword_hint,
     unsupported_hint,
 )
-from fusec.ir.infer import broadcast_shapes, normalize_axes
+from fusec.ir.infer import broadcast_shapes, normalize_axes, reduced_shape
 from fusec.ir.ops import OPS
 from fusec.ir.scalars import Scalar
 
@@ -393,12 +393,26 @@ def _masked_reduction(name: str, x: Node, axis: Any, dtype: Any, keepdims: bool,
                                             if mask.shape != shape else mask), axis, keepdims=keepdims).node
             result_dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.mean_dtype(x.dtype)[1]
             return Tracer(cast(_node("div", [cast(total, dtypes.FLOAT64), cast(count, dtypes.FLOAT64)]), result_dt))
-    result = reduction(name, Tracer(x), axis, dtype, keepdims=keepdims)
+    empty = _reduced_shape_if_empty(x, axis, keepdims) if maximal and initial is not None else None
+    if empty is not None:  # max/min over an empty extent: ``initial`` alone, as NumPy gives it
+        fill = _weak_to(initial, x.dtype)
+        result = Tracer(_node("broadcast_to", [fill], {"shape": list(empty)}) if empty else fill)
+    else:
+        result = reduction(name, Tracer(x), axis, dtype, keepdims=keepdims)
     if initial is None:
         return result
     combine = {"sum": np.add, "nansum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
                "nanmax": np.fmax, "nanmin": np.fmin, "any": np.logical_or, "all": np.logical_and}[op]
     return Tracer(cast(apply_ufunc(combine, (result, initial)).node, result.node.dtype))
+
+
+def _reduced_shape_if_empty(x: Node, axis: Any, keepdims: bool) -> tuple[int, ...] | None:
+    """The result shape of reducing ``x`` over ``axis`` when an axis reduced is empty (nothing to combine), else
+    None."""
+    if x.ndim == 0:
+        return None
+    axes = normalize_axes(axis, x.ndim, allow_tuple=True)
+    return reduced_shape(x.shape, axes, keepdims) if any(x.shape[a] == 0 for a in axes) else None
 
 
 def _weak_to(value: Any, dt: np.dtype) -> Node:

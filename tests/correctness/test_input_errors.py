@@ -10,6 +10,7 @@ class whose module is ``cupy`` (fusec tells the libraries apart by the type's mo
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -212,6 +213,43 @@ def test_fusec_short_names_in_traced_code_are_refused_with_numpys_spelling() -> 
     with pytest.raises(FusecError, match="dtype float128 is not supported"):  # NumPy's "f16" is 16 bytes
         fusec.fuse(lambda a: a.astype("f16"))(a)
     assert fusec.ArraySpec.parse("i8[3]").dtype == np.int8  # the command line's f32[...] names stay fusec's
+
+
+def test_array_spec_error_names_the_callers_line_not_string() -> None:
+    """ArraySpec's errors pointed at ``<string>:6`` (the dataclass's generated ``__init__``)."""
+    line = sys._getframe().f_lineno + 2
+    with pytest.raises(FusecError) as info:
+        fusec.ArraySpec((4,), "floaty")
+    assert info.value.loc == f"{__file__}:{line}", info.value.loc
+
+
+@pytest.mark.parametrize(("shape", "strides", "raises", "fragment"), [
+    ((4.5, 4), None, TypeError, "dimension 0 is float 4.5, not an integer"),
+    (("4",), None, TypeError, "dimension 0 is str '4', not an integer"),
+    ((True, 2), None, TypeError, "dimension 0 is bool True, not an integer"),
+    ((2, np.bool_(True)), None, TypeError, "dimension 1 is numpy.bool True, not an integer"),
+    ((2, np.float64(3.0)), None, TypeError, "dimension 1 is numpy.float64 3.0, not an integer"),
+    ("44", None, TypeError, "shape must be an integer or a sequence of integers, got str '44'"),
+    (4.0, None, TypeError, "shape must be an integer or a sequence of integers, got float 4.0"),
+    ((-1, 2), None, ValueError, "negative dimension"),
+    ((4, 4), (1.5, 1), TypeError, "stride 0 is float 1.5, not an integer"),
+    ((4, 4), (1,), ValueError, "give 1 stride(s) for the 2 dimension(s)"),
+], ids=["float", "str", "bool", "numpy_bool", "numpy_float", "str_shape", "float_shape", "negative",
+        "float_stride", "strides_of_another_rank"])
+def test_array_spec_float_str_or_bool_dimension_is_refused_not_truncated(shape, strides, raises, fragment) -> None:
+    """``ArraySpec((4.5, 4))`` became ``[4, 4]``, and ``"4"`` and ``True`` were taken as dimensions."""
+    line = sys._getframe().f_lineno + 2
+    with pytest.raises(raises) as info:
+        fusec.ArraySpec(shape, "float32", strides)
+    assert isinstance(info.value, FusecError) and fragment in info.value.message, str(info.value)
+    assert info.value.loc == f"{__file__}:{line}"
+
+
+def test_array_spec_takes_python_and_numpy_integers() -> None:
+    spec = fusec.ArraySpec([np.int32(2), 3, np.uint8(0)], "float32", (np.int64(-1), 2, 1))
+    assert spec.shape == (2, 3, 0) and all(type(d) is int for d in spec.shape) and spec.strides == (-1, 2, 1)
+    assert fusec.ArraySpec(np.int64(5)).shape == (5,) and fusec.ArraySpec(np.array([2, 3])).shape == (2, 3)
+    assert fusec.ArraySpec(()).shape == ()
 
 
 def test_masked_array_argument_is_refused_not_silently_unmasked() -> None:

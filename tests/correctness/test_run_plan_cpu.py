@@ -70,3 +70,20 @@ def test_run_plan_orders_views_and_kernels_as_numpy_computes(name: str, layout: 
         want = fn(x)
     assert launcher.launched == [k.name for k in plan.kernels]
     assert_matches_numpy(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(("fn", "shape"), [
+    (lambda x: x.max(axis=1, initial=-1.0) * 2, (3, 0)),
+    (lambda x: np.min(x, axis=0, keepdims=True, initial=7, where=x > 0), (0, 4)),
+    (lambda x: x.min(initial=5.0) * 2, (0, 2)),
+], ids=["max_axis", "min_where_keepdims", "min_all"])
+def test_run_plan_max_min_with_initial_over_an_empty_axis_gives_initial(fn: Any, shape: tuple[int, ...],
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planned kernels of a max/min with ``initial=`` over an empty axis write the initial value (no
+    reduction over the empty extent reaches a kernel)."""
+    monkeypatch.setattr(fusec.runtime, "cupy_module", lambda: np)
+    x = np.zeros(shape, np.float32)
+    plan = fusec.fuse(fn).plan(x)
+    assert not any(n.op in ("max", "min") for k in plan.kernels for n in k.region.nodes)
+    (got,) = fusec.runtime.run_plan(plan, [x], launcher=InterpreterLauncher())
+    assert_matches_numpy(got, fn(x), exact=True)

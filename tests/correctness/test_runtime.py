@@ -191,6 +191,38 @@ def test_cubin_cache_directory_is_0700_and_its_secret_0600(tmp_path: Path, monke
     assert stat.S_IMODE(cubin_cache.cubin_path(SMALL_SOURCE, "sm_90").stat().st_mode) == 0o600
 
 
+def test_cubin_cache_existing_directory_keeps_its_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An existing directory of the user's was chmod-ed 0700 silently: a group-readable cache stopped being
+    shared. Its mode stays; it is used, as no one else can write to it."""
+    cache = tmp_path / "shared"
+    cache.mkdir()
+    cache.chmod(0o2750)
+    monkeypatch.setenv("FUSEC_CUBIN_CACHE", str(cache))
+    cubin, _ = cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90")
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o2750
+    assert cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90") == (cubin, 0)  # from the cache
+
+
+@pytest.mark.parametrize("mode", [0o1777, 0o777, 0o2770, 0o720], ids=oct)
+def test_cubin_cache_directory_writable_by_others_is_refused_not_chmodded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, mode: int) -> None:
+    """``FUSEC_CUBIN_CACHE=/tmp`` run as root chmod-ed /tmp 0700, locking every other user out. A directory
+    others can write to is left as it is, not used (every kernel compiles), and named in a warning."""
+    cache = tmp_path / "tmp"
+    cache.mkdir()
+    cache.chmod(mode)
+    monkeypatch.setenv("FUSEC_CUBIN_CACHE", str(cache))
+    with caplog.at_level("WARNING", logger="fusec"):
+        cubin, compiled = cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90")
+        assert compiled == 1 and cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90") == (cubin, 1)
+    assert stat.S_IMODE(cache.stat().st_mode) == mode
+    assert list(cache.iterdir()) == [], "fusec wrote into a directory others can write to"
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings  # once per directory, not per kernel
+    assert f"does not keep the cubin cache ($FUSEC_CUBIN_CACHE) in {cache}: other users can write to it " \
+           f"(mode {mode:04o})" in warnings[0], warnings
+
+
 def test_cubin_cache_secret_readable_by_others_disables_the_cache(cache_dir: Path) -> None:
     cubin, _ = cubin_cache.cached_cubin(SMALL_SOURCE, "sm_90")
     (cache_dir / cubin_cache.KEY_NAME).chmod(0o644)  # anyone could have read it, and signed entries with it
@@ -262,6 +294,27 @@ def test_compile_failure_source_dump_stays_inside_fusecs_directory(monkeypatch: 
     assert saved.parent == folder and saved.read_text() == info.value.source
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert sorted(p.name for p in tmp_path.rglob("*.cu")) == [saved.name]
+
+
+def test_compile_failure_source_dumps_of_a_long_named_function_do_not_overwrite_each_other(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Dump names were cut at 80 characters, dropping the kernel's name, the source's digest and ``.cu``: every
+    failed kernel of a function with a long name went to one file, each dump overwriting the one before."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    break_kernels(monkeypatch)
+    name = "a_function_with_a_rather_long_and_descriptive_name_" * 3
+    dumps = {}
+    for fn in (softmax, lambda x: np.exp(x) * 2):
+        with pytest.raises(CompileError) as info:
+            fusec.fuse(fn, name=name).ptxas(fusec.ArraySpec((64, 128), "float32"))
+        path = Path(re.search(r"its full source \(\d+ lines\) is in (\S+)", str(info.value)).group(1))
+        assert path.name.endswith(f".{info.value.kernel}.{hashlib.sha256(info.value.source.encode()).hexdigest()[:12]}"
+                                  ".cu"), path.name
+        assert len(path.name) <= 120
+        dumps[path] = info.value.source
+    assert len(dumps) == 2, "the second dump overwrote the first"
+    for path, source in dumps.items():
+        assert path.read_text() == source
 
 
 def test_precompile_skips_sound_entries_and_rebuilds_damaged_ones(cache_dir: Path) -> None:

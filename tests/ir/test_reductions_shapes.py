@@ -63,15 +63,55 @@ def test_reduction_mean_of_empty_is_nan() -> None:
     assert np.isnan(_check(lambda a: a.mean(), x.astype(np.float16)))
 
 
-@pytest.mark.parametrize("name", ["max", "min", "argmax", "argmin", "nanmax", "nanmin", "amax"])
-def test_reduction_without_identity_of_empty_raises_value_error(name: str) -> None:
-    x = np.zeros((0,), dtype=np.float32)
-    with pytest.raises(ValueError):
-        getattr(np, name)(x)
+@pytest.mark.parametrize("name", ["max", "min", "argmax", "argmin", "nanmax", "nanmin", "amax", "nanargmax",
+                                  "nanargmin"])
+@pytest.mark.parametrize("shape", [(0,), (0, 3)], ids=str)
+def test_reduction_without_identity_of_empty_raises_numpys_message(name: str, shape: tuple[int, ...]) -> None:
+    """argmax of an empty axis said "zero-size array to reduction operation maximum" where NumPy says "attempt
+    to get argmax of an empty sequence" (nanmax's names fmax, not maximum)."""
+    x = np.zeros(shape, dtype=np.float32)
+    with pytest.raises(ValueError) as numpys:
+        getattr(np, name)(x, axis=0)
     with pytest.raises(fusec.FusecValueError) as info:
-        fusec.fuse(lambda a: getattr(np, name)(a))(x)
+        fusec.fuse(lambda a: getattr(np, name)(a, axis=0))(x)
     assert isinstance(info.value, ValueError)
-    assert "zero-size" in str(info.value)
+    assert str(numpys.value) in str(info.value), (str(numpys.value), str(info.value))
+
+
+INITIAL_OF_EMPTY = {
+    "max_all": (lambda a: a.max(initial=0.0), (0,), np.float32),
+    "min_all_int": (lambda a: a.min(initial=5), (0,), np.int32),
+    "max_axis": (lambda a: np.max(a, axis=1, initial=-1.0), (3, 0), np.float32),
+    "min_axis_keepdims": (lambda a: np.min(a, axis=0, keepdims=True, initial=2), (0, 4), np.int16),
+    "amax_axes_tuple": (lambda a: np.amax(a, axis=(0, 2), initial=1.5), (2, 0, 3), np.float64),
+    "nanmax_all": (lambda a: np.nanmax(a, initial=2.0), (0, 3), np.float32),
+    "nanmin_nan_initial": (lambda a: np.nanmin(a, axis=0, initial=np.nan), (0, 3), np.float32),
+    "max_where": (lambda a: np.max(a, axis=1, initial=7, where=a > 0), (2, 0), np.int64),
+    "max_float16_initial_overflows_to_inf": (lambda a: a.max(initial=1e6), (0,), np.float16),
+    "max_bool": (lambda a: a.max(axis=1, initial=3), (2, 0), np.bool_),
+    "max_int_float_initial": (lambda a: a.max(initial=2.5), (0,), np.int32),
+    "max_then_elementwise": (lambda a: a.max(axis=1, initial=-1.0) * 2 + a.sum(axis=1), (3, 0), np.float32),
+    "max_nonempty_axis_of_empty": (lambda a: np.max(a, axis=1, initial=1.0), (0, 3), np.float32),
+}
+
+
+@pytest.mark.parametrize("case", list(INITIAL_OF_EMPTY))
+def test_reduction_max_min_with_initial_of_empty_gives_initial(case: str) -> None:
+    """``a.max(initial=0.0)`` of a zero-size array raised "zero-size array to reduction operation maximum"
+    where NumPy returns the initial value (with ``axis=``, NumPy's result shape filled with it)."""
+    fn, shape, dtype = INITIAL_OF_EMPTY[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # float16(1e6) overflows, in NumPy as in fusec
+        _check(fn, np.zeros(shape, dtype))
+
+
+@pytest.mark.parametrize("initial", [300, -1])
+def test_reduction_max_with_initial_out_of_range_of_empty_raises_overflow_error(initial: int) -> None:
+    x = np.zeros((0,), np.uint8)
+    with pytest.raises(OverflowError):
+        x.max(initial=initial)
+    with pytest.raises(OverflowError):
+        fusec.fuse(lambda a: a.max(initial=initial))(x)
 
 
 def test_reduction_max_over_nonempty_axis_of_empty_array_is_empty() -> None:

@@ -354,6 +354,21 @@ def test_parse_error_loc_uses_the_filename():
     assert str(info.value).startswith("cases/bad.fir:2: unknown op 'frob'")  # the line named once, as FILE:LINE
 
 
+@pytest.mark.parametrize("where", ["const", "attribute", "dimension"])
+def test_parse_integer_of_more_than_4300_digits_raises_parse_error_naming_file_and_line(where):
+    """Python's int() refuses more than 4300 digits: the ValueError came out bare, with no file or line."""
+    big = "9" * 5000
+    text = {
+        "const": HEAD + f"  %0 = const {big} : f32[]\n  return %x\n}}",
+        "attribute": HEAD + f"  %0 = sum %x {{axes=[-{big}], keepdims=false}} : f32[]\n  return %x\n}}",
+        "dimension": f"func @f(%x: f32[{big}]) -> f32[4] {{\n  return %x\n}}",
+    }[where]
+    with pytest.raises(ParseError) as info:
+        parse(text, filename="cases/big.fir")
+    assert info.value.loc == f"cases/big.fir:{1 if where == 'dimension' else 2}"
+    assert "an integer of 5000 digits" in info.value.message
+
+
 def test_parse_error_keeps_the_make_node_message_and_hint():
     with pytest.raises(ParseError) as info:
         parse("func @f(%x: f32[4], %y: f32[3]) -> f32[4] {\n  %0 = add %x, %y : f32[4]\n  return %0\n}")
