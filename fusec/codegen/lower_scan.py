@@ -128,7 +128,7 @@ def lower_scan(nest: ScanNest, schedule: ScanSchedule, name: str | None = None) 
         prologue=(), phases=(), epilogue_loads=loop_loads, epilogue_body=(), epilogue_exact=(),
         epilogue_stores=stores, row_stores=(), launch=launch, view_pointers=view_pointers,
         headers=cuda_ops.extra_headers(n.op for n in nest.members) + (SCAN_HEADER,) + (
-            (cuda_ops.INDEX_HEADER,) if any(i.is_iota or i.clamps for i in nest.infos) else ()),
+            (cuda_ops.INDEX_HEADER,) if nest.reads_index_views else ()),
         scan_steps=tuple(steps),
         scan_vectors=tuple(vectors),
     )
