@@ -346,8 +346,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
     epilogue_loads = accesses(nest.split(epilogue_refs)[2])
 
     params = [Param(nest.pointer[n], cuda_ops.ctype(n.dtype), "input") for n in nest.array_inputs]
-    view_pointers = tuple((cuda_ops.ctype(info.dtype), built[info.var].pointer, info.pointer, f"{info.var}_o")
-                          for info in nest.infos if info.offset is not None and info.pointer is not None)
+    view_pointers = slice_pointers(nest, built)
     params += [Param(nest.out_pointer[n], cuda_ops.ctype(n.dtype), "output") for n in region.outputs]
     if schedule.workspace:
         params.append(Param("ws", "unsigned char", "workspace"))
@@ -403,6 +402,14 @@ def extents_and_accesses(lo: _Lowering, nest: LoopNest, axes: list[Axis],
             scalar_params.append((Param(ax.extent, nest.index_ctype, "scalar"), index_np(nest.extents[k])))
     return {info.var: _access(lo, nest, i, info, axes, scalar_params, nest.index_ctype, index_np)
             for i, info in enumerate(nest.infos)}
+
+
+def slice_pointers(nest: LoopNest, built: dict[str, Access]) -> tuple[tuple[str, str, str, str], ...]:
+    """(C++ type, pointer, array, offset parameter) of each read through a slice of an array in memory: its own
+    pointer, ``const T* in0_ld3 = in0 + ld3_o;`` (an iota read through a slice has no pointer: its offset is
+    part of the position its value is computed from)."""
+    return tuple((cuda_ops.ctype(info.dtype), built[info.var].pointer, info.pointer, f"{info.var}_o")
+                 for info in nest.infos if info.offset is not None and info.pointer is not None)
 
 
 def size_params(nest: LoopNest) -> list[tuple[Param, Any]]:
