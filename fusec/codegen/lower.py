@@ -23,7 +23,8 @@ of the kernel computes, and only then prints each decided statement from the op 
 - **Gathers.** A gather's read is one expression (``fc::gather_read``): its base position (``gx<k>``, an index
   access over the axes it does not gather) plus each gathered axis's checked index times its stride; an index
   out of range reads nothing (the value is 0) and writes the gather's code into the error word ``err``, a
-  parameter the launcher points at a word it checks after the launch (null: no check).
+  parameter the launcher points at a word it checks after the launch (null: no check). A gather of an iota (an
+  array without memory) is ``fc::gather_compute``: the same positions and checks, the element computed there.
 - **Parameters.** Arrays (``input``/``output``), the workspace where the schedule needs one, then scalars
   (extents, strides, ``size`` values), each with its role; the runtime passes arguments by role.
 
@@ -143,9 +144,16 @@ class _Lowering:
         assert user is not None
         if node.op == "iota":  # a virtual array: its value is computed from the offset its access gives
             info = nest.accesses[("ld", node, operand_map(user, node, nest.space), nest.view(user, node))]
-            index = f"{info.var} + {info.offset}" if info.offset else info.var
-            return cuda_ops.iota_expression(index, node.attr("start"), node.attr("next"), node.dtype)
+            return self.computed_element(node, f"{info.var} + {info.offset}" if info.offset else info.var)
         return nest.load_var(node, user)
+
+    @staticmethod
+    def computed_element(node: Node, position: str) -> str:
+        """The element at ``position`` (a C++ expression) of ``node``, an array without memory whose elements
+        are computed from their position (an iota; :func:`fusec.schedule.nest.is_read` but not
+        :func:`~fusec.schedule.nest.is_array`)."""
+        assert node.op == "iota", node.op
+        return cuda_ops.iota_expression(position, node.attr("start"), node.attr("next"), node.dtype)
 
     def gather_expression(self, node: Node) -> str:
         """A gather's read: ``fc::gather_read(array, base, position, stride, ...)``, one position per gathered
@@ -167,8 +175,11 @@ class _Lowering:
         if node.attr("start") is not None:  # read through a window: from its first element
             self.gather_params.setdefault(f"{info.var}_o", np.int64(nest.gather_offset(node)))
             base = f"{info.var} + ({nest.index_ctype}){info.var}_o"
-        ptr = nest.pointer[x]
-        return f"fc::gather_read<{cuda_ops.ctype(x.dtype)}, {nest.index_ctype}>({ptr}, {base}, {', '.join(terms)})"
+        types = f"{cuda_ops.ctype(x.dtype)}, {nest.index_ctype}"
+        if x not in nest.pointer:  # an array without memory: its element at the gathered position is computed
+            element = f"[](long long q) {{ return {self.computed_element(x, 'q')}; }}"
+            return f"fc::gather_compute<{types}>({element}, {base}, {', '.join(terms)})"
+        return f"fc::gather_read<{types}>({nest.pointer[x]}, {base}, {', '.join(terms)})"
 
     def line(self, node: Node, fast_flag: str | None = None) -> str:
         """``node``'s C++ line; with ``fast_flag``, a division by a loop-invariant divisor takes
@@ -335,8 +346,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
     epilogue_loads = accesses(nest.split(epilogue_refs)[2])
 
     params = [Param(nest.pointer[n], cuda_ops.ctype(n.dtype), "input") for n in nest.array_inputs]
-    view_pointers = tuple((cuda_ops.ctype(info.dtype), built[info.var].pointer, info.pointer, f"{info.var}_o")
-                          for info in nest.infos if info.offset is not None and info.pointer is not None)
+    view_pointers = slice_pointers(nest, built)
     params += [Param(nest.out_pointer[n], cuda_ops.ctype(n.dtype), "output") for n in region.outputs]
     if schedule.workspace:
         params.append(Param("ws", "unsigned char", "workspace"))
@@ -374,10 +384,11 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         full_rows=lo.regs and schedule.lengths == "exact" and nest.n_loop == schedule.capacity,
         rows_aligned_at_run_time=lo.regs and schedule.lengths == "bucket" and lo.vec > 1, **loop_fields,
         error_sites=tuple(sorted(lo.error_sites.items())),
-        gathered=tuple(sorted({nest.pointer[n.operands[0]] for n in nest.members if n.kind is Kind.GATHER})),
+        gathered=tuple(sorted({nest.pointer[n.operands[0]] for n in nest.members
+                               if n.kind is Kind.GATHER and n.operands[0] in nest.pointer})),
         headers=cuda_ops.extra_headers(n.op for n in nest.members) + (
             (cuda_ops.ONE_PASS_HEADER,) if nest.one_pass_sources else ()) + (
-            (cuda_ops.INDEX_HEADER,) if any(i.is_iota or i.clamps for i in nest.infos) else ()),
+            (cuda_ops.INDEX_HEADER,) if nest.reads_index_views else ()),
     )
 
 
@@ -391,6 +402,14 @@ def extents_and_accesses(lo: _Lowering, nest: LoopNest, axes: list[Axis],
             scalar_params.append((Param(ax.extent, nest.index_ctype, "scalar"), index_np(nest.extents[k])))
     return {info.var: _access(lo, nest, i, info, axes, scalar_params, nest.index_ctype, index_np)
             for i, info in enumerate(nest.infos)}
+
+
+def slice_pointers(nest: LoopNest, built: dict[str, Access]) -> tuple[tuple[str, str, str, str], ...]:
+    """(C++ type, pointer, array, offset parameter) of each read through a slice of an array in memory: its own
+    pointer, ``const T* in0_ld3 = in0 + ld3_o;`` (an iota read through a slice has no pointer: its offset is
+    part of the position its value is computed from)."""
+    return tuple((cuda_ops.ctype(info.dtype), built[info.var].pointer, info.pointer, f"{info.var}_o")
+                 for info in nest.infos if info.offset is not None and info.pointer is not None)
 
 
 def size_params(nest: LoopNest) -> list[tuple[Param, Any]]:

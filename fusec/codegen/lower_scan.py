@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from fusec.codegen import cuda_ops
-from fusec.codegen.lower import _Lowering, extents_and_accesses, kernel_label, size_params
+from fusec.codegen.lower import _Lowering, extents_and_accesses, kernel_label, size_params, slice_pointers
 from fusec.codegen.spec import Axis, KernelSpec, LaunchPolicy, Param, ScanStep, Store
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
@@ -76,6 +76,22 @@ def lower_scan(nest: ScanNest, schedule: ScanSchedule, name: str | None = None) 
     def element(name_: str) -> str:
         return f"{name_}_a[j]" if rows and name_ in varying else name_
 
+    def element_reads(n: Node) -> list[str]:
+        """In the rows mapping, the lines taking element j of every varying value ``n``'s expression names: its
+        operands' variables and the accesses it reads (an iota's value is an expression of its access's offset,
+        which the kernel holds in ``<access>_a``)."""
+        if not rows:
+            return []
+        refs: set[str] = set()
+        nest.operand_refs(n, refs)
+        names = sorted(refs, key=declaration_order)
+        for o in n.operands:
+            while o in nest.inside and o.kind is Kind.LAYOUT:
+                o = o.operands[0]
+            if o in nest.var:
+                names.append(nest.var[o])
+        return [f"const {varying[v]} {v} = {v}_a[j];" for v in dict.fromkeys(names) if v in varying]
+
     steps = []
     for n in nest.members:
         if n.kind is Kind.LAYOUT:
@@ -84,17 +100,12 @@ def lower_scan(nest: ScanNest, schedule: ScanSchedule, name: str | None = None) 
         if n.kind is Kind.SCAN:
             k = len([s for s in steps if s.scan])
             red = scan_pieces(n)
-            operand = element(lo.value(n.operands[0], n))
             identity = scan_identity(n, red)
             result = red.result(f"op{k}(pre{k}, {var}_p[j])" if rows else f"carry{k}")
-            steps.append(ScanStep(k, var, cuda_ops.ctype(n.dtype), (), True, red.acc_ctype, identity,
-                                  red.combine("a", "b"), red.lift(operand), result))
+            steps.append(ScanStep(k, var, cuda_ops.ctype(n.dtype), tuple(element_reads(n)), True, red.acc_ctype,
+                                  identity, red.combine("a", "b"), red.lift(lo.value(n.operands[0], n)), result))
             continue
-        lines: list[str] = []
-        if rows:
-            for o in dict.fromkeys(lo.value(o, n) for o in n.operands):
-                if o in varying:
-                    lines.append(f"const {varying[o]} {o} = {o}_a[j];")
+        lines = element_reads(n)
         lines.append(lo.line(n))
         if rows:
             lines.append(f"{var}_a[j] = {var};")
@@ -114,8 +125,7 @@ def lower_scan(nest: ScanNest, schedule: ScanSchedule, name: str | None = None) 
     if schedule.workspace:
         params.append(Param("ws", "unsigned char", "workspace"))
     params += [p for p, _ in scalar_params]
-    view_pointers = tuple((cuda_ops.ctype(info.dtype), built[info.var].pointer, info.pointer, f"{info.var}_o")
-                          for info in nest.infos if info.offset is not None)
+    view_pointers = slice_pointers(nest, built)
     launch = LaunchPolicy(schedule.block, nest.n_rows, schedule.rows_per_block, min_resident=schedule.min_resident)
     if schedule.mapping == "split":  # a row's segments across blocks: as many as fill the device, each a chunk or more
         chunk = schedule.row_threads * schedule.elems
@@ -133,7 +143,7 @@ def lower_scan(nest: ScanNest, schedule: ScanSchedule, name: str | None = None) 
         prologue=(), phases=(), epilogue_loads=loop_loads, epilogue_body=(), epilogue_exact=(),
         epilogue_stores=stores, row_stores=(), launch=launch, view_pointers=view_pointers,
         headers=cuda_ops.extra_headers(n.op for n in nest.members) + (SCAN_HEADER,) + (
-            (cuda_ops.INDEX_HEADER,) if any(i.is_iota or i.clamps for i in nest.infos) else ()),
+            (cuda_ops.INDEX_HEADER,) if nest.reads_index_views else ()),
         scan_steps=tuple(steps),
         scan_vectors=tuple(vectors),
     )

@@ -121,9 +121,10 @@ class ScanStep:
 
     Elementwise (``scan`` False): ``lines`` compute ``var`` (of ``ctype``) from the values before it. A scan
     (``scan`` True): an accumulator of ``acc_ctype`` starting at ``identity``; ``combine`` is the body of the
-    kernel's ``op<index>(a, b)``, ``lift`` the element folded in (an expression of the operand), ``result`` the
-    accumulator ``x`` as the node's value. In the ``rows`` mapping values live in arrays ``<var>_a[j]`` over a
-    thread's elements; in ``sequential``, in scalars."""
+    kernel's ``op<index>(a, b)``, ``lift`` the element folded in (an expression of the operand, after ``lines``),
+    ``result`` the accumulator ``x`` as the node's value. In the ``rows`` mapping values live in arrays
+    ``<var>_a[j]`` over a thread's elements, and ``lines`` start by taking element j of those the step reads; in
+    ``sequential``, in scalars."""
 
     index: int
     var: str

@@ -439,6 +439,13 @@ class LoopNest:
             self.contiguous = all(self.axes[k].strides[i] == 1 for k in self.loop_idx
                                   for i in range(len(self.infos)) if self.varying(i))
 
+    @property
+    def reads_index_views(self) -> bool:
+        """Whether the kernel computes an iota's values (read directly or gathered) or clamps an index (a window):
+        its source includes the index helpers (``index_views.cuh``)."""
+        return any(i.is_iota or i.clamps for i in self.infos) or any(
+            n.kind is Kind.GATHER and n.operands[0].op == "iota" for n in self.members)
+
     def varying(self, i: int) -> bool:
         """Whether access ``i`` (its position in :attr:`infos`) moves along the loop."""
         return any(self.axes[k].strides[i] != 0 or k in self.clamped[i] for k in self.loop_idx)

@@ -309,6 +309,27 @@ def test_gather_kernels_compile_for_sm90(name: str, dtype: str) -> None:
     assert result.kernels and all(k.spills == 0 for k in result.kernels.values())
 
 
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "int64", "float16", "float32", "float64"])
+def test_gather_of_an_iota_computes_its_elements_and_compiles(dtype: str) -> None:
+    """An iota has no memory: a gather of it (directly, or through a slice that becomes the gather's window) computes
+    the iota's element at the gathered position (``fc::gather_compute``), with the same bounds check; it used to
+    look up a pointer the iota does not have (KeyError)."""
+    count = 2 if dtype == "bool" else 40
+
+    def f(x, i):
+        direct = np.arange(count, dtype=dtype)[i % count]
+        windowed = np.arange(count, dtype=dtype)[::-3][i % -(-count // 3)]
+        return x[i] + direct.astype(np.float32) - windowed.astype(np.float32)
+
+    x = np.arange(40, dtype=np.float32)
+    i = np.array([0, 3, -1, 7], np.int64)
+    fused = fusec.fuse(f)
+    assert_matches_numpy(fused(x, i), f(x, i), exact=True)
+    source = fused.cuda_source(*_specs((x, i)), full=True)
+    assert "fc::gather_compute<" in source and "fc::iota_" in source
+    assert nvrtc.compile_cubin(source, "sm_90").cubin[:4] == b"\x7fELF"
+
+
 def test_gather_kernel_source_checks_bounds_and_names_the_line() -> None:
     from fusec.codegen.kernel import generate
 

@@ -60,6 +60,12 @@ def reversed_gather(x, i):
     return x.T[i] - x.T[i].max(1, keepdims=True)
 
 
+def of_arange(x, i):  # gathers of iotas, arrays without memory: their elements are computed at the positions
+    ramp = np.arange(3, 3 + 2 * x.shape[0], 2, dtype=x.dtype)[i]
+    back = np.arange(3 * x.shape[0])[::-3][i]  # through a window with a negative step
+    return x[i] * ramp[:, None] - back[:, None]
+
+
 @dataclass(frozen=True)
 class Workload:
     fn: Callable
@@ -92,5 +98,6 @@ WORKLOADS: dict[str, Workload] = {
     "gather_then_reduce": Workload(gather_then_reduce, lambda r, d, i: (_data(r, (30, 17), d), _idx(r, 30, (9,), i)),
                                    1),
     "of_slice": Workload(of_slice, lambda r, d, i: (_data(r, (31, 17), d), _idx(r, 30, (9,), i)), 1),
+    "of_arange": Workload(of_arange, lambda r, d, i: (_data(r, (30, 17), d), _idx(r, 30, (9,), i)), 1),
     "reversed_gather": Workload(reversed_gather, lambda r, d, i: (_data(r, (17, 30), d), _idx(r, 30, (9,), i)), 1),
 }

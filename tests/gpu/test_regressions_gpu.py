@@ -74,3 +74,61 @@ def test_narrow_values_compile_right(name: str) -> None:
     got = cupy.asnumpy(fusec.fuse(fn)(cupy.asarray(y)))
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+# fuzz graph 2775 (2026-12-07, H100): nanmin(y // 2) of int8 in a vectorized reduce-all gave 64 where NumPy gives
+# -64. NVRTC 13.5 dropped the sign extension of the first byte of each 16-bit half of a 16-byte vector before 16-bit
+# min/max/comparisons; the kernels read 1-byte lanes through fs::lane (tests/codegen/test_vector_lanes.py).
+FUZZ_2775 = """
+func @fuzz2775_int_reduce(%x: bool[], %y: i8[1,4,4]) -> (i8[1], i8[1,4,4], bool[1]) {
+  %0 = const 2 : i8[]
+  %1 = floordiv %y, %0 : i8[1,4,4]
+  %2 = nanmin %1 {axes=[1, 2], keepdims=false} : i8[1]
+  %3 = nanmin %2 {axes=[], keepdims=false} : i8[1]
+  %4 = cast %2 : bool[1]
+  %5 = all %4 {axes=[], keepdims=false} : bool[1]
+  return %3, %1, %5
+}
+"""
+FUZZ_2775_Y = [[[83, 3, 0, -1], [127, 126, -11, -127], [3, -17, 127, 19], [-128, -128, -1, 1]]]
+
+
+def test_int8_nanmin_of_floordiv_in_a_vectorized_reduce_all_is_numpys() -> None:
+    from fusec.ir.interpret import interpret
+    from fusec.runtime import run_plan
+    from tests.helpers import assert_matches_numpy
+
+    graph = parse(FUZZ_2775)
+    host = [np.array(True), np.array(FUZZ_2775_Y, np.int8)]
+    got = run_plan(make_plan(graph), [to_xp(cupy, a) for a in host])
+    for g, w in zip(got, interpret(graph, host)):
+        assert_matches_numpy(cupy.asnumpy(g), w, exact=True)
+
+
+INT8_LANE_WORKLOADS = {  # arithmetic on int8 lanes of 16-byte vectors, then a min/max or a comparison
+    "reduce_all_nanmin_floordiv": lambda x: np.nanmin(x // 2),
+    "reduce_all_max_neg": lambda x: (-x).max(),
+    "reduce_all_min_sub": lambda x: (x - np.int8(1)).min(),
+    "pointwise_compare_floordiv": lambda x: x // 4 < -10,
+    "pointwise_compare_abs": lambda x: np.abs(x) > 100,
+    "rows_min_floordiv": lambda x: (x // 2).min(axis=1),
+    "rows_max_neg_keepdims": lambda x: x - (-x).max(axis=1, keepdims=True),
+    "scan_cummin_sub": lambda x: np.minimum.accumulate(x - np.int8(1), axis=1),
+}
+
+
+@pytest.mark.parametrize("shape", [(64, 256), (4103,)], ids=str)
+@pytest.mark.parametrize("name", sorted(INT8_LANE_WORKLOADS))
+def test_int8_arithmetic_on_vector_lanes_then_min_max_or_compare_is_numpys(name: str, shape: tuple[int, ...]) -> None:
+    import fusec
+    from tests.helpers import assert_matches_numpy
+
+    fn = INT8_LANE_WORKLOADS[name]
+    if len(shape) == 1 and name.startswith(("rows", "scan")):
+        pytest.skip("a row kernel needs rows")
+    x = np.random.default_rng(2775).integers(-128, 128, shape).astype(np.int8)
+    x.reshape(-1)[:4] = [-128, -128, -127, 127]
+    with np.errstate(all="ignore"):
+        want = fn(x)
+    got = fusec.fuse(fn)(cupy.asarray(x))
+    assert_matches_numpy(cupy.asnumpy(got), want, exact=True)

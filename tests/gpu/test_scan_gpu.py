@@ -36,6 +36,7 @@ from tests.helpers import (
     seed_of,
 )
 from tests.reference import expect
+from tests.schedule.test_scan_schedules import CHAINED_INDEX_CASES, INDEX_VALUE_CASES
 
 cupy = pytest.importorskip("cupy")
 
@@ -87,6 +88,25 @@ def test_scan_forced_schedules_gpu_match_numpy(dtype: str, schedule: str) -> Non
         _check_scan(lambda a: np.cumsum(a, axis=1), x, schedule)
         if dtype != "int32":
             _check_scan(lambda a: np.cumsum(np.abs(a) * 0.5, axis=1) / 3.0, x, schedule)
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("case", sorted(INDEX_VALUE_CASES))
+def test_scan_reading_index_values_gpu_match_numpy(case: str, schedule: str) -> None:
+    """Scans whose prologue or epilogue reads iotas (directly, or through the windows of pads, joins and rolls),
+    under every schedule, on int32 data: the scans are exact, and what follows them elementwise is compared with the
+    elementwise tolerance of its dtype (float results: divisions by aranges and linspaces)."""
+    if case in CHAINED_INDEX_CASES and schedule.startswith("scan:split"):
+        pytest.skip("a scan of a scan: no split schedule")
+    fn = INDEX_VALUE_CASES[case]
+    rng = np.random.default_rng(seed_of("index values", case, schedule))
+    for shape in [(37, 1000), (3, 17), (5, 3), (2, 40_000)]:
+        x = rng.integers(-1000, 1000, shape).astype(np.int32)
+        with np.errstate(all="ignore"):
+            want = fn(x)
+        (got,), schedules = _run(fn, [x], schedule)
+        assert [s.kind for s in schedules] == ["scan"]
+        assert_matches_numpy(got, want, exact=want.dtype.kind != "f")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -79,6 +79,18 @@ def test_part_update_is_no_kernel_of_its_own(name: str) -> None:
     assert len(fusec.fuse(build(KEYS[name], "computed")).plan(x).kernels) == 1
 
 
+@pytest.mark.parametrize("name", sorted(KEYS))
+def test_part_update_kernels_compile_for_sm90(name: str) -> None:
+    """The update's kernel renders and NVRTC compiles. A row vector written through a strided key is read through a
+    gather of the iota that numbers the selected positions (the value is ``arange(...) % 7``): a gather of an array
+    without memory, whose element the kernel computes (it used to look up a pointer the iota has not: KeyError)."""
+    from fusec.codegen import nvrtc
+
+    x = random_array(np.random.default_rng(seed_of("part update compile", name)), SHAPE, "float32")
+    source = fusec.fuse(build(KEYS[name], "row_vector")).cuda_source(x, full=True)
+    assert nvrtc.compile_cubin(source, "sm_90").cubin[:4] == b"\x7fELF"
+
+
 def test_part_update_inside_a_row_reduction_is_one_kernel() -> None:
     def masked_softmax(x):
         y = x - x.max(axis=1, keepdims=True)

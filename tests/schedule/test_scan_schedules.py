@@ -243,3 +243,97 @@ def test_scan_kernels_compile_without_spills(case: str) -> None:
         assert res.spills == 0 and res.stack_frame == 0, f"{k.name} ({k.schedule}): {res}"
     if case == "int64_index":
         assert all(k.spec.index_ctype == "long long" for k in kernels)
+
+
+# ---- scans reading index-generated values (iotas, windows of iotas), under every schedule -------------------
+
+def _half(n: int) -> int:
+    return n // 2
+
+
+# Scans whose prologue or epilogue reads values computed from indices: an iota's element is an expression of its
+# access's offset, which the rows, columns and split mappings hold per element (``<access>_a[j]``) and a read
+# through a window (pads, joins, rolls) clamps. Shared with tests/gpu/test_scan_gpu.py (rows of 3 or more).
+INDEX_VALUE_CASES: dict[str, Callable[[Any], Any]] = {
+    "arange_epilogue": lambda x: np.cumsum(x, axis=-1) / np.arange(1, x.shape[-1] + 1),
+    "arange_prologue": lambda x: np.cumsum(x * np.arange(x.shape[-1], dtype=x.dtype), axis=-1),
+    "pad": lambda x: np.cumsum(x, axis=-1) - np.pad(np.arange(x.shape[-1] - 2, dtype=x.dtype), 1),
+    "pad_edge": lambda x: np.cumsum(x * np.pad(np.arange(x.shape[-1] - 2, dtype=x.dtype), 1, mode="edge"), axis=-1),
+    "roll": lambda x: np.cumsum(x + np.roll(np.arange(x.shape[-1], dtype=x.dtype), 3), axis=-1),
+    "concatenate": lambda x: np.cumsum(x, axis=-1) - np.concatenate(
+        [np.arange(_half(x.shape[-1])), np.arange(x.shape[-1] - _half(x.shape[-1]))]),
+    "tril": lambda x: np.cumsum(x * np.tril(np.ones(x.shape[-2:], x.dtype)), axis=-1),
+    "eye": lambda x: np.cumsum(x + np.eye(*x.shape[-2:], dtype=x.dtype), axis=-1) * np.eye(*x.shape[-2:], k=1),
+    "linspace": lambda x: np.cumsum(x, axis=-1) / np.linspace(1, 2, x.shape[-1]),
+    "linspace_cummax": lambda x: np.maximum.accumulate(x * np.linspace(-1, 1, x.shape[-1]), axis=-1),
+    "window_cummin_cummax": lambda x: np.maximum.accumulate(np.minimum.accumulate(
+        x - np.pad(np.arange(2, 4, dtype=x.dtype), (x.shape[-1] - 2, 0), mode="edge"), axis=-1), axis=-1),
+}
+CHAINED_INDEX_CASES = {"window_cummin_cummax"}  # a scan of a scan: no split schedule
+
+
+@pytest.mark.parametrize("case", sorted(INDEX_VALUE_CASES))
+@pytest.mark.parametrize("values", [[ArraySpec((1000,), F32)], [ArraySpec((40, 300), "int32")]], ids=["f32", "i32_2d"])
+def test_scan_reading_index_values_compiles_under_every_schedule(case: str, values: list[Any]) -> None:
+    """Every scan schedule of a scan reading an iota (directly or through a window) renders and compiles: the rows
+    mappings used to name the iota's access variable (``ld0``) without taking it from ``ld0_a[j]``, and every
+    mapping declared a pointer plus offset for an iota read through a window (``ld0_o``), which has neither."""
+    fn = INDEX_VALUE_CASES[case]
+    if len(values[0].shape) == 1 and case in ("tril", "eye"):
+        values = [ArraySpec((1, 1000), F32)]
+    chained = case in CHAINED_INDEX_CASES
+    kernels = _kernels(fn, values, SCHEDULES[:-2] if chained else SCHEDULES, case)
+    assert len(kernels) == len(SCHEDULES) - 2 * chained  # one scan kernel, every schedule
+    assert all("fc::iota_" in k.source for k in kernels)
+    result = nvrtc.compile_cubin(render_module([k.spec for k in kernels]), "sm_90")
+    assert all(result.kernel(k.name).spills == 0 for k in kernels)
+
+
+FUZZ_SCANS_OF_IOTAS = {  # GPU fuzz runs of 2026-12-07 (fuzz-report.txt, fuzz-report-seed11.txt): NVRTC rejected these
+    "1755": """func @fuzz1755_int(%x: u16[2,2], %y: i8[]) -> bool[1,2,1,2] {
+  %0 = cummax %x {axis=1} : u16[2,2]
+  %1 = cast %0 : i32[2,2]
+  %2 = logical_or %1, %1 : bool[2,2]
+  %3 = expand_dims %2 {axes=[0, 2]} : bool[1,2,1,2]
+  %4 = cast %3 : u32[1,2,1,2]
+  %5 = iota {count=2, next=1, start=0} : u8[2]
+  %6 = cast %5 : u32[2]
+  %7 = eq %4, %6 : bool[1,2,1,2]
+  return %7
+}""",
+    "4165": """func @fuzz4165_int(%x: i32[]) -> u8[4,1,1] {
+  %0 = const 91 : u8[]
+  %1 = iota {count=2, next=3, start=2} : i16[2]
+  %2 = window %1 {count=[4], hi=[1], lo=[1], start=[-3], step=[2]} : i16[4]
+  %3 = cummin %2 {axis=0} : i16[4]
+  %4 = cummax %3 {axis=0} : i16[4]
+  %5 = expand_dims %4 {axes=[1, 2]} : i16[4,1,1]
+  %6 = cast %5 : u8[4,1,1]
+  %7 = bitwise_xor %0, %6 : u8[4,1,1]
+  return %7
+}""",
+    "4166": """func @fuzz4166_int(%x: i32[]) -> i16[4,1,1] {
+  %0 = iota {count=2, next=3, start=2} : i16[2]
+  %1 = window %0 {count=[4], hi=[1], lo=[1], start=[-3], step=[2]} : i16[4]
+  %2 = cummin %1 {axis=0} : i16[4]
+  %3 = cummax %2 {axis=0} : i16[4]
+  %4 = expand_dims %3 {axes=[1, 2]} : i16[4,1,1]
+  %5 = min %4 {axes=[], keepdims=false} : i16[4,1,1]
+  return %5
+}""",
+}
+
+
+@pytest.mark.parametrize("graph", sorted(FUZZ_SCANS_OF_IOTAS))
+def test_scan_fuzz_graphs_reading_iotas_compile_under_every_schedule(graph: str) -> None:
+    from fusec.ir.text import parse
+    from fusec.plan import make_plan
+
+    plan = make_plan(parse(FUZZ_SCANS_OF_IOTAS[graph]))
+    (kernel,) = [k for k in plan.kernels if k.kind == "scan"]
+    nest = analyze(kernel.region, {})
+    assert isinstance(nest, ScanNest)
+    schedules = SCHEDULES[:-2] if nest.chained() else SCHEDULES
+    kernels = [generate(kernel.region, {}, s, name=f"g{graph}_{i}") for i, s in enumerate(schedules)]
+    result = nvrtc.compile_cubin(render_module([k.spec for k in kernels]), "sm_90")
+    assert set(result.kernels or ()) == {k.name for k in kernels}
