@@ -403,3 +403,22 @@ def test_gather_on_dask_arrays_is_refused_with_the_line() -> None:
     x, i = da.ones((8, 4), chunks=(4, 4)), da.from_array(np.array([7, 0]), chunks=2)
     with pytest.raises(UnsupportedError, match="gather is not supported on Dask arrays"):
         fusec.fuse(f)(x, i)
+
+
+RESHAPED_GATHERS = {
+    "of_a_reshaped_argument": lambda x, y, i: y.reshape(7, 6)[i] + x[i],
+    "of_a_reshaped_computation": lambda x, y, i: (np.exp(y).reshape(7, 6) * 2)[i].sum(1) + x[i, 0],
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESHAPED_GATHERS))
+def test_gather_of_a_reshape_plans_and_compiles(name: str) -> None:
+    """A gather reading a reshape: the reshapes pass rebuilt it as a one-operand op and crashed
+    (``ValueError: too many values to unpack`` in ``_rebuild``); it now gathers over its operands' own shapes."""
+    fn = RESHAPED_GATHERS[name]
+    rng = np.random.default_rng(seed_of("gather of a reshape", name))
+    x, y = rng.standard_normal((7, 6)).astype(np.float32), rng.standard_normal(42).astype(np.float32)
+    i = np.array([0, 3, 6, -1])
+    fused = fusec.fuse(fn)
+    assert_matches_numpy(fused(x, y, i), fn(x, y, i), rtol=1e-5, atol=1e-5)
+    nvrtc.compile_cubin(fused.cuda_source(x, y, i, full=True))
