@@ -99,6 +99,7 @@ DeviceArray.__module__ = "cupy_fake"  # fusec takes it for CuPy's; Dask does not
 # id(buffer) -> the allocation of every array whose pointer was taken, while anything refers to it (so a recycled
 # array is free exactly when nothing outside the recycler holds it, its pointer or its allocation: as with CuPy)
 _ALLOCATIONS: weakref.WeakValueDictionary[int, _Memory] = weakref.WeakValueDictionary()
+_ALLOCATIONS_LOCK = threading.Lock()  # Dask's threads allocate and launch at once
 
 
 def _memory_of(a: np.ndarray) -> _Memory:
@@ -106,10 +107,11 @@ def _memory_of(a: np.ndarray) -> _Memory:
     root = a
     while isinstance(root.base, np.ndarray):
         root = root.base
-    mem = _ALLOCATIONS.get(id(root))
-    if mem is None:
-        ptr = root.__array_interface__["data"][0]
-        mem = _ALLOCATIONS[id(root)] = _Memory(root, ptr, root.nbytes)
+    with _ALLOCATIONS_LOCK:
+        mem = _ALLOCATIONS.get(id(root))
+        if mem is None:
+            ptr = root.__array_interface__["data"][0]
+            mem = _ALLOCATIONS[id(root)] = _Memory(root, ptr, root.nbytes)
     return mem
 
 
@@ -188,6 +190,7 @@ class FakeKernel:
         self.gpu, self.source = gpu, kernel.source
         self.generated = (region, layouts, kernel)  # what the launcher generated it from
         self.ptr = next(_FUNCTION_POINTERS)
+        self.checked: dict[tuple, str] = {}  # the check's verdict per layout launched on (shapes, strides, ptr % 16)
 
     # CuPy's Function.__call__
     def __call__(self, grid: tuple, block: tuple, args: tuple) -> None:
@@ -212,7 +215,11 @@ class FakeKernel:
         self.gpu.launches.append(launch)
         if arrays is None:
             arrays = self._arrays_at(pointers, layouts)
-        launch.problem = self._problem(arrays)
+        key = tuple((name, a.shape, a.strides, a.data.ptr & 15) for name, a in arrays.items())
+        problem = self.checked.get(key)
+        if problem is None:
+            problem = self.checked[key] = self._problem(arrays)
+        launch.problem = problem
         self._run(arrays)
 
     def _arrays_at(self, pointers: dict[str, int], layouts: dict) -> dict[str, Any]:
@@ -227,7 +234,8 @@ class FakeKernel:
         for name, ptr in pointers.items():
             node = nodes[name]
             layout = layouts.get(node) or ArrayLayout.c_contiguous(node.shape)
-            mem = next(m for m in list(_ALLOCATIONS.values()) if m.ptr <= ptr <= m.ptr + m.size)
+            with _ALLOCATIONS_LOCK:
+                mem = next(m for m in list(_ALLOCATIONS.values()) if m.ptr <= ptr <= m.ptr + m.size)
             base = np.ctypeslib.as_array((ctypes.c_uint8 * max(mem.size, 1)).from_address(mem.ptr))
             start = ptr - mem.ptr
             strides = tuple(s * node.dtype.itemsize for s in layout.strides)
@@ -434,5 +442,11 @@ def fake_gpu(monkeypatch: Any, run_kernels: bool = True) -> Iterator[FakeGpu]:
     import fusec.dask.blocks as blocks
 
     monkeypatch.setattr(dask_path, "_PLANS", type(dask_path._PLANS)(dask_path._PLANS_KEPT))
+    # fusec.fuse's calls take a DeviceArray for CuPy's (it is a NumPy subclass underneath), fast path included
+    import fusec.api as api
+
+    real_backend = api._backend
+    monkeypatch.setattr(api, "_backend", lambda v: "cupy" if isinstance(v, DeviceArray) else real_backend(v))
+    monkeypatch.setattr(api, "_cupy_ndarray", DeviceArray)
     monkeypatch.setattr(blocks, "_PARSED", type(blocks._PARSED)(blocks._PROGRAMS_KEPT))
     yield gpu

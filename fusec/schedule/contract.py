@@ -34,6 +34,15 @@ from fusec.schedule.layout import ArrayLayout
 from fusec.schedule.nest import AccessInfo, LoopNest
 
 
+class ContractViolation(Exception):
+    """A launch's arrays do not meet its kernel's :class:`LaunchContract` (raised instead of launching; the
+    runtime then runs a kernel built for those arrays)."""
+
+    def __init__(self, kernel: str, schedule: str, why: str):
+        super().__init__(f"{kernel} ({schedule}): {why}")
+        self.kernel, self.schedule, self.why = kernel, schedule, why
+
+
 @dataclass(frozen=True)
 class VectorAccess:
     """One array access a kernel makes ``lanes`` elements at a time: its access variable (``ld3``, ``st0``), its
@@ -277,5 +286,5 @@ def layout_problem(nest: LoopNest, schedule: Schedule) -> str | None:
     return None
 
 
-__all__ = ["LaunchContract", "PointerNeed", "VectorAccess", "launch_contract", "layout_problem", "offset_problem",
-           "vector_accesses"]
+__all__ = ["ContractViolation", "LaunchContract", "PointerNeed", "VectorAccess", "launch_contract", "layout_problem",
+           "offset_problem", "vector_accesses"]
