@@ -20,6 +20,13 @@ keep that under a few microseconds:
   It is reused only on the stream its last kernel ran on, so stream order protects any work still
   queued on it, as CuPy's pool does.
 
+Every launch of a runner is guarded by its kernel's launch contract (:mod:`fusec.schedule.contract`): before
+the first launch that reads a caller's array, its pointer is tested against the alignment the kernel's vector
+accesses need (``p & mask``, one test per mask over the OR of the pointers: tens of nanoseconds). Arrays that do
+not meet it (a cache keyed wrongly would hand them over) launch nothing: the call takes the checked path
+(``run_plan``), whose kernels are built for them. The runner's own arrays (outputs, intermediates) come fresh
+from CuPy's pool, 512-byte aligned, and shapes and strides are fixed by the runner's key.
+
 A runner serializes its own calls with a lock (its parameter block is shared), and is bound to the
 device it was built on (the key of :class:`fusec.Fused`'s cache includes the current device).
 """

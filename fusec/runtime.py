@@ -12,6 +12,12 @@ Recipes live as long as their region: they are dropped when the region (its plan
 :meth:`KernelLauncher.plan_runner` goes one step further for :class:`fusec.Fused`'s repeat calls: every
 kernel of a plan resolved and its launch pre-packed (:mod:`fusec.dispatch`).
 
+Every launch checks the kernel's launch contract first (:mod:`fusec.schedule.contract`: the alignment its vector
+accesses need of each pointer, the shapes and strides it was built for): arrays that do not meet it launch nothing,
+and a kernel built for them runs instead (the forced schedule if it fits them, else its scalar variant, else the
+heuristics'). Recipes are keyed by their arrays' layouts, pointer alignment included, so this never happens
+unless a key is wrong; the check makes sure a wrong key can never make a misaligned launch.
+
 Nothing here knows about ops or kernel kinds: the kernel spec carries everything op-specific.
 
 Compilers: ``"nvrtc"`` (default) compiles with :func:`fusec.codegen.nvrtc.compile_cubin` (no ``-ftz``, so
