@@ -80,3 +80,30 @@ def test_contracts_gpu_dask_output_broadcast_along_the_vector_axis(scheduler):
     cupy.cuda.Device().synchronize()
     for g, w in zip(got, interpret(graph, inputs)):
         assert_matches_numpy(cupy.asnumpy(g) if isinstance(g, cupy.ndarray) else np.asarray(g), w, exact=True)
+
+
+@pytest.mark.parametrize("elements", (1, 2, 3))
+@pytest.mark.parametrize("name", ["axpy", "scale_shift", "softmax", "sum_abs"])
+def test_contracts_gpu_torch_tensors_at_odd_offsets_match_numpy(name, elements):
+    """Torch tensors (taken as CuPy views through DLPack, ``fusec/foreign.py``) starting 1, 2, 3 elements past an
+    aligned address: the same contracts, checked on the same paths."""
+    torch = pytest.importorskip("torch")
+    import fusec
+
+    c = case(name)
+    host = c.arguments(np.random.default_rng(seed_of("contracts torch", name, elements)), "float32")
+    tensors = []
+    for a in host:
+        flat = torch.empty(a.size + 128, dtype=torch.float32, device="cuda")
+        start = (-flat.data_ptr() % 256) // 4 + elements
+        tensor = flat[start:start + a.size].view(a.shape)
+        tensor.copy_(torch.from_numpy(a))
+        tensors.append(tensor)
+    with np.errstate(all="ignore"):
+        want = np.asarray(c.fn(*[a.copy() for a in host]))
+        reference = np.asarray(c.fn(*[a.astype(np.float64) for a in host]))
+    fused = fusec.fuse(c.fn)
+    for call in range(3):  # the checked path, then the fast path
+        got = fused(*tensors)
+        torch.cuda.synchronize()
+        check(Outcome(f"torch call {call}", cupy.asarray(got), want, reference), "float32")
