@@ -20,6 +20,13 @@ keep that under a few microseconds:
   It is reused only on the stream its last kernel ran on, so stream order protects any work still
   queued on it, as CuPy's pool does.
 
+Every launch of a runner is guarded by its kernel's launch contract (:mod:`fusec.schedule.contract`): before
+the first launch that reads a caller's array, its pointer is tested against the alignment the kernel's vector
+accesses need (``p & mask``, one test per mask over the OR of the pointers: tens of nanoseconds). Arrays that do
+not meet it (a cache keyed wrongly would hand them over) launch nothing: the call takes the checked path
+(``run_plan``), whose kernels are built for them. The runner's own arrays (outputs, intermediates) come fresh
+from CuPy's pool, 512-byte aligned, and shapes and strides are fixed by the runner's key.
+
 A runner serializes its own calls with a lock (its parameter block is shared), and is bound to the
 device it was built on (the key of :class:`fusec.Fused`'s cache includes the current device).
 """
@@ -139,6 +146,9 @@ class PlanStep:
     in_slots: tuple[int, ...]  # value slots of its array inputs
     outputs: tuple[tuple[int, tuple[int, ...], np.dtype, OutputRecycler | None], ...]  # slot, shape, dtype
     workspace: Any  # None, or a callable giving the zeroed scratch buffer of the current stream
+    # its launch contract's alignment masks, one per array (inputs, then outputs): a pointer p fits when
+    # p & mask == 0 (0: any address; fusec.schedule.contract.LaunchContract.masks)
+    masks: tuple[int, ...] = ()
 
 
 class PlanRunner:
@@ -154,20 +164,26 @@ class PlanRunner:
     itself, so a repeat call goes through two Python frames: its own ``__call__`` and ``run``."""
 
     def __init__(self, steps: tuple[PlanStep, ...], n_inputs: int, out_slots: tuple[int, ...], device: int,
-                 structure: str = "list"):
+                 structure: str = "list", checked_path: Any = None):
         self.steps = steps
         self.out_slots = out_slots
         self.device = device
         self.source, names = _runner_source(steps, n_inputs, out_slots, structure)
         cp = cupy_module()
         names.update(lock=threading.Lock(), current_stream=cp.cuda.get_current_stream, new=cp.ndarray,
-                     after_failure=self._after_failure)
+                     after_failure=self._after_failure, misfit=_MISFIT, Misfit=ContractMisfit,
+                     checked_path=checked_path or self._no_checked_path)
         exec(compile(self.source, "<fusec dispatch>", "exec"), names)
         self.run = names["run"]
         self.run.runner = self  # (for inspection: Fused keeps only the function)
 
     def __call__(self, arrays: list[Any] | tuple[Any, ...]) -> Any:
         return self.run(arrays)
+
+    @staticmethod
+    def _no_checked_path(arrays: Any) -> Any:
+        raise ContractMisfit("a kernel's launch contract does not take these arrays, and the runner has no checked "
+                             "path to run instead")
 
     def _after_failure(self, exc: BaseException) -> None:
         """A failed run raises again, except in a thread that has not touched CUDA yet: it has no current
@@ -186,6 +202,10 @@ def _runner_source(steps: tuple[PlanStep, ...], n_inputs: int, out_slots: tuple[
     if n_inputs:
         body.append(f"{', '.join(f'v{i}' for i in range(n_inputs))}{',' if n_inputs == 1 else ''} = arrays")
     body += ["stream = current_stream().ptr", "with lock:"]
+    fetched: set[int] = set()  # slots whose pointer p<slot> is taken already
+    # slots a contract test checked already: arrays do not move during a call, and only the caller's are tested (what
+    # the runner allocates itself, its outputs and intermediates, comes fresh from CuPy's pool: 512-byte aligned)
+    tested: set[int] = set()
     for k, step in enumerate(steps):
         for slot, shape, dtype, recycler in step.outputs:
             if recycler is not None:
@@ -197,7 +217,22 @@ def _runner_source(steps: tuple[PlanStep, ...], n_inputs: int, out_slots: tuple[
         launch = step.launch
         if launch is None:
             continue
-        pointers = [f"v{i}.data.ptr" for i in step.in_slots] + [f"v{slot}.data.ptr" for slot, *_ in step.outputs]
+        slots = [*step.in_slots, *(slot for slot, *_ in step.outputs)]
+        for slot in slots:
+            if slot not in fetched:
+                fetched.add(slot)
+                body.append(f"    p{slot} = v{slot}.data.ptr")
+        by_mask: dict[int, list[str]] = {}  # the caller's pointers each mask tests, each once per call
+        for slot, mask in zip(slots, step.masks):
+            if mask and slot < n_inputs and slot not in tested:
+                tested.add(slot)
+                by_mask.setdefault(mask, []).append(f"p{slot}")
+        if by_mask:  # the launch contract, before the launch: a misaligned argument takes the checked path
+            tests = [f"({' | '.join(ps)}) & {mask}" if len(ps) > 1 else f"{ps[0]} & {mask}"
+                     for mask, ps in by_mask.items()]
+            body.append(f"    if {' or '.join(tests)}:")
+            body.append("        raise misfit")
+        pointers = [f"p{slot}" for slot in slots]
         if step.workspace is not None:
             names[f"workspace{k}"] = step.workspace
             pointers.append(f"workspace{k}().data.ptr")
@@ -209,9 +244,18 @@ def _runner_source(steps: tuple[PlanStep, ...], n_inputs: int, out_slots: tuple[
     results = ", ".join(f"v{i}" for i in out_slots)
     body.append("return " + {"single": f"v{out_slots[0]}", "tuple": f"({results},)", "list": f"[{results}]"}[structure])
     lines = ["def run(arrays, retry=True):", "    try:", *("        " + line for line in body),
+             "    except Misfit:", "        return checked_path(arrays)",
              "    except Exception as exc:", "        if not retry:", "            raise",
              "        after_failure(exc)", "        return run(arrays, False)"]
     return "\n".join(lines) + "\n", names
+
+
+class ContractMisfit(Exception):
+    """A runner's arrays do not meet a kernel's launch contract (its alignment): raised inside ``run`` before
+    that launch, caught there, and the call takes the checked path instead."""
+
+
+_MISFIT = ContractMisfit("a pointer is not aligned as its kernel's vector accesses need")
 
 
 def recycler_for(shape: tuple[int, ...], dtype: np.dtype) -> OutputRecycler | None:
@@ -220,5 +264,5 @@ def recycler_for(shape: tuple[int, ...], dtype: np.dtype) -> OutputRecycler | No
     return OutputRecycler(shape, np.dtype(dtype)) if size <= RECYCLE_MAX_BYTES else None
 
 
-__all__ = ["OutputRecycler", "PackedLaunch", "PlanRunner", "PlanStep", "RECYCLE_KEPT", "RECYCLE_MAX_BYTES",
-           "recycler_for"]
+__all__ = ["ContractMisfit", "OutputRecycler", "PackedLaunch", "PlanRunner", "PlanStep", "RECYCLE_KEPT",
+           "RECYCLE_MAX_BYTES", "recycler_for"]

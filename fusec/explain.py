@@ -385,8 +385,12 @@ def _launch_text(kernel: Any) -> str:
     details.append(("int32" if spec.index_ctype == "int" else "int64") + " indices")
     if spec.vec > 1:
         details.append(f"{spec.vec}-wide vector accesses")
-    return (f"{kernel.schedule.variant} schedule, {threads} threads per block, {spec.launch.describe()}\n"
+    text = (f"{kernel.schedule.variant} schedule, {threads} threads per block, {spec.launch.describe()}\n"
             f"          {', '.join(details)}")
+    if spec.contract is not None:  # what a launch needs of its arrays (checked before every launch)
+        text += (f"\n          contract: {spec.contract.text()}; strides {spec.contract.strides_text()} "
+                 f"(a launch that does not meet it runs the scalar variant)")
+    return text
 
 
 def _lengths_text(spec: Any) -> str:

@@ -12,6 +12,12 @@ Recipes live as long as their region: they are dropped when the region (its plan
 :meth:`KernelLauncher.plan_runner` goes one step further for :class:`fusec.Fused`'s repeat calls: every
 kernel of a plan resolved and its launch pre-packed (:mod:`fusec.dispatch`).
 
+Every launch checks the kernel's launch contract first (:mod:`fusec.schedule.contract`: the alignment its vector
+accesses need of each pointer, the shapes and strides it was built for): arrays that do not meet it launch nothing,
+and a kernel built for them runs instead (the forced schedule if it fits them, else its scalar variant, else the
+heuristics'). Recipes are keyed by their arrays' layouts, pointer alignment included, so this never happens
+unless a key is wrong; the check makes sure a wrong key can never make a misaligned launch.
+
 Nothing here knows about ops or kernel kinds: the kernel spec carries everything op-specific.
 
 Compilers: ``"nvrtc"`` (default) compiles with :func:`fusec.codegen.nvrtc.compile_cubin` (no ``-ftz``, so
@@ -52,7 +58,8 @@ from fusec.ir.graph import Node
 from fusec.ir.region import Region
 from fusec.lru import LRU
 from fusec.progress import progress
-from fusec.schedule import Schedule, layouts_of
+from fusec.schedule import Schedule, ScheduleError, layouts_of
+from fusec.schedule.contract import ContractViolation, LaunchContract
 from fusec.schedule.device import device_properties
 
 POISON_BYTE = 0xAB  # what poisoned outputs are filled with, byte by byte
@@ -74,6 +81,12 @@ class LaunchRecipe:
     outputs: tuple[tuple[tuple[int, ...], np.dtype], ...]
     workspace_bytes: int
     tuned: str = ""  # autotuned: "timed" (the candidates were timed now) or "tune cache"; "" otherwise
+
+    @property
+    def contract(self) -> LaunchContract:
+        """What the kernel needs of the arrays it is launched on (checked before every launch)."""
+        assert self.spec.contract is not None
+        return self.spec.contract
 
     def arguments(self, inputs: list[Any], outputs: list[Any], workspace: Any) -> list[Any]:
         """The launch's arguments in parameter order, each taken by its parameter's role."""
@@ -375,13 +388,37 @@ class KernelLauncher:
             for a in outs:
                 if a.nbytes and (a.flags.c_contiguous or a.flags.f_contiguous):
                     cp.cuda.runtime.memsetAsync(a.data.ptr, self.poison, a.nbytes, stream)
-        self._launch(recipe, arrays, outs)
+        try:
+            self._launch(recipe, arrays, outs)
+        except ContractViolation as exc:
+            self._launch(self._fitting_recipe(region, arrays, outs, recipe, schedule, exc), arrays, outs)
         return dict(zip(recipe.spec.outputs, outs))
 
     def _launch(self, recipe: LaunchRecipe, arrays: list[Any], outs: list[Any]) -> None:
+        """Launch ``recipe``'s kernel on ``arrays`` into ``outs``: its launch contract checked first, the last
+        thing before the launch (:class:`ContractViolation` instead of a launch on arrays it does not fit)."""
+        problem = recipe.contract.violation([*arrays, *outs])
+        if problem is not None:
+            raise ContractViolation(recipe.spec.name, str(recipe.schedule), problem)
         if recipe.grid:
             workspace = self._workspace(recipe.workspace_bytes) if recipe.workspace_bytes else NULL_POINTER
             recipe.function((recipe.grid, 1, 1), recipe.block, tuple(recipe.arguments(arrays, outs, workspace)))
+
+    def _fitting_recipe(self, region: Region, arrays: list[Any], outs: list[Any], recipe: LaunchRecipe,
+                        schedule: Any, exc: ContractViolation) -> LaunchRecipe:
+        """A recipe built for exactly these arrays (inputs and outputs), for a launch whose cached recipe's contract
+        they do not meet: the forced schedule if it fits them, else its scalar variant, else the heuristics'.
+        Not cached (a recipe found for arrays it does not fit is a keying bug: logged on ``fusec.recompile``)."""
+        if logs.on("recompile"):
+            logs.emit("recompile", "%s: launch contract not met (%s): a kernel for these arrays runs instead",
+                      region.name, exc.why)
+        out = dict(zip(recipe.spec.outputs, outs))
+        for choice in ([schedule, recipe.schedule.scalar()] if schedule is not None else []) + [None]:
+            try:
+                return self.recipe(region, arrays, out, choice)
+            except ScheduleError:
+                continue
+        raise AssertionError("unreachable: the heuristics' schedule fits any layout")
 
     def plan_runner(self, plan: Any, arrays: list[Any], structure: str = "list",
                     schedules: ForcedSchedules | None = None, autotune: bool | None = None) -> PlanRunner | None:
@@ -416,8 +453,16 @@ class KernelLauncher:
             return None
         if check_indices() and any(step_recipe.spec.error_sites for step_recipe in recipes):
             return None  # gathers' indices are checked after every call: the checked path
+
+        def checked_path(given: Any) -> Any:  # arrays a kernel's launch contract does not take: run_plan's way
+            if logs.on("recompile"):
+                logs.emit("recompile", "%s: the fast path's launch contracts not met: the checked path runs",
+                          plan.graph.name)
+            results = run_plan(plan, list(given), launcher=self, schedules=schedules, autotune=autotune)
+            return results[0] if structure == "single" else (tuple(results) if structure == "tuple" else results)
+
         return PlanRunner(tuple(steps), len(plan.graph.inputs), tuple(slot[o] for o in plan.graph.outputs), device,
-                          structure)
+                          structure, checked_path)
 
     def source(self, region: Region, graph_values: Mapping[Node, Any], schedule: Any = None) -> str:
         """The CUDA source ``run_region`` compiles for these inputs (no launch)."""
@@ -430,7 +475,8 @@ def _plan_step(launcher: KernelLauncher, recipe: LaunchRecipe, in_slots: tuple[i
                outputs: tuple[tuple[Any, ...], ...]) -> PlanStep:
     """One kernel of a runner, its launch packed by parameter role: the arrays' pointers (written on each
     call) lead, then the workspace's (when the launch needs one; a kernel of one block gets a null
-    pointer, written once with the scalars), then the scalars."""
+    pointer, written once with the scalars), then the scalars; with its launch contract's alignment masks,
+    which the runner tests each call's pointers against before the launch."""
     roles = [p.role for p in recipe.spec.params]
     expected = sorted(roles, key=("input", "output", "workspace", "scalar").index)
     if roles != expected:
@@ -445,7 +491,7 @@ def _plan_step(launcher: KernelLauncher, recipe: LaunchRecipe, in_slots: tuple[i
     if recipe.grid:
         n_pointers = roles.count("input") + roles.count("output") + (workspace is not None)
         launch = PackedLaunch(recipe.function, (recipe.grid, 1, 1), recipe.block, n_pointers, scalars)
-    return PlanStep(launch, in_slots, outputs, workspace)
+    return PlanStep(launch, in_slots, outputs, workspace, recipe.contract.masks)
 
 
 def _blocks_per_sm(function: Any, threads: int) -> int:

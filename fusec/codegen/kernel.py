@@ -9,7 +9,7 @@ schedule or completes and checks a forced one (:func:`fusec.schedule.resolve`), 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fusec import logs
@@ -19,6 +19,7 @@ from fusec.codegen.spec import KernelSpec
 from fusec.ir.graph import Node
 from fusec.ir.region import Region
 from fusec.schedule import H200, ArrayLayout, DeviceProperties, Schedule, ScheduleError, analyze, layouts_of, resolve
+from fusec.schedule.contract import LaunchContract, launch_contract
 from fusec.schedule.heuristics import nest_for
 
 ForcedSchedules = Mapping[str, Any]  # region name -> Schedule, or its text ("rows:warp")
@@ -35,6 +36,12 @@ class GeneratedKernel:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def contract(self) -> LaunchContract:
+        """What the kernel needs of the arrays it is launched on (:mod:`fusec.schedule.contract`)."""
+        assert self.spec.contract is not None
+        return self.spec.contract
 
     def passes(self) -> dict[Node, int]:
         """How many times the kernel reads each input array from memory: once per loop that loads it (each
@@ -72,10 +79,12 @@ def generate(region: Region, layouts: Mapping[Node, ArrayLayout] | None = None, 
     """``region``'s kernel over ``layouts`` (arrays left out are fresh C-contiguous ones) with ``schedule``
     (None: the heuristics'; a :class:`Schedule` or its text, possibly partial, is completed and checked,
     raising :class:`fusec.schedule.ScheduleError` when it does not fit). ``name`` renames the kernel's
-    base (default: the region's name)."""
+    base (default: the region's name). The spec carries the kernel's launch contract (what it needs of its
+    arrays' addresses and layouts), which the source names on its ``// contract:`` line."""
     nest = analyze(region, layouts)
     chosen = resolve(nest, schedule, device)
-    spec = lower(nest_for(nest, chosen), chosen, name)
+    computed = nest_for(nest, chosen)
+    spec = replace(lower(computed, chosen, name), contract=launch_contract(computed, chosen))
     if logs.on("schedule"):
         logs.emit("schedule", "%s: %s (%s)", spec.name, chosen, "forced" if schedule is not None else "heuristics")
     return GeneratedKernel(chosen, spec, render_kernel(spec))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fusec.ir.graph import Node
+from fusec.schedule.contract import LaunchContract
 from fusec.schedule.kinds import Schedule
 
 MAX_GRID = 65535  # upper bound on any grid (grid-stride loops cover the rest)
@@ -275,6 +276,10 @@ class KernelSpec:
     # vectors where the row is aligned and the chunk full, checked when the kernel runs)
     scan_steps: tuple[ScanStep, ...] = ()
     scan_vectors: tuple[tuple[str, int], ...] = ()
+    # what the kernel needs of its array arguments at launch (alignment of each pointer its vector accesses
+    # read or write, the strides and shapes its index arithmetic was generated for, the index width):
+    # :func:`fusec.codegen.kernel.generate` states it, the source names it, the runtime checks it at every launch
+    contract: LaunchContract | None = None
 
     @property
     def block(self) -> tuple[int, int]:

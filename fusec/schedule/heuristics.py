@@ -17,6 +17,7 @@ from typing import Any
 
 from fusec.ir.graph import Node
 from fusec.schedule import scan
+from fusec.schedule.contract import layout_problem
 from fusec.schedule.device import H200, DeviceProperties
 from fusec.schedule.kinds import (
     BLOCK,
@@ -74,9 +75,11 @@ def choose(nest: LoopNest, device: DeviceProperties = H200) -> Schedule:
         return scan.choose(nest, device)
     schedule = _defaults(nest, device, None)
     if one_pass_pays(nest, schedule):
-        return replace(_defaults(nest.with_one_pass(), device, None, schedule.kind), one_pass=True)
-    if nest.one_pass_candidates and not isinstance(schedule, PointwiseSchedule):
-        return replace(schedule, one_pass=False)
+        schedule = replace(_defaults(nest.with_one_pass(), device, None, schedule.kind), one_pass=True)
+    elif nest.one_pass_candidates and not isinstance(schedule, PointwiseSchedule):
+        schedule = replace(schedule, one_pass=False)
+    if layout_problem(nest_for(nest, schedule), schedule) is not None:  # (the rules above should not allow it)
+        schedule = schedule.scalar()
     return schedule
 
 
@@ -298,6 +301,11 @@ def _inner_vector_misfit(nest: LoopNest, vec: int) -> str | None:
             return f"{info.var} steps by {inner.strides[i]} along the innermost axis, not 1"
     if not moving:
         return "no array moves along the innermost axis"
+    for node in nest.full_outputs:  # every store is a vector store: one that stays put would overlap its neighbours
+        i = nest.info_index[nest.store_access(node).var]
+        if inner.strides[i] != 1:
+            return (f"{nest.out_pointer[node]} steps by {inner.strides[i]} along the innermost axis, not 1 (its "
+                    f"vector stores would not be its consecutive elements)")
     for i, info in moving:
         if inner.strides[i] != 1:
             return f"{info.var} steps by {inner.strides[i]} along the innermost axis, not 1"
@@ -476,17 +484,24 @@ def check(nest: LoopNest, schedule: Schedule, device: DeviceProperties = H200) -
     elif isinstance(schedule, RowSchedule):
         _check_rows(nest, schedule, refuse)
     elif isinstance(schedule, ColSchedule):
-        if schedule.tile < 1 or schedule.split < 1:
-            refuse("tile and split must be at least 1")
-        if schedule.blocks < 0 or (schedule.blocks and not schedule.splits):
-            refuse("blocks (per tile) belongs to the split variants last_block and grid_barrier, and is >= 0")
-        if schedule.finish == "last_block" and (nest.n_phases > 1 or nest.full_outputs):
-            refuse("last_block combines one phase into outputs per kept index; this kernel has "
-                   f"{nest.n_phases} phase(s) and {len(nest.full_outputs)} output(s) over the elements: "
-                   "use grid_barrier")
-        if schedule.finish == "last_block" and -(-nest.n_kept // schedule.tile) > LAST_BLOCK_TILES:
-            refuse(f"last_block counts arrivals per tile, for at most {LAST_BLOCK_TILES} tiles; this kernel has "
-                   f"{-(-nest.n_kept // schedule.tile)}: use grid_barrier")
+        _check_cols(nest, schedule, refuse)
+    problem = layout_problem(nest, schedule)  # every vector access aligned: what the launch contract rests on
+    if problem is not None:
+        refuse(problem)
+
+
+def _check_cols(nest: LoopNest, schedule: ColSchedule, refuse: Any) -> None:
+    if schedule.tile < 1 or schedule.split < 1:
+        refuse("tile and split must be at least 1")
+    if schedule.blocks < 0 or (schedule.blocks and not schedule.splits):
+        refuse("blocks (per tile) belongs to the split variants last_block and grid_barrier, and is >= 0")
+    if schedule.finish == "last_block" and (nest.n_phases > 1 or nest.full_outputs):
+        refuse("last_block combines one phase into outputs per kept index; this kernel has "
+               f"{nest.n_phases} phase(s) and {len(nest.full_outputs)} output(s) over the elements: "
+               "use grid_barrier")
+    if schedule.finish == "last_block" and -(-nest.n_kept // schedule.tile) > LAST_BLOCK_TILES:
+        refuse(f"last_block counts arrivals per tile, for at most {LAST_BLOCK_TILES} tiles; this kernel has "
+               f"{-(-nest.n_kept // schedule.tile)}: use grid_barrier")
 
 
 def fits_kind(schedule_kind: str, region_kind: str) -> bool:

@@ -26,7 +26,7 @@ in for the region at hand.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from fusec.errors import FusecValueError
@@ -108,6 +108,12 @@ class Schedule:
         rows sit in registers, where a second pass reads registers (:func:`fusec.schedule.heuristics.one_pass_pays`)."""
         return not getattr(self, "in_registers", False)
 
+    def scalar(self) -> Schedule:
+        """This schedule's scalar variant: the same kernel shape reading and writing one element at a time, which
+        asks nothing of its arrays' alignment (itself where it has no vector accesses). The runtime runs it where
+        a launch's arrays do not meet the vector kernel's launch contract (:mod:`fusec.schedule.contract`)."""
+        return self
+
 
 @dataclass(frozen=True)
 class PointwiseSchedule(Schedule):
@@ -135,6 +141,13 @@ class PointwiseSchedule(Schedule):
     @property
     def block(self) -> tuple[int, int]:
         return (self.tile, max(1, BLOCK // self.tile)) if self.loop == "tiled" else (BLOCK, 1)
+
+    def scalar(self) -> Schedule:
+        if self.loop == "vector":
+            return replace(self, loop="contiguous", vec=1)
+        if self.loop == "inner_vector":
+            return replace(self, loop="strided", vec=1)
+        return self
 
     def text(self) -> str:
         if self.loop == "tiled":
@@ -174,6 +187,9 @@ class ReduceAllSchedule(Schedule):
     @property
     def workspace(self) -> bool:
         return True
+
+    def scalar(self) -> Schedule:
+        return replace(self, loop="contiguous", vec=1) if self.loop == "vector" else self
 
 
 @dataclass(frozen=True)
@@ -243,6 +259,9 @@ class RowSchedule(Schedule):
     @property
     def min_resident(self) -> int:
         return max(1, 512 // self.row_threads) if self.mapping == "block_regs" else MIN_RESIDENT
+
+    def scalar(self) -> Schedule:
+        return replace(self, vec=1) if self.vec > 1 else self
 
     def text(self) -> str:
         if not self.in_registers and not self.fast_division and not self.hold and self.vec == 1 and \

@@ -107,6 +107,7 @@ __device__ __forceinline__ void combine(Acc0& a, const Acc0& b) {
 
 // k0_cols_max_sub_exp_sum_div: cols, grid_barrier, 32 kept indices x 8 threads along the reduced axes per block, int indices
 // schedule: cols:grid_barrier,tile=32,split=8,blocks=0
+// contract: any alignment (no vector accesses); int32 indices
 extern "C" __global__ void __launch_bounds__(256, 4) k0_cols_max_sub_exp_sum_div(
     const __half* __restrict__ in0,
     __half* __restrict__ out0,

@@ -18,6 +18,7 @@ __device__ __forceinline__ void combine(Acc0& a, const Acc0& b) {
 
 // k0_reduceall_sum_cast_div_sub_square: reduce-all, last_block, vectors of 4, int indices
 // schedule: reduce-all:last_block,loop=vector,vec=4
+// contract: in0 16-byte aligned; others any; int32 indices
 extern "C" __global__ void __launch_bounds__(256, 2) k0_reduceall_sum_cast_div_sub_square(
     const float* __restrict__ in0,
     float* __restrict__ out0,

@@ -29,6 +29,7 @@ __device__ __forceinline__ void combine(Acc1& a, const Acc1& b) {
 
 // k0_rows_max_sub_exp_sum_div_argmax: rows, a warp per row, int indices
 // schedule: rows:warp
+// contract: any alignment (no vector accesses); int32 indices
 extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div_argmax(
     const float* __restrict__ in0,
     float* __restrict__ out0,

@@ -26,6 +26,7 @@ __device__ __forceinline__ void combine(Acc1& a, const Acc1& b) {
 
 // k0_rows_max_sub_exp_sum_div: rows, 256 threads per row holding 32 elements each in registers, vectors of 4, int indices
 // schedule: rows:block_regs,threads=256,elems=32,vec=4,hold=2,fast_division=1,lengths=exact
+// contract: in0, out0 16-byte aligned; int32 indices
 extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div(
     const float* __restrict__ in0,
     float* __restrict__ out0,

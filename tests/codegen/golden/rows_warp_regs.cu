@@ -37,6 +37,7 @@ __device__ __forceinline__ void combine(Acc2& a, const Acc2& b) {
 
 // k0_rows_max_sub_exp_sum_div_argmax: rows, 4 threads per row holding 16 elements each in registers, vectors of 4, int indices
 // schedule: rows:warp_regs,threads=4,elems=16,vec=4,hold=2,fast_division=1,lengths=exact
+// contract: in0 16-byte aligned; others any; int32 indices
 extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div_argmax(
     const float* __restrict__ in0,
     float* __restrict__ out0,
