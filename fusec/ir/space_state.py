@@ -85,9 +85,8 @@ class SpaceState:
     @staticmethod
     def single(slots: AxisSlots, n: Node) -> SpaceState:
         """The space of the one member ``n``: always legal, each claimed slot on the region axis of its own
-        position (what :meth:`build` computes, without its general machinery)."""
-        if CHECK_AGAINST_SCRATCH:
-            return SpaceState.build(slots, [n])
+        position (what :meth:`build` computes, without its general machinery). It knows that no candidate but the
+        seed claims anything (``free`` is empty), so unions with it take the fast path."""
         state = SpaceState(slots)
         state.members.add(n)
         state.seed = n
@@ -126,6 +125,10 @@ class SpaceState:
             if _inner_slice(n):
                 state.slices = [n]
         slots.counts.slot_steps += len(parent)
+        if CHECK_AGAINST_SCRATCH:  # what build computes (and compares with region_space)
+            want = SpaceState.build(slots, [n])
+            assert want.legal and want.final_map(n) == state.final_map(n), (n, want.final_map(n))
+            assert want.reduce_maps == state.reduce_maps, (want.reduce_maps, state.reduce_maps)
         return state
 
     @staticmethod
