@@ -4,8 +4,8 @@ grows in proportion to the graph (counted, not timed: ``PartitionCounts``).
 With ``fusec.ir.space_state.CHECK_AGAINST_SCRATCH`` on, every space the partitioner computes for a merge it
 tries (legal or not) is compared with :func:`fusec.ir.region.region_space` from scratch: legality, shape,
 reduced axes, maps, reduction maps and phases. The graphs are the hypothesis strategies of
-``tests/strategies.py`` (as they come and in the fuzz corpus's families), the compile-time benchmark's
-families and the kernel-count workloads.
+``tests/strategies.py`` (as they come, in the fuzz corpus's families, and drawn for outer products), the
+compile-time benchmark's families and the kernel-count workloads.
 """
 
 from __future__ import annotations
@@ -63,6 +63,19 @@ def test_partition_spaces_equal_region_space_on_random_graphs(check_spaces, g):
 @settings(max_examples=300, **RELAXED)
 @given(st.sampled_from(sorted(FAMILIES)).flatmap(lambda f: graphs(**{**FAMILIES[f], **COMMON_OPTIONS})))
 def test_partition_spaces_equal_region_space_on_fuzz_families(check_spaces, g):
+    _check(g)
+
+
+# outer products: sums and expand_dims, transposes and broadcasts of axes that all have one extent (2), so that two
+# axes of a node meet in one class of slots, or in two classes that get one number (siblings)
+OUTER_OPS = ["add", "mul", "neg", "maximum", "where", "sum", "max", "any", "argmax", "cumsum", "expand_dims",
+             "transpose", "squeeze", "broadcast_to", "reshape"]
+
+
+@settings(max_examples=300, **RELAXED)
+@given(graphs(max_nodes=24, max_dim=2, allow_empty=False, ops=OUTER_OPS, dtypes=["float32", "bool", "int64"],
+              allow_consts=False))
+def test_partition_spaces_equal_region_space_on_outer_products(check_spaces, g):
     _check(g)
 
 
