@@ -7,10 +7,11 @@ nodes that cannot be one kernel, :class:`Refusal` with the reason.
 A region is one kernel with one iteration space: a shape ``S`` and a set of reduced axes ``A``
 (empty for pointwise regions). Every member node is placed in that space by an *axis map*: for
 each of its own axes, the region axis it runs along (``None`` for a size-1 axis, which is
-broadcast). Maps are propagated along the region's edges with each op's own axis rule (NumPy's
-right-aligned broadcasting, ``squeeze``/``expand_dims``/``transpose``), so the same function
-answers "can these nodes be one kernel" for the fusion pass and "how is each node indexed" for
-the code generator.
+broadcast), never two of its axes along one region axis (a kernel that iterates it once would
+compute only the diagonal of their outer product: :func:`outer_product_problem`). Maps are
+propagated along the region's edges with each op's own axis rule (NumPy's right-aligned
+broadcasting, ``squeeze``/``expand_dims``/``transpose``), so the same function answers "can these
+nodes be one kernel" for the fusion pass and "how is each node indexed" for the code generator.
 
 Within a reduction region a node is *full* (it varies along a reduced axis) or *per-row* (it is
 constant along all of them: a reduced value, or something computed from reduced values); its
