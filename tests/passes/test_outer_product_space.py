@@ -35,6 +35,24 @@ FUZZ_3727 = """func @fuzz3727_views(%x: i32[], %y: f32[], %z: i32[2,4]) -> (f16[
   return %10, %9
 }"""
 
+# from tests.fuzz.corpus.generate(5000, seed=0) here: its cols kernel placed maximum (4x4x1x4) along (0, 1, -, 1)
+FUZZ_2835 = """func @fuzz2835_views(%x: i32[1,4,1]) -> (bool[0,4,1,0], f32[4,4,1,4], bool[4]) {
+  %0 = cast %x : bool[1,4,1]
+  %1 = reshape %0 {shape=[4]} : bool[4]
+  %2 = cast %1 : i64[4]
+  %3 = squeeze %0 {axes=[0]} : bool[4,1]
+  %4 = cast %3 : i64[4,1]
+  %5 = lt %2, %4 : bool[4,4]
+  %6 = transpose %5 {perm=[0, 1]} : bool[4,4]
+  %7 = expand_dims %6 {axes=[2, 3]} : bool[4,4,1,1]
+  %8 = slice %7 {start=[6, none, none, none], step=[1, 1, 3, 1], stop=[5, none, 2, -3]} : bool[0,4,1,0]
+  %9 = cast %7 : f32[4,4,1,1]
+  %10 = any %5 {axes=[0], keepdims=false} : bool[4]
+  %11 = cast %10 : f32[4]
+  %12 = maximum %9, %11 : f32[4,4,1,4]
+  return %8, %12, %10
+}"""
+
 OUTER = """func @outer(%x: f32[6,5]) -> f32[5,5] {
   %0 = sum %x {axes=[0], keepdims=false} : f32[5]
   %1 = expand_dims %0 {axes=[1]} : f32[5,1]
@@ -172,7 +190,7 @@ def test_outer_product_of_a_reduction_is_not_one_kernel() -> None:
         region_space([n for n in graph.nodes if n.operands])
 
 
-@pytest.mark.parametrize("text", [FUZZ_3727, OUTER], ids=["fuzz3727", "outer"])
+@pytest.mark.parametrize("text", [FUZZ_3727, FUZZ_2835, OUTER], ids=["fuzz3727", "fuzz2835", "outer"])
 def test_outer_product_kernels_cover_their_outputs(text: str) -> None:
     """Every kernel's outputs lie in its iteration space (each output element has one point of the space), and
     the plan computes what the interpreter computes."""
