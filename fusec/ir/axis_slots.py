@@ -8,7 +8,13 @@ its operand, a reduction's operand and the node it reads); :func:`fusec.ir.regio
 region-axis numbers along exactly these links. This module also holds what the space needs to know of each
 node on its own: which node would seed a region, under which region parameters a node is a *candidate* (a
 member of the region's shape, or a reduction with the region's operand shape and axes), the slots it claims,
-and the summary kept per class of linked slots.
+its *twins* and the summary kept per class of linked slots.
+
+*Twins.* Two real axes of one node's result (or of one reduction's operand) that have the same extent are twins:
+were they to run along one region axis, the kernel would iterate that axis once and compute only the diagonal
+of their outer product (region_space refuses it). Only axes of one extent can share a region axis, so each slot
+lists its twins once, here, and a class of slots lists its *partners*: one slot in each other class that holds
+a twin of one of its slots.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ class SpaceCounts:
     rebuilt_nodes: int = 0  # members those rebuilds walked
     oracle_calls: int = 0  # conflicts at size-1 slots settled by region_space
     oracle_nodes: int = 0  # members those calls walked
+    twin_steps: int = 0  # partners visited: joined into a class's list, or checked for a shared region axis
 
 
 class AxisSlots:
@@ -56,6 +63,7 @@ class AxisSlots:
         self.first: dict[Node, int] = {}
         self.extent: list[int] = []
         self.checked_extent: list[int | None] = []  # extent of a real result axis (every one needs a region axis)
+        self.twins: list[tuple[int, ...]] = []  # the slot's twins: the node's other real slots of its extent
         self.links: dict[Node, dict[Node, list[tuple[int, int]]]] = {}  # user -> operand -> slot pairs
         self.inner: dict[Node, list[tuple[int, int]]] = {}  # reduction -> (result slot, operand slot) pairs
         # memos of checks that depend only on their key: (reduction, its operand's numbering, region) and
@@ -73,11 +81,13 @@ class AxisSlots:
             base = self.first[n] = len(self.extent)
             self.extent.extend(n.shape)
             self.checked_extent.extend(d if d != 1 else None for d in n.shape)
+            self.twins.extend(_twins(base, n.shape))
             links: dict[Node, list[tuple[int, int]]] = {}
             if n.kind is Kind.REDUCTION:
                 x = n.operands[0]
                 self.extent.extend(x.shape)
                 self.checked_extent.extend([None] * x.ndim)
+                self.twins.extend(_twins(base + n.ndim, x.shape))
                 op = base + n.ndim
                 axes = n.attr("axes")
                 positions = range(x.ndim) if n.attr("keepdims") else [j for j in range(x.ndim) if j not in axes]
@@ -123,6 +133,15 @@ class AxisSlots:
         return None
 
 
+def _twins(base: int, shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """The twins of slots ``base + k`` for the axes ``k`` of ``shape`` (one node's result, or a reduction's operand):
+    the other real axes of the same extent."""
+    if len(set(shape)) == len(shape) or len(shape) < 2:
+        return [()] * len(shape)
+    return [tuple(base + j for j, e in enumerate(shape) if e == d and j != k) if d != 1 else ()
+            for k, d in enumerate(shape)]
+
+
 def region_params(seed: Node) -> tuple[tuple[int, ...], tuple]:
     """(region shape, reduced axes as the seed lists them) of a region seeded by ``seed``."""
     if seed.kind is Kind.REDUCTION:
@@ -132,7 +151,12 @@ def region_params(seed: Node) -> tuple[tuple[int, ...], tuple]:
 
 def join_classes(a: tuple, b: tuple) -> tuple:
     """The summary of a class made of classes ``a`` and ``b``: (size, checked extent, has a size-1 slot,
-    first candidate per candidate key, has a real slot)."""
+    first candidate per candidate key, has a real slot, partners, holds two twins).
+
+    ``partners`` holds, for every other class with a twin of one of the class's slots, at least one slot of it
+    (a slot's class changes as classes join, so the list may name a class twice, and may name the class itself:
+    :meth:`fusec.ir.space_state._Trial._union` lists each class once and sets the last field when the class
+    holds a slot and its twin). Here the two lists are only put together."""
     ea, eb = a[1], b[1]
     ext = eb if ea is None else ea if eb is None or ea == eb else MIXED
     ca, cb = a[3], b[3]
@@ -147,4 +171,6 @@ def join_classes(a: tuple, b: tuple) -> tuple:
         for key, pos in cb.items():
             if pos < firsts.get(key, NO_CANDIDATE):
                 firsts[key] = pos
-    return (a[0] + b[0], ext, a[2] or b[2], firsts, a[4] or b[4])
+    pa, pb = a[5], b[5]
+    partners = pa + pb if pa and pb else pa or pb
+    return (a[0] + b[0], ext, a[2] or b[2], firsts, a[4] or b[4], partners, a[6] or b[6])

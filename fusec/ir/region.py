@@ -7,10 +7,11 @@ nodes that cannot be one kernel, :class:`Refusal` with the reason.
 A region is one kernel with one iteration space: a shape ``S`` and a set of reduced axes ``A``
 (empty for pointwise regions). Every member node is placed in that space by an *axis map*: for
 each of its own axes, the region axis it runs along (``None`` for a size-1 axis, which is
-broadcast). Maps are propagated along the region's edges with each op's own axis rule (NumPy's
-right-aligned broadcasting, ``squeeze``/``expand_dims``/``transpose``), so the same function
-answers "can these nodes be one kernel" for the fusion pass and "how is each node indexed" for
-the code generator.
+broadcast), never two of its axes along one region axis (a kernel that iterates it once would
+compute only the diagonal of their outer product: :func:`outer_product_problem`). Maps are
+propagated along the region's edges with each op's own axis rule (NumPy's right-aligned
+broadcasting, ``squeeze``/``expand_dims``/``transpose``), so the same function answers "can these
+nodes be one kernel" for the fusion pass and "how is each node indexed" for the code generator.
 
 Within a reduction region a node is *full* (it varies along a reduced axis) or *per-row* (it is
 constant along all of them: a reduced value, or something computed from reduced values); its
@@ -237,6 +238,9 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
             if ext[k] != 1 and (a is None or shape[a] != ext[k]):
                 raise Refusal(f"different iteration space: {n.op} of shape {list(ext)} does not run along "
                               f"the region's {describe_space(shape, reduced)}")
+        problem = outer_product_problem(n.op, ext, out, shape, reduced)
+        if problem is not None:
+            raise Refusal(problem)
         return out
 
     final = {n: validate(n, maps[n], n.shape) for n in members}
@@ -252,6 +256,22 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
     scans = [n for n in members if n.kind is Kind.SCAN]
     axis = scan_axis(scans, final.__getitem__, bool(reductions))
     return RegionSpace(tuple(shape), tuple(sorted(reduced)), final, reduce_maps, _phases(members, inside), axis)
+
+
+def outer_product_problem(op: str, ext: tuple[int, ...], out: AxisMap, shape: tuple[int, ...],
+                          reduced: tuple[int, ...]) -> str | None:
+    """Why a node (or a reduction's operand) of shape ``ext`` whose axes run along region axes ``out`` (None on its
+    size-1 axes) cannot be in a region over ``shape`` reducing ``reduced``, or None: two of its axes run along one
+    region axis, and a kernel that iterates that axis once would compute only the diagonal of their outer product.
+    (That its axes run along region axes of their extents is checked before.)"""
+    placed = [a for a in out if a is not None]
+    if len(set(placed)) == len(placed):
+        return None
+    twice = next(a for a in placed if placed.count(a) > 1)
+    i, j = [k for k, a in enumerate(out) if a == twice][:2]
+    return (f"different iteration space: two axes of {op} of shape {list(ext)} ({i} and {j}) run along region axis "
+            f"{twice} of the region's {describe_space(shape, reduced)}: the kernel would compute only the diagonal "
+            "of their outer product")
 
 
 def members_problem(nodes: Iterable[Node], space: RegionSpace) -> str | None:

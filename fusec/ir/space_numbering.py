@@ -17,8 +17,19 @@ trial asks region_space itself. A class of size-1 slots only never raises, and i
 axis: it just counts as numbered.
 
 *Checks*, as region_space makes them: every real axis of a member runs along a region axis of its extent;
-every reduction reduces exactly the region's reduced axes (free reduced axes placed as region_space places
-them). :meth:`Numbering._first_failure` gives region_space's message for the first check that fails.
+no two real axes of a member (or of a reduction's operand) run along one region axis; every reduction reduces
+exactly the region's reduced axes (free reduced axes placed as region_space places them).
+:meth:`Numbering._first_failure` gives region_space's message for the first check that fails.
+
+*Twins on one region axis.* Only axes of one extent can share a region axis, so only twins
+(:mod:`fusec.ir.axis_slots`) can: two in one class (the class's flag, set by the union that joined them), or
+in two classes with one number. A free reduced axis of a reduction's operand, placed per reduction, never
+shares one in a map that passes the reduction's other checks, so the class numbers decide. The numbers a
+union gives its classes are the seed's, one class each, and those of the candidates that claim classes
+(siblings): two classes share a number only when a candidate claimed one of them, so only those classes'
+partners are looked at. On the fast path (nothing claimed in the base but the seed's, one class per number)
+those are the classes the smaller group's candidates claim; otherwise the second and later class of each
+number among the union's classes.
 """
 
 from __future__ import annotations
@@ -28,7 +39,7 @@ import heapq
 from fusec.ir.axis_slots import MIXED, NO_CANDIDATE
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
-from fusec.ir.region import AxisMap, describe_axes, describe_space
+from fusec.ir.region import AxisMap, describe_axes, describe_space, outer_product_problem
 
 
 class _Values:
@@ -48,8 +59,8 @@ class _Values:
 class Numbering:
     """Claims and checks over a union's classes (see the module docstring). The class mixing it in provides
     ``slots``, ``counts``, ``base``, ``seed``, ``shape``, ``reduced``, ``reductions``, ``added``, ``own``,
-    ``clash``, ``unit_clashes``, ``touched``, ``free``, ``small``, ``reduce_maps`` and the methods ``find``,
-    ``_info``, ``_roots`` and ``_members``."""
+    ``clash``, ``unit_clashes``, ``touched``, ``claimed``, ``fast``, ``info``, ``free``, ``small``, ``reduce_maps``
+    and the methods ``find``, ``_info``, ``_roots`` and ``_members``."""
 
     __slots__ = ()
 
@@ -116,6 +127,7 @@ class Numbering:
             if self._info(find(r))[4]:  # it gained a real slot since
                 return values, find(r)
         claimed: set[int] = set()
+        self.claimed = []
         free = []
         for n in sorted(self.added, key=slots.order.__getitem__):
             claim = slots.claim_slots(n, self.shape, self.reduced)
@@ -131,6 +143,7 @@ class Numbering:
                     if v is None:
                         self.own[r] = i
                         claimed.add(r)
+                        self.claimed.append(r)
                         self.touched.append(r)
                     elif v != i and self._info(r)[4]:
                         return values, r
@@ -198,19 +211,29 @@ class Numbering:
         return True
 
     def _checks(self, values: dict[int, int] | _Values, roots: list[int]) -> bool:
-        """region_space's validation: real axes (of the classes ``roots``) on region axes of their extent,
-        reductions over the region's reduced axes."""
+        """region_space's validation: real axes (of the classes ``roots``) on region axes of their extent, no two
+        on one region axis, reductions over the region's reduced axes. ``roots`` are all the union's classes,
+        or on the fast path those it changed (the others were checked in the base)."""
         shape = self.shape
         self.counts.class_steps += len(roots)
         info, base_info = self.info, self.base.info
+        numbered: dict[int, int] = {}  # region axis -> the first class of ``roots`` with partners numbered so
+        shared: list[int] = []  # the other classes with partners that got a number already taken
         for r in roots:
             i = info.get(r)
-            ext = (i if i is not None else base_info[r])[1]
-            if ext is None:
-                continue
+            if i is None:
+                i = base_info[r]
+            ext = i[1]
             v = values.get(r)
-            if v is None or ext == MIXED or shape[v] != ext:
+            if ext is not None and (v is None or ext == MIXED or shape[v] != ext):
                 return False
+            if v is not None and (i[5] or i[6]):
+                if i[6]:  # a slot and its twin in this class: two axes of a node along region axis v
+                    return False
+                if numbered.setdefault(v, r) != r:
+                    shared.append(r)
+        if self._twins_share_a_number(values, self.claimed if self.fast else shared):
+            return False
         memo = self.slots.reduce_check
         find, first = self.find, self.slots.first
         for r in self.reductions:
@@ -226,6 +249,22 @@ class Numbering:
             self.reduce_maps[r] = out
         return True
 
+    def _twins_share_a_number(self, values: dict[int, int] | _Values, roots: list[int]) -> bool:
+        """Whether one of the classes ``roots`` has a partner class of its own number (twins along one region
+        axis)."""
+        find, info, base_info = self.find, self.info, self.base.info
+        for r in roots:
+            v = values.get(r)
+            if v is None:
+                continue
+            i = info.get(r)
+            partners = (i if i is not None else base_info[r])[5]
+            self.counts.twin_steps += len(partners)
+            for t in partners:
+                if values.get(find(t)) == v:
+                    return True
+        return False
+
     def _first_failure(self, values: dict[int, int]) -> str | None:
         """The message of the first of region_space's checks that fails, with these class numbers."""
         shape, find, first = self.shape, self.find, self.slots.first
@@ -233,12 +272,18 @@ class Numbering:
         members = self._members()
         for n in members:
             base = first[n]
+            out: list[int | None] = []
             for k, d in enumerate(n.shape):
+                v = None
                 if d != 1:
                     v = values.get(find(base + k))
                     if v is None or shape[v] != d:
                         return (f"different iteration space: {n.op} of shape {list(n.shape)} does not run along "
                                 f"the region's {where}")
+                out.append(v)
+            problem = outer_product_problem(n.op, n.shape, tuple(out), shape, self.reduced)
+            if problem is not None:
+                return problem
         reductions = [n for n in members if n.kind is Kind.REDUCTION]
         maps = {}
         for r in reductions:
@@ -250,6 +295,9 @@ class Numbering:
                     return (f"different iteration space: {r.op} of shape {list(x.shape)} does not run along "
                             f"the region's {where}")
             maps[r] = tuple(a if d != 1 else None for a, d in zip(m, x.shape))
+            problem = outer_product_problem(r.op, x.shape, maps[r], shape, self.reduced)
+            if problem is not None:
+                return problem
         want = {a for a in self.reduced if shape[a] != 1}
         for r in reductions:
             m, axes = maps[r], r.attr("axes")

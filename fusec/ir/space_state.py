@@ -8,7 +8,8 @@ proportional to the smaller one plus the links between them, and gives exactly i
 
 It keeps the classes of linked slots (:mod:`fusec.ir.axis_slots`) in a union-find with a summary per class
 (size, extent of its real result slots, whether it holds a size-1 slot or a real one, its first candidate
-per candidate kind), the numbers region_space gives the classes, the members' phases (reductions on their
+per candidate kind, its partners: the other classes holding twins of its slots, and whether it holds two
+twins itself), the numbers region_space gives the classes, the members' phases (reductions on their
 longest path, which only grow as groups merge, so they are raised along the new links only), and the final
 maps computed so far. :meth:`SpaceState.union` overlays the smaller group on the larger one (a
 :class:`_Trial`), numbers and checks the union (:mod:`fusec.ir.space_numbering`), and applies it only when
@@ -50,7 +51,8 @@ class SpaceState:
         self.version = 0
         self.members: set[Node] = set()
         self.parent: dict[int, int] = {}
-        self.info: dict[int, tuple] = {}  # class root -> (size, checked extent, size-1 slot, firsts, real slot)
+        # class root -> (size, checked extent, size-1 slot, firsts, real slot, partners, holds two twins)
+        self.info: dict[int, tuple] = {}
         self.roots: set[int] = set()
         self.reductions: list[Node] = []
         self.scans: list[Node] = []
@@ -85,9 +87,8 @@ class SpaceState:
     @staticmethod
     def single(slots: AxisSlots, n: Node) -> SpaceState:
         """The space of the one member ``n``: always legal, each claimed slot on the region axis of its own
-        position (what :meth:`build` computes, without its general machinery)."""
-        if CHECK_AGAINST_SCRATCH:
-            return SpaceState.build(slots, [n])
+        position (what :meth:`build` computes, without its general machinery). It knows that no candidate but the
+        seed claims anything (``free`` is empty), so unions with it take the fast path."""
         state = SpaceState(slots)
         state.members.add(n)
         state.seed = n
@@ -97,7 +98,7 @@ class SpaceState:
         state.free = []
         key = slots.candidate_key(n)
         firsts = {key: slots.order[n]} if key is not None else NO_CANDIDATES
-        extent, checked = slots.extent, slots.checked_extent
+        extent, checked, twins = slots.extent, slots.checked_extent, slots.twins
         parent, info, values = state.parent, state.info, state.values
         base = slots.first[n]
         if n.kind is Kind.REDUCTION:
@@ -106,11 +107,12 @@ class SpaceState:
             for j in range(x.ndim):
                 s = op + j
                 parent[s] = s
-                info[s] = (1, None, extent[s] == 1, firsts, extent[s] != 1)
+                info[s] = (1, None, extent[s] == 1, firsts, extent[s] != 1, twins[s], False)
                 values[s] = j
-            for res, s in slots.inner[n]:
+            for res, s in slots.inner[n]:  # a result slot's twins sit with the operand slots' twins: listed
                 parent[res] = s
-                info[s] = join_classes(info[s], (1, checked[res], extent[res] == 1, NO_CANDIDATES, extent[res] != 1))
+                info[s] = join_classes(info[s], (1, checked[res], extent[res] == 1, NO_CANDIDATES, extent[res] != 1,
+                                                 (), False))
             state.reduce_maps[n] = tuple(j if d != 1 else None for j, d in enumerate(x.shape))
             state.reductions = [n]
             state.roots = set(range(op, op + x.ndim))
@@ -118,7 +120,7 @@ class SpaceState:
             for k in range(n.ndim):
                 s = base + k
                 parent[s] = s
-                info[s] = (1, checked[s], extent[s] == 1, firsts, extent[s] != 1)
+                info[s] = (1, checked[s], extent[s] == 1, firsts, extent[s] != 1, twins[s], False)
                 values[s] = k
             state.roots = set(range(base, base + n.ndim))
             if n.kind is Kind.SCAN:
@@ -126,6 +128,10 @@ class SpaceState:
             if _inner_slice(n):
                 state.slices = [n]
         slots.counts.slot_steps += len(parent)
+        if CHECK_AGAINST_SCRATCH:  # what build computes (and compares with region_space)
+            want = SpaceState.build(slots, [n])
+            assert want.legal and want.final_map(n) == state.final_map(n), (n, want.final_map(n))
+            assert want.reduce_maps == state.reduce_maps, (want.reduce_maps, state.reduce_maps)
         return state
 
     @staticmethod
@@ -174,7 +180,7 @@ class _Trial(Numbering):
     __slots__ = ("base", "slots", "counts", "parent", "info", "dead", "born", "added", "added_set", "phase",
                  "values", "reduce_maps", "oracle", "legal", "roots", "free", "maps", "fast", "small", "seed",
                  "shape", "reduced", "reductions", "scans", "slices", "own", "touched", "clash", "unit_clashes",
-                 "start")
+                 "start", "claimed")
 
     def __init__(self, base: SpaceState, slots: AxisSlots, nodes: list[Node] | None = None, *,
                  small: SpaceState | None = None, seed: Node | None = None):
@@ -198,6 +204,7 @@ class _Trial(Numbering):
         self.touched: list[int] = []  # classes the fast path changed or added
         self.clash: int | None = None  # a class with a real slot that got two numbers
         self.unit_clashes: list[int] = []  # classes of size-1 slots that got two numbers
+        self.claimed: list[int] = []  # classes the fast path's free candidates numbered (not carried)
         self.start: list[Node] = []  # members whose phase may rise (operands first)
         self.small = small
         if small is None:  # from scratch over ``nodes``
@@ -264,7 +271,10 @@ class _Trial(Numbering):
         if ia[0] < ib[0]:
             ra, rb, ia, ib = rb, ra, ib, ia
         self.parent[rb] = ra
-        joined = self.info[ra] = join_classes(ia, ib)
+        joined = join_classes(ia, ib)
+        if ia[5] and ib[5]:  # each lists the other if a node has a twin in each (twins are mutual)
+            joined = self._partners_once(joined, ra)
+        self.info[ra] = joined
         if rb in self.born:
             self.born.discard(rb)
         else:
@@ -283,6 +293,22 @@ class _Trial(Numbering):
                     self.clash = ra
             self.touched.append(ra)
 
+    def _partners_once(self, joined: tuple, root: int) -> tuple:
+        """Class summary ``joined`` of a union (now ``root``) with its partners listed once per class; a partner
+        in the class itself means it holds a slot and its twin (a node's two axes run together from now on)."""
+        find = self.find
+        partners = joined[5]
+        self.counts.twin_steps += len(partners)
+        twin = joined[6]
+        once: dict[int, int] = {}
+        for t in partners:
+            r = find(t)
+            if r == root:
+                twin = True
+            elif r not in once:
+                once[r] = t
+        return (*joined[:5], tuple(once.values()), twin)
+
     def _union_pairs(self, pairs: list[tuple[int, int]]) -> None:
         self.counts.slot_steps += len(pairs)
         for a, b in pairs:
@@ -298,12 +324,13 @@ class _Trial(Numbering):
         claim = range(0) if key is None else range(base + n.ndim, base + n.ndim + len(key[1])) \
             if key[0] == "R" else range(base, base + n.ndim)
         firsts = {key: slots.order[n]}
-        extent, checked = slots.extent, slots.checked_extent
+        extent, checked, twins = slots.extent, slots.checked_extent, slots.twins
         rng = slots.slots(n)
         self.counts.slot_steps += len(rng)
         for s in rng:
             self.parent[s] = s
-            self.info[s] = (1, checked[s], extent[s] == 1, firsts if s in claim else NO_CANDIDATES, extent[s] != 1)
+            self.info[s] = (1, checked[s], extent[s] == 1, firsts if s in claim else NO_CANDIDATES, extent[s] != 1,
+                            twins[s], False)
             self.born.add(s)
         if n.kind is Kind.REDUCTION:
             self._union_pairs(slots.inner[n])

@@ -1,7 +1,8 @@
 """Recomputation, the second step of fusion's greedy driver (``fuse.py``): an intermediate that one group
 writes and others read is instead recomputed in each reader, when its producer cone is pointwise and cheap
 (``policy.should_recompute``) and every reader stays a legal kernel with it (``legality.py``); the producer's
-group drops the cone when nothing of its own still reads it.
+group drops the cone when nothing of its own still reads it, unless what it keeps runs along its region only
+through the cone (a returned node that reads nothing else of the group): then it keeps computing the cone.
 
 :class:`Recomputation` is mixed into the partition of ``fuse.py``, whose bookkeeping it keeps up to date: the
 groups holding each node, each group's reads, the node owners and the order of the graph of groups (an edge
@@ -15,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
-from fusec.ir.region import Refusal, region_space
 from fusec.ir.space_state import SpaceState
 from fusec.passes import legality, policy
 
@@ -126,18 +126,19 @@ class Recomputation:
             if not used:
                 keep.discard(m)
         dropped = group.members - keep
+        state = None
+        if keep:
+            ordered = sorted(keep, key=self.order.__getitem__)
+            state = SpaceState.build(self.slots, ordered)
+            if not state.legal:  # what it keeps ran along the region through the cone only (a returned node that
+                return  # read nothing else of the group): it keeps computing the cone too
         for m in dropped:
             self.holders[m].discard(group)
-        if not keep:
+        if state is None:
             self._set_reads(group, {})
             del self.groups[group.gid]
             self.positions.remove(group.gid)
         else:
-            ordered = sorted(keep, key=self.order.__getitem__)
-            state = SpaceState.build(self.slots, ordered)
-            if not state.legal:  # region_space raises here, as it always did (never seen)
-                region_space(ordered)
-                raise Refusal("a group left without a recomputed producer has no iteration space")
             group.state = state
             group.members_at = legality.Members(tuple(ordered))
             group.first, group.last = self.order[ordered[0]], self.order[ordered[-1]]

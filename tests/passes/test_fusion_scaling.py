@@ -4,8 +4,8 @@ grows in proportion to the graph (counted, not timed: ``PartitionCounts``).
 With ``fusec.ir.space_state.CHECK_AGAINST_SCRATCH`` on, every space the partitioner computes for a merge it
 tries (legal or not) is compared with :func:`fusec.ir.region.region_space` from scratch: legality, shape,
 reduced axes, maps, reduction maps and phases. The graphs are the hypothesis strategies of
-``tests/strategies.py`` (as they come and in the fuzz corpus's families), the compile-time benchmark's
-families and the kernel-count workloads.
+``tests/strategies.py`` (as they come, in the fuzz corpus's families, and drawn for outer products), the
+compile-time benchmark's families and the kernel-count workloads.
 """
 
 from __future__ import annotations
@@ -66,6 +66,19 @@ def test_partition_spaces_equal_region_space_on_fuzz_families(check_spaces, g):
     _check(g)
 
 
+# outer products: sums and expand_dims, transposes and broadcasts of axes that all have one extent (2), so that two
+# axes of a node meet in one class of slots, or in two classes that get one number (siblings)
+OUTER_OPS = ["add", "mul", "neg", "maximum", "where", "sum", "max", "any", "argmax", "cumsum", "expand_dims",
+             "transpose", "squeeze", "broadcast_to", "reshape"]
+
+
+@settings(max_examples=300, **RELAXED)
+@given(graphs(max_nodes=24, max_dim=2, allow_empty=False, ops=OUTER_OPS, dtypes=["float32", "bool", "int64"],
+              allow_consts=False))
+def test_partition_spaces_equal_region_space_on_outer_products(check_spaces, g):
+    _check(g)
+
+
 @pytest.mark.parametrize("size", [30, 200])
 def test_partition_spaces_equal_region_space_on_benchmark_families(check_spaces, size):
     for fn, specs in (chain(size), random_dag(size, seed=size)):
@@ -94,10 +107,11 @@ def _counts(fn, specs) -> dict[str, int]:
 
 
 def _total(c: dict[str, int]) -> int:
-    """Every step counted: slots inserted and linked, classes visited, phases raised, candidates replayed,
-    members walked by rebuilds and by region_space, groups searched for cycles, groups examined."""
-    return sum(c.get(k, 0) for k in ("slot_steps", "class_steps", "phase_steps", "rescanned", "rebuilt_nodes",
-                                     "oracle_nodes", "cycle_steps", "groups_examined"))
+    """Every step counted: slots inserted and linked, classes visited, twins' partners visited, phases raised,
+    candidates replayed, members walked by rebuilds and by region_space, groups searched for cycles, groups
+    examined."""
+    return sum(c.get(k, 0) for k in ("slot_steps", "class_steps", "twin_steps", "phase_steps", "rescanned",
+                                     "rebuilt_nodes", "oracle_nodes", "cycle_steps", "groups_examined"))
 
 
 def test_partition_work_doubles_with_chain_length():
