@@ -18,6 +18,12 @@ settings.register_profile("thorough", deadline=None, max_examples=1000, suppress
 settings.load_profile("fusec")
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    from tests.fuzz.seed import SEED
+
+    return f"fuzz graphs: FUSEC_FUZZ_SEED={SEED} (tests/fuzz/seed.py: set it to draw the same graphs again)"
+
+
 @pytest.fixture
 def rng(request: pytest.FixtureRequest) -> np.random.Generator:
     """A generator seeded from the test's id, so every test gets its own reproducible data."""
