@@ -170,9 +170,10 @@ def test_gpu_build_launch_check_fails_a_kernel_launched_on_other_layouts() -> No
         out = launcher.run_region(region, {plan.graph.inputs[0]: x})
         assert float(cupy.asnumpy(out[region.outputs[0]]).sum()) == 3 * 64 * 64
         recipe = launcher.recipes(region)[0]
-        try:  # the recipe of the contiguous, aligned array on a transposed view at an odd offset
+        try:  # the kernel of the contiguous, aligned array launched on a transposed view at an odd offset
             view = cupy.asarray(np.ones((65, 64), np.float32))[1:].T
-            launcher._launch(recipe, [view], [cupy.empty((64, 64), np.float32)])
+            args = recipe.arguments([view], [cupy.empty((64, 64), np.float32)], None)
+            recipe.function((recipe.grid, 1, 1), recipe.block, tuple(args))
         except AssertionError as exc:
             print("REFUSED:", str(exc).splitlines()[0])
     """)

@@ -1,8 +1,9 @@
 """fusec's kernel launcher in build-only mode: everything :class:`fusec.runtime.KernelLauncher` does up to the
 launch is its own (the recipe: plan, schedule, lowering, source, the NVRTC compile for sm_90 through the cubin
-cache, the grid, the scalar arguments, the poisoned outputs), then each launch is checked
-(:func:`tests.gpu_build.contracts.check_launch`) and *run by the reference interpreter* over the region's declared
-inputs, as the kernel would run on the GPU, writing its outputs in place. A kernel that does not generate or
+cache, the grid, the scalar arguments, the poisoned outputs, whatever the runtime checks before a launch), then
+the kernel it launches is checked against the launch's arrays (:func:`tests.gpu_build.contracts.check_launch`) and
+*run by the reference interpreter* over the region's declared inputs, as the kernel would run on the GPU, writing
+its outputs in place. A kernel that does not generate or
 compile fails where it would fail on a GPU; the tests' own assertions on the results hold.
 
 The interpreter runs a gather as the kernel does (``fc::gather_index``): an index out of range reads 0 and
@@ -42,26 +43,28 @@ class BuildOnlyLauncher(KernelLauncher):
                autotune: bool = False) -> LaunchRecipe:
         built = super().recipe(region, arrays, out, schedule, autotune)
         record.kernel_built(built)
-        return dataclasses.replace(built, function=InterpretedKernel(region, built.spec, built.function))
-
-    def _launch(self, recipe: LaunchRecipe, arrays: list[Any], outs: list[Any]) -> None:
-        contracts.check_launch(recipe, arrays, outs)
-        super()._launch(recipe, arrays, outs)
+        built_for = contracts.argument_layouts(region, built.spec, arrays, out or {})
+        return dataclasses.replace(built, function=InterpretedKernel(region, built, built_for))
 
     def plan_runner(self, *args: Any, **kwargs: Any) -> None:
         return None  # the checked path, always: the fast path's pre-packed launches need a GPU
 
 
 class InterpretedKernel:
-    """A compiled kernel (``compiled``: its module's function) run by the interpreter: ``kernel(grid, block,
-    args)`` takes the launch's arguments in parameter order, as the CUDA function would. It holds its region
-    weakly, as the launcher's recipes must not keep a dropped region alive."""
+    """A compiled kernel run by the interpreter: ``kernel(grid, block, args)`` takes the launch's arguments in
+    parameter order, as the CUDA function (``compiled``, of the loaded cubin) would, checks the launch
+    (:func:`tests.gpu_build.contracts.check_launch`) and runs the region. It holds its region weakly, as the
+    launcher's recipes must not keep a dropped region alive; ``built_for`` are the layouts of the arrays it was
+    generated for."""
 
-    def __init__(self, region: Region, spec: Any, compiled: Any):
+    def __init__(self, region: Region, recipe: LaunchRecipe, built_for: tuple):
         self._region = weakref.ref(region)
-        self.spec = spec
-        self.compiled = compiled
-        self.ptr = compiled.ptr
+        self.spec = recipe.spec
+        self.schedule = recipe.schedule
+        self.source = recipe.source
+        self.compiled = recipe.function
+        self.ptr = recipe.function.ptr
+        self.built_for = built_for
 
     @property
     def region(self) -> Region:
@@ -75,6 +78,7 @@ class InterpretedKernel:
         by_role: dict[str, list[Any]] = {"input": [], "output": [], "workspace": [], "scalar": []}
         for param, arg in zip(self.spec.params, args, strict=True):
             by_role[param.role].append(arg)
+        contracts.check_launch(self, by_role["input"], by_role["output"])
         inputs = [n for n in region.inputs if n.op not in SOURCES]
         env: dict[Node, Any] = {}
         for node, a in zip(inputs, by_role["input"], strict=True):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -61,13 +62,18 @@ def pytest_configure(config: pytest.Config) -> None:
     seed = config.getoption("gpu_build_seed")
     if seed is None:
         seed = int(os.environ.get("FUSEC_GPU_BUILD_SEED") or random.SystemRandom().randrange(1, 10**6))
-    cache = os.environ.get("FUSEC_CUBIN_CACHE")
-    if not cache:  # a fresh cache: every kernel this run launches is compiled in it
-        cache = tempfile.mkdtemp(prefix="fusec-gpu-build-cubin-")
+    cache, own = os.environ.get("FUSEC_CUBIN_CACHE"), False
+    if not cache:  # a fresh cache, removed at the end: every kernel this run launches is compiled in it
+        cache, own = tempfile.mkdtemp(prefix="fusec-gpu-build-cubin-"), True
         os.environ["FUSEC_CUBIN_CACHE"] = cache
     switch_on()
     _STATE.update(enabled=True, seed=seed, fraction=config.getoption("gpu_build_sample"), cache=cache,
-                  why=why, started=time.perf_counter())
+                  own_cache=own, why=why, started=time.perf_counter())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _STATE.get("own_cache"):
+        shutil.rmtree(_STATE["cache"], ignore_errors=True)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -76,10 +82,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     fraction = _STATE["fraction"]
     sample = "every case" if fraction >= 1 else (f"a sample of about {fraction:.0%} of each test function's cases "
                                                  f"(FUSEC_GPU_BUILD_SEED={_STATE['seed']})")
+    from tests.gpu_build import contracts
+
+    checks = ", ".join(check.__name__ for check in contracts.CHECKS)
+    stated = "stated by fusec's recipes" if contracts.stated_by_fusec() else "none stated by fusec's recipes yet"
     return [f"fusec GPU BUILD-ONLY MODE (no GPU here: {_STATE['why'] or 'none found'}): CuPy is a host stand-in; "
             "kernels are generated and compiled with NVRTC for sm_90, each launch is checked against its arrays' "
             "layouts and run by the reference interpreter. NOT a GPU run.",
-            f"build-only: tests/gpu only, {sample}; cubin cache {_STATE['cache']}"]
+            f"build-only: tests/gpu only, {sample}; cubin cache {_STATE['cache']}; launch checks: {checks} "
+            f"(launch contracts: {stated})"]
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -102,6 +113,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=[item for item in items if id(item) not in chosen])
         items[:] = kept
     _STATE["sampled"] = len(items)
+    files = {item.nodeid.split("::", 1)[0] for item in items}
+    _STATE["whole"] = files >= {str(p.relative_to(GPU_TESTS.parents[1])) for p in GPU_TESTS.glob("test_*.py")}
     for item in items:
         why = gpu_only.reason(gpu_only.NEEDS_GPU, item.nodeid)
         if why:
@@ -124,6 +137,17 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         outcome.force_exception(pytest.skip.Exception(f"build-only mode: {why}", _use_item_location=True))
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A sample of the whole of tests/gpu must have built kernels of every kind (else it fails, naming them)."""
+    if not _STATE.get("enabled") or not _STATE.get("whole") or _STATE["fraction"] >= 1:
+        return
+    from tests.gpu_build import record
+
+    _STATE["missing"] = record.missing_kinds()
+    if _STATE["missing"] and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if not _STATE.get("enabled"):
         return
@@ -138,3 +162,5 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if _STATE["fraction"] < 1:
         reporter.line(f"rerun this sample: FUSEC_GPU_BUILD_SEED={_STATE['seed']} pytest tests/gpu --gpu-build "
                       f"--gpu-build-sample {_STATE['fraction']}")
+    if _STATE.get("missing"):
+        reporter.line(f"FAILED: the sample built no kernel of kind {', '.join(_STATE['missing'])}", red=True)
