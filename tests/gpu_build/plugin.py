@@ -126,10 +126,8 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     if not _STATE.get("enabled"):
         yield
         return
-    from tests.gpu_build import record
     from tests.gpu_build.standin.cuda import RawLaunch
 
-    record.SESSION.current_test = item.nodeid
     outcome = yield
     why = gpu_only.reason(gpu_only.RAW_LAUNCHES, item.nodeid)
     excinfo = outcome.excinfo
