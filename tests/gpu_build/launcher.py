@@ -3,8 +3,8 @@ launch is its own (the recipe: plan, schedule, lowering, source, the NVRTC compi
 cache, the grid, the scalar arguments, the poisoned outputs, whatever the runtime checks before a launch), then
 the kernel it launches is checked against the launch's arrays (:func:`tests.gpu_build.contracts.check_launch`) and
 *run by the reference interpreter* over the region's declared inputs, as the kernel would run on the GPU, writing
-its outputs in place. A kernel that does not generate or
-compile fails where it would fail on a GPU; the tests' own assertions on the results hold.
+its outputs in place. A kernel that does not generate or compile fails where it would fail on a GPU; the tests' own
+assertions on the results hold.
 
 The interpreter runs a gather as the kernel does (``fc::gather_index``): an index out of range reads 0 and
 writes the gather's error code into the launcher's error word when the launch has one, so the runtime raises
