@@ -337,7 +337,8 @@ def test_adamw_block_is_one_kernel_updating_its_arguments():
 
 def test_tests_block_commands():
     commands = _commands(block("pytest -m gpu           #"))
-    assert commands == ["pytest", "pytest -m gpu", "bash scripts/gpu_check.sh --out /tmp/gpu-check"]
+    assert commands == ["pytest", "pytest -m gpu", "pytest tests/gpu --gpu-build",
+                        "bash scripts/gpu_check.sh --out /tmp/gpu-check"]
     assert (ROOT / "scripts" / "gpu_check.sh").is_file()  # its own behaviour: tests/test_gpu_check.py
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert '"gpu: needs an NVIDIA GPU' in pyproject and 'testpaths = ["tests"]' in pyproject
@@ -348,6 +349,16 @@ def test_tests_block_commands():
     assert done.returncode == 0, done.stdout[-2000:]
     selected = [line for line in done.stdout.splitlines() if "::" in line]
     assert selected and all("gpu" in line for line in selected)  # the GPU tests of test_cli.py, only those
+    # the build-only mode's command, collecting (tests/test_gpu_build.py runs the mode); a GPU makes it refuse
+    done = subprocess.run([sys.executable, "-m", *shlex.split(commands[2]), "--collect-only", "-q", "-p",
+                           "no:cacheprovider"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    if cuda_gpu_present():
+        assert done.returncode != 0 and "is for machines without a GPU" in done.stderr
+        return
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    collected = [line for line in done.stdout.splitlines() if "::" in line]
+    assert len(collected) > 5000 and all(line.startswith("tests/gpu/") for line in collected)
+    assert "fusec GPU build-only mode" in done.stdout
 
 
 def test_extending_with_a_pass_block_registers_a_pass(tmp_path):

@@ -1,5 +1,6 @@
 """The GPU fuzzer's corpus, checked without a GPU: ``FUSEC_FUZZ_EXAMPLES`` graphs (default 300, seed
-``FUSEC_FUZZ_SEED``, default 0; both printed) from ``tests.fuzz.corpus.generate``:
+``FUSEC_FUZZ_SEED``, default a fresh random one per session, printed in pytest's header and in every failure:
+``tests/fuzz/seed.py``) from ``tests.fuzz.corpus.generate``, so each run draws other graphs:
 
 - generation is deterministic, and the corpus file round-trips (``save``/``load``, ``print_graph``/``parse``);
 - every graph obeys its family's rules (the ops and dtypes an exact comparison allows) and has no sign
@@ -8,10 +9,11 @@
   C-contiguous inputs and, every 5th graph, on the same non-contiguous views the GPU test uses: the GPU
   test's own harness (``run_corpus``) with NumPy in place of CuPy;
 - every kernel source the GPU test would compile renders, and NVRTC compiles them for sm_90 and sm_80. SAMPLED: at
-  most ``FUSEC_FUZZ_COMPILE`` distinct kernels (default 400, which covers all of the default 300 graphs;
-  a deterministic stride sample beyond that), renamed per graph and compiled 40 to a module
-  (``render_module``) to keep NVRTC's per-compile cost down; a module NVRTC rejects is compiled kernel by
-  kernel (the first 3 such modules) to name the graphs whose kernels fail.
+  most ``FUSEC_FUZZ_COMPILE`` distinct kernels (default 400, which covers all of the default 300 graphs
+  most of the time), taken family by family in turn (``corpus.FAMILIES``: every family's kernels are in every
+  sample), renamed per graph and compiled 40 to a module (``render_module``) to keep NVRTC's per-compile cost
+  down; a module NVRTC rejects is compiled kernel by kernel (the first 3 such modules) to name the graphs whose
+  kernels fail.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ from fusec.ir.ops import Kind
 from fusec.ir.text import parse, print_graph
 from fusec.plan import execute_numpy, make_plan
 from tests.fuzz import corpus
+from tests.fuzz.seed import SEED
 
 EXAMPLES = int(os.environ.get("FUSEC_FUZZ_EXAMPLES", "300"))
-SEED = int(os.environ.get("FUSEC_FUZZ_SEED", "0"))
 COMPILE_AT_MOST = int(os.environ.get("FUSEC_FUZZ_COMPILE", "400"))
 KERNELS_PER_MODULE = 40
 
@@ -65,8 +67,12 @@ def test_corpus_round_trips(graphs: list[Graph], tmp_path) -> None:
     assert corpus.dumps(loaded) == path.read_text()
 
 
+def _family(graph: Graph) -> str:
+    return graph.name.split("_", 1)[1]
+
+
 def _rule_violations(g: Graph) -> list[str]:
-    family = g.name.split("_", 1)[1]
+    family = _family(g)
     assert family in corpus.FAMILIES, g.name
     bad = []
     for n in g.nodes:
@@ -88,9 +94,9 @@ def _rule_violations(g: Graph) -> list[str]:
 
 def test_graphs_follow_the_family_rules(graphs: list[Graph]) -> None:
     bad = {g.name: v for g in graphs if (v := _rule_violations(g))}
-    assert not bad, bad
-    families = {g.name.split("_", 1)[1] for g in graphs}
-    assert families == set(corpus.FAMILIES), families
+    assert not bad, (f"FUSEC_FUZZ_SEED={SEED}", bad)
+    families = {_family(g) for g in graphs}
+    assert families == set(corpus.FAMILIES), (f"FUSEC_FUZZ_SEED={SEED}", families)
     assert all(make_plan(g).kernels for g in graphs[:50])
 
 
@@ -147,7 +153,7 @@ def test_plan_matches_interpreter_exactly(graphs: list[Graph]) -> None:
     result = corpus.run_corpus(graphs, np, lambda plan, arrays, schedules: execute_numpy(plan, arrays))
     print("\n" + result.summary())
     assert result.runs > result.graphs  # the layout variants ran too
-    assert not result.failures, result.report() + "\n" + result.summary()
+    assert not result.failures, result.report() + "\n" + result.summary() + f" (FUSEC_FUZZ_SEED={SEED})"
 
 
 def test_schedule_runs_force_split_tiled_and_vector_schedules() -> None:
@@ -176,6 +182,20 @@ def test_schedule_runs_force_split_tiled_and_vector_schedules() -> None:
                                     make_plan(fusec.fuse(lambda x: x.sum(0)).trace(f32))) is None
 
 
+def _by_family_in_turn(items: list[tuple[int, object]], graphs: list[Graph], limit: int) -> list[tuple[int, object]]:
+    """At most ``limit`` of ``items`` ((graph index, kernel) pairs), one family's next kernel after another's (in
+    corpus order within a family), so that a sample holds every family's kernels; in corpus order."""
+    queues: dict[str, list[int]] = {}
+    for position, (index, _) in enumerate(items):
+        queues.setdefault(_family(graphs[index]), []).append(position)
+    chosen: list[int] = []
+    depth = 0
+    while len(chosen) < min(limit, len(items)):
+        chosen += [queue[depth] for queue in queues.values() if depth < len(queue)][:limit - len(chosen)]
+        depth += 1
+    return [items[position] for position in sorted(chosen)]
+
+
 def _first_error(exc: Exception) -> str:
     return next((ln.strip() for ln in str(exc).splitlines() if "error" in ln), " ".join(str(exc).split())[:200])
 
@@ -195,10 +215,12 @@ def test_kernel_sources_compile_with_nvrtc(graphs: list[Graph], arch: str) -> No
             for spec, named in zip(plain, renamed):
                 kernels.setdefault(render_kernel(spec), (index, named))
     items = list(kernels.values())
-    step = max(1, -(-len(items) // COMPILE_AT_MOST)) if COMPILE_AT_MOST else 1
-    sample = items[::step]
-    print(f"\nNVRTC: {len(sample)} of {len(items)} distinct kernel sources "
-          f"({'all' if step == 1 else f'every {step}th'}), {KERNELS_PER_MODULE} to a module")
+    sample = _by_family_in_turn(items, graphs, COMPILE_AT_MOST or len(items))
+    families = {_family(graphs[index]) for index, _ in sample}
+    assert families == set(corpus.FAMILIES), f"families without a compiled kernel (seed {SEED}): " \
+                                             f"{sorted(set(corpus.FAMILIES) - families)}"
+    print(f"\nNVRTC: {len(sample)} of {len(items)} distinct kernel sources of seed {SEED}, every family's, "
+          f"{KERNELS_PER_MODULE} to a module")
     start = time.perf_counter()
     failed_modules = []
     for k in range(0, len(sample), KERNELS_PER_MODULE):
@@ -210,7 +232,8 @@ def test_kernel_sources_compile_with_nvrtc(graphs: list[Graph], arch: str) -> No
     print(f"compiled in {time.perf_counter() - start:.1f} s")
     if not failed_modules:
         return
-    lines = [f"{len(failed_modules)} of {-(-len(sample) // KERNELS_PER_MODULE)} modules failed to compile"]
+    lines = [f"{len(failed_modules)} of {-(-len(sample) // KERNELS_PER_MODULE)} modules failed to compile "
+             f"(FUSEC_FUZZ_SEED={SEED})"]
     for chunk, module_error in failed_modules[:3]:
         lines.append(f"module of graphs {chunk[0][0]}..{chunk[-1][0]}: {module_error}")
         for index, spec in chunk:

@@ -8,8 +8,8 @@ Kernels come precompiled: ``FUSEC_FUZZ_CUBINS`` (a directory, or a ``.tar.xz``/`
 ``FUSEC_CUBIN_CACHE``, the NVRTC launcher's disk cache; without it, ``FUSEC_CUBIN_CACHE`` is used as it is,
 and a ``$FUSEC_CUBIN_CACHE.tar.xz`` next to it is unpacked into it first. Kernels that NVRTC rejected
 while precompiling (``failed.txt`` in the cache) are reported as compile failures without compiling again.
-Without a corpus file, ``FUSEC_FUZZ_EXAMPLES`` graphs (default 200, seed ``FUSEC_FUZZ_SEED``) are generated
-on the spot and their kernels compiled here.
+Without a corpus file, ``FUSEC_FUZZ_EXAMPLES`` graphs (default 200, seed ``FUSEC_FUZZ_SEED``, default a fresh one
+per session: ``tests/fuzz/seed.py``) are generated on the spot and their kernels compiled here.
 
 Each graph: fresh random inputs with special values (seed: crc32 of the graph's text, printed with every
 failure), the NumPy interpreter as reference, ``run_plan`` with ``KernelLauncher(poison=True,
@@ -41,6 +41,7 @@ import numpy as np
 import pytest
 
 from tests.fuzz import corpus
+from tests.fuzz.seed import SEED
 from tests.helpers import GPU_ONLY
 
 pytestmark = GPU_ONLY
@@ -100,7 +101,7 @@ def test_fuzz_corpus_matches_numpy_on_gpu(monkeypatch: pytest.MonkeyPatch) -> No
         graphs = corpus.load(path)
         origin = f"corpus {path}"
     else:
-        count, seed = int(os.environ.get("FUSEC_FUZZ_EXAMPLES", "200")), int(os.environ.get("FUSEC_FUZZ_SEED", "0"))
+        count, seed = int(os.environ.get("FUSEC_FUZZ_EXAMPLES", "200")), SEED
         graphs = corpus.generate(count, seed)
         origin = f"{count} graphs generated here (seed {seed}; no corpus at {path})"
     limit = int(os.environ.get("FUSEC_FUZZ_LIMIT", "0"))

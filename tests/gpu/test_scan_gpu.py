@@ -181,6 +181,29 @@ def test_scan_nan_functions_and_integer_wrapping_gpu_match_numpy() -> None:
     _check_scan(lambda a: np.cumsum(a > 0, axis=1), x)
 
 
+# scans beside an iota (``np.arange``: the position along the row, computed in the kernel): NVRTC rejected these
+# kernels (`identifier "ld0" is undefined`) in the GPU run of 2026-12-07. Integer data: exact results.
+IOTA_WORKLOADS = {
+    "running_mean": lambda a: np.cumsum(a, axis=-1) / np.arange(1, a.shape[-1] + 1),
+    "weighted_by_position": lambda a: np.cumsum(a * np.arange(a.shape[-1], dtype=a.dtype), axis=-1),
+    "position_minus_prefix_max": lambda a: np.arange(a.shape[-1]) - np.maximum.accumulate(a, axis=-1),
+}
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("dtype", ["int32", "int16"])
+@pytest.mark.parametrize("name", sorted(IOTA_WORKLOADS))
+def test_scan_beside_an_iota_gpu_matches_numpy(name: str, dtype: str, layout: str) -> None:
+    rng = np.random.default_rng(seed_of("iota", name, dtype, layout))
+    for shape in [(37, 100), (3, 2049), (1, 5)]:
+        x = _layouts(scan_data(rng, shape, dtype))[layout]
+        with np.errstate(all="ignore"):
+            want = IOTA_WORKLOADS[name](x)
+        (got,), schedules = _run(IOTA_WORKLOADS[name], [x])
+        assert [s.kind for s in schedules] == ["scan"]
+        assert_matches_numpy(got, want, exact=True)
+
+
 def test_scan_empty_and_zero_d_gpu_match_numpy() -> None:
     for shape in [(0, 10), (10, 0), (0,)]:
         x = np.zeros(shape, np.float32)

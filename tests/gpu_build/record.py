@@ -1,0 +1,46 @@
+"""What a build-only session built: every kernel recipe (its source and kind), for the summary the plugin prints at
+the end and for the check that a sample covered every kernel kind."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from fusec.codegen.render import TEMPLATES
+
+KINDS = tuple(TEMPLATES)  # the kernel kinds fusec generates: pointwise, reduce-all, rows, cols, scan
+
+
+@dataclass
+class Session:
+    sources: set[bytes] = field(default_factory=set)  # digests of the distinct kernel sources
+    kinds: Counter = field(default_factory=Counter)  # kind -> distinct sources
+    recipes: int = 0
+
+
+SESSION = Session()
+_LOCK = threading.Lock()
+
+
+def kernel_built(recipe: Any) -> None:
+    """A launch recipe was built (its kernel generated and compiled)."""
+    with _LOCK:
+        SESSION.recipes += 1
+        digest = hashlib.sha256(recipe.source.encode()).digest()
+        if digest not in SESSION.sources:
+            SESSION.sources.add(digest)
+            SESSION.kinds[recipe.spec.kind] += 1
+
+
+def missing_kinds() -> list[str]:
+    """The kernel kinds no recipe of the session had."""
+    return [k for k in KINDS if not SESSION.kinds[k]]
+
+
+def summary() -> str:
+    kinds = ", ".join(f"{k} {SESSION.kinds[k]}" for k in KINDS)
+    return (f"{SESSION.recipes} launch recipes built, {len(SESSION.sources)} distinct kernel sources generated and "
+            f"compiled for sm_90 (by kind: {kinds})")
