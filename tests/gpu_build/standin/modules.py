@@ -106,6 +106,12 @@ def _module(name: str, attributes: dict[str, Any], base: type[types.ModuleType] 
     return module
 
 
+def _nvrtc_version() -> tuple[int, int]:
+    from fusec.codegen.nvrtc import nvrtc_version
+
+    return nvrtc_version()
+
+
 def build() -> dict[str, types.ModuleType]:
     """Fresh module objects of the stand-in, by the names they take in ``sys.modules``."""
     import scipy.special
@@ -113,10 +119,12 @@ def build() -> dict[str, types.ModuleType]:
     function = _module("cupy.cuda.function", {"Module": cuda.Module, "Function": cuda.Function})
     runtime = _module("cupy.cuda.runtime", {name: getattr(cuda.runtime, name) for name in dir(cuda.Runtime)
                                             if not name.startswith("_")})
+    # the stand-in's RawModule compiles with fusec's NVRTC (cuda.bindings), so that is the version CuPy's reports
+    nvrtc = _module("cupy.cuda.nvrtc", {"getVersion": _nvrtc_version})
     cuda_module = _module("cupy.cuda", {
         "Device": cuda.Device, "Stream": cuda.Stream, "ExternalStream": cuda.ExternalStream, "Event": cuda.Event,
         "get_current_stream": cuda.get_current_stream, "get_elapsed_time": cuda.get_elapsed_time,
-        "MemoryPointer": MemoryPointer, "runtime": runtime, "function": function,
+        "MemoryPointer": MemoryPointer, "runtime": runtime, "function": function, "nvrtc": nvrtc,
     })
     special = _module("cupyx.scipy.special", {}, HostNamespace, scipy.special)
     cupy = _module("cupy", {
@@ -132,6 +140,7 @@ def build() -> dict[str, types.ModuleType]:
     scipy_module = _module("cupyx.scipy", {"special": special, "__path__": []})
     return {
         "cupy": cupy, "cupy.cuda": cuda_module, "cupy.cuda.runtime": runtime, "cupy.cuda.function": function,
+        "cupy.cuda.nvrtc": nvrtc,
         "cupy.random": cupy.random, "cupy.linalg": cupy.linalg,
         "cupyx": _module("cupyx", {"scipy": scipy_module, "__path__": []}), "cupyx.scipy": scipy_module,
         "cupyx.scipy.special": special,
