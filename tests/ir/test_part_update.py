@@ -185,3 +185,24 @@ def test_part_update_through_an_index_view_writes_the_value_it_views() -> None:
     x = random_array(np.random.default_rng(seed_of("part update through view")), SHAPE, "float32")
     for got, want in zip(fusec.fuse(f)(x), f(x)):
         assert_matches_numpy(got, want, exact=True)
+
+
+@pytest.mark.parametrize("key", [(1, 0, 3, None), (1, None, 0), (None, 1, slice(None), None),
+                                 (0, None, slice(1, None))])
+def test_part_update_with_none_after_an_integer_index_matches_numpy(key) -> None:
+    """A ``None`` axis of the selection counted among the selection's axes, not the array's (``b[1, 0, 3, None]``
+    selects one element as a 1-d array)."""
+    def of_argument(x):
+        x[key] = -1
+        return x
+
+    def of_value(x):
+        y = x * 2
+        y[key] = -1
+        return y
+
+    x = np.arange(24.0).reshape(2, 3, 4)
+    for fn in (of_argument, of_value):
+        mine, theirs = x.copy(), x.copy()
+        assert_matches_numpy(fusec.fuse(fn)(mine), fn(theirs), exact=True)
+        assert_matches_numpy(mine, theirs, exact=True)
