@@ -350,6 +350,13 @@ def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
     if u.op == "broadcast_to":
         attrs["shape"] = list(_flat(own))
         return make_node(u.op, operands, attrs, loc=u.loc)
+    if u.kind is Kind.GATHER:
+        # over its operands' own shapes (positions come from data, so no axis is linked through it), then cut as
+        # its users want: such a reshape of a computed value is refused by check_reshapes unless it sits on an
+        # argument or a result
+        plain = [reshape_node(new[o], o.shape, u.loc) if o.kind is not Kind.SOURCE or o.op == "input" else new[o]
+                 for o in u.operands]
+        return reshape_node(make_node(u.op, plain, attrs, loc=u.loc), _flat(own), u.loc)
     (w,) = wanted
     (x,) = operands
     if u.kind is Kind.REDUCTION:
@@ -397,13 +404,6 @@ def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
         _result_cut(ref, u, own, axis, f"a {u.op} along")
         attrs["axis"] = _starts(w)[axis]
         return reshape_node(make_node(u.op, operands, attrs, loc=u.loc), _flat(own), u.loc)
-    if u.kind is Kind.GATHER:
-        # over its operands' own shapes (positions come from data, so no axis is linked through it), then cut as
-        # its users want: such a reshape of a computed value is refused by check_reshapes unless it sits on an
-        # argument or a result
-        plain = [reshape_node(new[o], o.shape, u.loc) if o.kind is not Kind.SOURCE or o.op == "input" else new[o]
-                 for o in u.operands]
-        return reshape_node(make_node(u.op, plain, attrs, loc=u.loc), _flat(own), u.loc)
     if u.op == "reshape" and u.size == 0:  # nothing to read: an empty constant (as an empty slice becomes)
         zero = make_node("const", (), {"value": 0}, dtype=u.dtype, loc=u.loc)
         return make_node("broadcast_to", [zero], {"shape": list(_flat(own))}, loc=u.loc)
