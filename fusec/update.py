@@ -155,18 +155,21 @@ def commit(plan: Plan, updates: tuple[int, ...], parts: tuple[Any, ...], arrays:
     argument, the NumPy backend's views, the part ``p`` of ``p[::-1] = p``): such a value, where it shares memory
     with an argument the call writes, is copied first, so every value keeps what the function read, whatever the
     writes that follow. Then the new values are copied into their arguments and the parts written into theirs,
-    in order (NumPy's result). A result that is an updated argument's new value is that argument itself (as NumPy
+    in order (NumPy's result). A result that is an updated argument's final value is that argument itself (as NumPy
     returns ``x`` after ``x += 1``). Kernels may have written some values already: a new value that is its
     argument's own array (:func:`direct_updates`), a part whose ``id`` is in ``written`` (:func:`direct_parts`).
     """
     n = len(results) - len(updates) - len(parts)
     outputs = plan.graph.outputs
     targets = [arrays[i] for i in dict.fromkeys((*updates, *(p.index for p in parts)))]
-    new = {outputs[n + k]: arrays[i] for k, i in enumerate(updates)}
+    in_parts = {p.index for p in parts}
+    final = {outputs[n + k]: arrays[i] for k, i in enumerate(updates)  # what the argument holds when the call returns
+             if i not in in_parts and outputs[n + k].op != "input"}
 
-    def kept(j: int, r: Any) -> bool:  # already what it must be: written by its kernel, or sharing nothing
-        return (new.get(outputs[j]) is r or id(r) in written
-                or not any(xp.may_share_memory(r, t) for t in targets))
+    def kept(j: int, r: Any) -> bool:  # already what it must be (written by its kernel), or sharing nothing
+        if id(r) in written or (n <= j < n + len(updates) and r is arrays[updates[j - n]]):
+            return True
+        return (j < n and final.get(outputs[j]) is r) or not any(xp.may_share_memory(r, t) for t in targets)
 
     results = [r if kept(j, r) else r.copy() for j, r in enumerate(results)]
     for k, i in enumerate(updates):
@@ -175,4 +178,4 @@ def commit(plan: Plan, updates: tuple[int, ...], parts: tuple[Any, ...], arrays:
     for part, value in zip(parts, results[n + len(updates):]):
         if id(value) not in written:
             arrays[part.index][part.key] = value
-    return [new.get(outputs[j], results[j]) for j in range(n)]
+    return [final.get(outputs[j], results[j]) for j in range(n)]

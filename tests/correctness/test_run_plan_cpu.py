@@ -112,6 +112,9 @@ IN_PLACE = {
     "ring_buffer": lambda x, y: _ring(x[0], y[0, 0]),
     "swap": _swap,
     "add_and_return_it": lambda x, y: x.__iadd__(y * 2),
+    "add_copy_then_part": lambda x, y: (x.__iadd__(y * 2), y := x.copy(), x.__setitem__(0, 5))[1],
+    "whole_from_another_then_part": lambda x, y: (x.__setitem__(Ellipsis, y), x.__setitem__(slice(None, None, 2), 1),
+                                                  y)[2],
 }
 
 

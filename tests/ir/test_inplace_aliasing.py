@@ -95,3 +95,23 @@ def test_swap_through_a_copy_exchanges_two_arguments() -> None:
         return t
 
     _check(f, np.arange(4.0), np.arange(4.0) + 10)
+
+
+def test_argument_assigned_to_another_then_written_in_part_is_returned_as_itself() -> None:
+    def f(a, c):
+        c[...] = a
+        c[::2] += 1
+        return a, c
+
+    _check(f, np.arange(4.0), np.zeros(4))
+
+
+def test_copy_of_a_whole_update_before_a_part_write_keeps_the_whole_update() -> None:
+    def f(x):
+        x += 1
+        y = x.copy()
+        x[0] = 5
+        return y, x
+
+    _check(f, np.arange(4.0))
+
