@@ -28,9 +28,10 @@ from fusec.arrayspec import ArraySpec
 from fusec.errors import FusecError, FusecTypeError, FusecValueError, TraceError, UnsupportedError
 from fusec.explain import Explanation
 from fusec.ir import dtypes
+from fusec.ir.aliases import check_unread
 from fusec.ir.graph import Graph, rebind
 from fusec.ir.scalars import NeedsConcrete, Scalar, is_runtime_candidate, scalar_class
-from fusec.ir.slice_assign import PartialUpdate, check_unread
+from fusec.ir.slice_assign import PartialUpdate
 from fusec.ir.trace import Tracer, output_node, return_site, trace_function
 from fusec.lru import LRU
 from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE

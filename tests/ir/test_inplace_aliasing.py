@@ -115,3 +115,119 @@ def test_copy_of_a_whole_update_before_a_part_write_keeps_the_whole_update() -> 
 
     _check(f, np.arange(4.0))
 
+
+def test_asarray_of_a_view_sees_a_later_write() -> None:
+    def f(p):
+        r = np.asarray(p[::2])  # p's view itself, as NumPy returns it
+        p[...] = 0
+        return r + 0
+
+    _check(f, np.arange(4.0))
+
+
+def test_overlapping_reversed_right_hand_side_is_read_before_the_write() -> None:
+    def f(p):
+        p[:] = p[::-1]
+        return p
+
+    _check(f, np.arange(4.0))
+
+
+VIEWS_READ_AFTER_A_WRITE = {
+    "flip": lambda x: np.flip(x, 0),
+    "transpose": lambda x: x.T,
+    "broadcast_arrays": lambda x: np.broadcast_arrays(x, x[:1])[1],
+    "atleast_2d": lambda x: np.atleast_2d(x[0]),
+    "diagonal": lambda x: np.diagonal(x),
+    "split": lambda x: np.split(x, 3, axis=0)[1],
+    "asarray_of_a_transpose": lambda x: np.asarray(x.T),
+    "array_copy_false": lambda x: np.array(x[1:], copy=False),
+    "astype_copy_false": lambda x: x.astype(x.dtype, copy=False)[::-1],
+    "view_of_a_view": lambda x: np.moveaxis(x[::-1], 0, 1)[1:],
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS_READ_AFTER_A_WRITE))
+def test_view_read_after_a_write_of_its_array_sees_the_write(name: str) -> None:
+    make = VIEWS_READ_AFTER_A_WRITE[name]
+
+    def f(x):
+        v = make(x)
+        x[1] += 10
+        x *= 2
+        return v + 0
+
+    _check(f, np.arange(9.0).reshape(3, 3))
+
+
+WRITES_THROUGH_VIEWS = {
+    "asarray": lambda x: np.asarray(x[1:]),
+    "astype_copy_false": lambda x: x.astype(x.dtype, copy=False),
+    "index_of_an_index": lambda x: x[1:][::-1, 1],
+    "index_of_an_intermediates_index": lambda x: (x * 1)[::2][0],
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRITES_THROUGH_VIEWS))
+def test_write_through_a_view_made_by_indexing_changes_the_array(name: str) -> None:
+    make = WRITES_THROUGH_VIEWS[name]
+
+    def f(x):
+        v = make(x)
+        v[0] = -1
+        v += 1
+        return v, x
+
+    _check(f, np.arange(12.0).reshape(4, 3))
+
+
+COPIES_NOT_CHANGED_BY_A_WRITE = {
+    "flatten": lambda x: x.flatten(),
+    "np_copy": lambda x: np.copy(x),
+    "asarray_new_dtype": lambda x: np.asarray(x, dtype=np.float32),
+    "gathered": lambda x: x[[0, 2]],
+}
+
+
+@pytest.mark.parametrize("name", sorted(COPIES_NOT_CHANGED_BY_A_WRITE))
+def test_copy_is_not_changed_by_a_later_write(name: str) -> None:
+    take = COPIES_NOT_CHANGED_BY_A_WRITE[name]
+
+    def f(x):
+        old = take(x)
+        x[0] = -1
+        x += 1
+        return old
+
+    _check(f, np.arange(12.0).reshape(3, 4))
+
+
+def test_element_taken_by_integers_is_a_scalar_copy() -> None:
+    def f(x):
+        t = x[1]  # NumPy's scalar: a copy
+        u = x[1, ...]  # a 0-d view
+        x[1] = -1
+        return t + 0, u + 0
+
+    _check(f, np.arange(4.0))
+
+
+def test_augmented_assignment_of_a_scalar_makes_a_new_one() -> None:
+    def f(b, c):
+        b[-2] -= c[2]  # t = b[-2] (an int64 scalar); t = t - c[2] (a float64 one); b[-2] = t
+        s = b.sum()
+        t = s
+        s += 1.5  # a new float64 scalar: t keeps the old one
+        return s, t, b
+
+    _check(f, np.array([4, 4, 0]), np.array([0.0, 3.0, -4.5]))
+
+
+def test_nan_to_num_without_a_copy_updates_its_argument() -> None:
+    def f(x, n):
+        y = x.copy()
+        r = np.nan_to_num(x, copy=False)
+        r[0] += 1  # r is x
+        return y, np.nan_to_num(n, copy=False) is n
+
+    _check(f, np.array([np.nan, np.inf, -np.inf, 1.0]), np.arange(3))
