@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
-from fusec.ir.region import Refusal, region_space
 from fusec.ir.space_state import SpaceState
 from fusec.passes import legality, policy
 
@@ -125,19 +124,20 @@ class Recomputation:
                     or any(group is not r and r not in self.holders[m] for r in self.readers.get(m, ())))
             if not used:
                 keep.discard(m)
+        ordered = sorted(keep, key=self.order.__getitem__)
+        state = SpaceState.build(self.slots, ordered) if keep else None
+        if state is not None and not state.legal:
+            # what is left has no iteration space of its own (it ran along the dropped members': a window read
+            # along part of an axis they spanned): the group goes on computing them too
+            return
         dropped = group.members - keep
         for m in dropped:
             self.holders[m].discard(group)
-        if not keep:
+        if state is None:
             self._set_reads(group, {})
             del self.groups[group.gid]
             self.positions.remove(group.gid)
         else:
-            ordered = sorted(keep, key=self.order.__getitem__)
-            state = SpaceState.build(self.slots, ordered)
-            if not state.legal:  # region_space raises here, as it always did (never seen)
-                region_space(ordered)
-                raise Refusal("a group left without a recomputed producer has no iteration space")
             group.state = state
             group.members_at = legality.Members(tuple(ordered))
             group.first, group.last = self.order[ordered[0]], self.order[ordered[-1]]
