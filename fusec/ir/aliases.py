@@ -3,8 +3,9 @@
 A :class:`fusec.ir.trace.Tracer` stands for an array by its current node, and an in-place update rebinds it
 (:mod:`fusec.ir.inplace`). NumPy's views share memory with the array they view: a write to the array shows in
 each view, a write through a view shows in the array. The tracer records each view it makes (:func:`note`) as a
-:class:`View`: its *root* (the array, itself no view, whose memory it shares), how to make the view again from a
-new value of the root, and the basic indices it was made with where it was made by indexing alone.
+:class:`View`: its *root* (the array, itself no view, whose memory it shares) and how to make the view again from
+a new value of the root; a view's node is always that, made from the root's current node, so it reads the root
+through layout ops alone.
 
 - After an update of a root, :func:`rebind` gives each of its live views its new value, made again from the
   root's: ``t = x[:, 0]; x[0] = 5; t * 2`` sees the 5, as in NumPy, whatever made the view (indexing, ``.T``,
@@ -13,8 +14,8 @@ new value of the root, and the basic indices it was made with where it was made 
   ``reshape`` that merges or splits axes), which a trace does not know. After a write to its root such a result
   is stale: its node becomes a poisoned input, and a graph that reads it is refused with the line that reads it
   (:func:`check_unread`).
-- A write *through* a view is its writer's business (:func:`fusec.ir.slice_assign.assign_through_view`), with the
-  view's :attr:`View.keys`.
+- A write *through* a view is its writer's business (:func:`fusec.ir.slice_assign.assign_through_view`): the
+  layout ops between the view's node and its root's, inverted.
 - A copy (``.copy()``, ``np.array``, ``astype``, arithmetic) is never recorded: it is a value, which no later write
   changes (the runtime keeps what it read: :func:`fusec.update.commit`).
 """
@@ -65,15 +66,15 @@ def _only_unit_axes_differ(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 @dataclass(eq=False)
 class View:
     """What a traced view is of: ``root`` (the Tracer whose memory it shares), ``remake`` (its node from a node of
-    the root), ``definite`` (False: NumPy may have made a copy instead), ``keys`` (the basic indices that make it
-    from the root, one per indexing step, or None where another step made it), ``parent`` (the Tracer it was
-    made from, while that lives), ``made_by`` and ``made_at`` (what made it, where: for messages)."""
+    the root), ``definite`` (False: NumPy may have made a copy instead), ``parent`` (the Tracer it was made from,
+    while that lives) and ``key`` (the basic index that made it from its parent, or :data:`NOT_INDEXED`),
+    ``made_by`` and ``made_at`` (what made it, where: for messages)."""
 
     root: Any
     remake: Callable[[Node], Node]
     definite: bool
-    keys: tuple[Any, ...] | None
     parent: weakref.ref
+    key: Any
     made_by: str
     made_at: str | None
 
@@ -105,15 +106,13 @@ def note(base: Any, result: Any, remake: Callable[[Node], Node], made_by: str, *
         return
     parent: View | None = base._view
     if parent is None:
-        root, from_root, keys = base, remake, (None if key is NOT_INDEXED else (key,))
+        root, from_root = base, remake
     else:
-        root = parent.root
-        from_root = _composed(remake, parent.remake)
-        keys = None if key is NOT_INDEXED or parent.keys is None else (*parent.keys, key)
+        root, from_root = parent.root, _composed(remake, parent.remake)
         definite = definite and parent.definite
-        if parent.keys is None:
+        if parent.made_by != made_by:
             made_by = f"{made_by} of a view made by {parent.made_by}"
-    result._view = View(root, from_root, definite, keys, weakref.ref(base), made_by, user_location())
+    result._view = View(root, from_root, definite, weakref.ref(base), key, made_by, user_location())
     _state.views.setdefault(id(root), []).append(weakref.ref(result))
 
 

@@ -12,10 +12,10 @@ and NaN into integers). A 0-d value computed in the function (``x[0]`` of a 1-d 
 scalar, which no update changes: ``s += v`` makes a new one (of the dtype ``s + v`` has).
 
 Views (:mod:`fusec.ir.aliases`): NumPy's views share memory with the array they view. After an update of an
-array each live view of it is made again from its new value; an update of a view made by indexing
-(``t = x[1:]; t += 1``) writes through it into the array it views
-(:func:`fusec.ir.slice_assign.assign_through_view`); an update of a view made otherwise (``t = x.T; t += 1``)
-is refused with the reason, never computed with stale values.
+array each live view of it is made again from its new value; an update of a view (``t = x[1:]; t += 1``,
+``x.T[0] = v``) writes through it into the array it views (:func:`fusec.ir.slice_assign.assign_through_view`);
+an update of what may be a view or a copy (``t = x.ravel(); t += 1``) or of a broadcast is refused with the
+reason, never computed with stale values.
 """
 
 from __future__ import annotations
@@ -41,16 +41,17 @@ from fusec.ir.trace import (
 
 
 def assign(target: Tracer, node: Node, what: str) -> Tracer:
-    """Rebind ``target`` to ``node`` (its new value, of its dtype and shape), and its views to theirs; through
-    ``target`` into the array it views where ``target`` is a view made by indexing; else refused."""
+    """Rebind ``target`` to ``node`` (its new value, of its dtype and shape), and its views to theirs; where
+    ``target`` is a view, through it into the array it views (refused where that cannot be done)."""
     if target._view is not None:
         if slice_assign.assign_through_view(target, node, what):
             return target
-        made = target._view.made_by
-        raise UnsupportedError(
-            f"{what} on a view made by {made} ({_describe(target)}) is not supported: NumPy would write through it "
-            "into the array it views", hint="update the array itself, write through a view made by indexing "
-                                            "(x[1:] += 1), or copy the view first (y = x.T.copy())")
+        made = target._view
+        why = ("NumPy makes it a view or a copy depending on the memory layout, so whether the write reaches the "
+               "array it was made from is not known while tracing") if not made.definite else \
+            "its elements are not each one element of the array it views (NumPy's is read-only)"
+        raise UnsupportedError(f"{what} on a view made by {made.made_by} ({_describe(target)}) is not supported: {why}",
+                               hint="update the array itself, or copy the view first (y = x.ravel().copy())")
     assert node.shape == target.node.shape and node.dtype == target.node.dtype
     target.node = node
     aliases.rebind(target, what)

@@ -10,8 +10,9 @@ them). The argument's tracer is rebound to its new value everywhere (:func:`fuse
 what reads it after the assignment, and so are its live views (:func:`fusec.ir.aliases.rebind`). On a value
 computed in the function, assignment to part of it is a functional update (:mod:`fusec.ir.part_update`).
 
-A write through a view made by indexing (``t = x[1:, ::2]; t[0] = v``, ``t += 1``, through any number of
-indexing steps) is an assignment to part of the array it views (:func:`assign_through_view`).
+A write through a view (``t = x[1:, ::2]; t[0] = v``, ``x.T[0] += 1``, ``np.flip(x, 0)[1:] = v``, through any
+number of steps) is an assignment to the array it views (:func:`assign_through_view`): to part of it where the
+view selects part of it.
 ``x[key] op= v`` is Python's ``t = x[key]; t op= v; x[key] = t``: the update of ``t`` is that write (so ``t``
 sees its new values, as NumPy's view does), and the assignment that follows writes the same values again
 (recorded once: :func:`echo`).
@@ -27,6 +28,7 @@ from typing import Any
 
 from fusec.ir import aliases
 from fusec.ir.graph import Node
+from fusec.ir.ops import Kind
 from fusec.ir.reshape_math import reshape_node
 
 
@@ -126,31 +128,81 @@ def assign_part(target: Any, key: Any, value: Any, node: Node | None = None) -> 
 
 
 def assign_through_view(view: Any, node: Node, what: str) -> bool:
-    """``view``'s new value is ``node`` (``view op= v``, ``view[k] = v``): where ``view`` was made by indexing
-    alone, ``x[k1][k2]...``, the same elements of the array ``x`` it views get it (True), and every view of ``x``
-    sees them; False where ``view`` was made otherwise (NumPy would write through a transpose, say, which fusec
-    does not follow)."""
-    from fusec.ir.inplace import _is_whole, assign
-    from fusec.ir.part_update import updated
-    from fusec.ir.trace import basic_index
+    """``view``'s new value is ``node`` (``view op= v``, ``view[k] = v``): the same elements of the array it views
+    get it (True), and every view of that array sees them. ``view`` reads its root through layout ops (slices,
+    transposes, squeeze/expand_dims, reshapes of size-1 axes), each inverted in turn: a slice by an assignment to
+    part of its operand (on an argument, the one written after the kernels), the others by their inverse.
+    False where NumPy may have made a copy instead of the view, or where a step has no inverse (a broadcast: NumPy's
+    is read-only)."""
+    from fusec.ir.inplace import assign
 
     made = view._view
-    if made is None or made.keys is None or not made.definite:
+    if made is None or not made.definite:
         return False
-    root, keys = made.root, made.keys
-    steps = [root.node]  # root, root[k1], root[k1][k2], ... up to the view's parent
-    for key in keys[:-1]:
-        steps.append(basic_index(steps[-1], key))
-    value = node  # the new value of root[k1][k2]...[ki], from the view's up to root[k1]'s
-    for step, key in zip(reversed(steps[1:]), reversed(keys[1:])):
-        value = updated(step, key, value)
-    if _is_whole(keys[0], root.node.ndim):  # x[...] op= v: the whole of x
-        assign(root, reshape_node(value, root.node.shape), what)
-    elif not assign_part(root, keys[0], None, node=value):  # a value computed in the function: its new value
-        assign(root, updated(root.node, keys[0], value), what)
-    view.node = node  # what its view made again reads, in one node
-    _state.echoes[id(view)] = keys[-1]
+    root = made.root
+    chain = _layout_chain(view.node, root.node)  # the view's node down to the op that reads the root
+    if chain is None:
+        return False
+    value = node
+    for op in chain[:-1]:  # the new value of each op's operand, down to the root's reader's
+        value = _operand_value(op, value)
+        if value is None:
+            return False
+    bottom = chain[-1] if chain else None
+    if bottom is not None and bottom.op == "slice" and is_argument(root):  # those elements of the argument
+        assign_part(root, _slice_key(bottom), None, node=value)
+    else:
+        value = value if bottom is None else _operand_value(bottom, value)
+        if value is None:
+            return False
+        assign(root, value, what)
+    if made.key is not aliases.NOT_INDEXED:
+        _state.echoes[id(view)] = made.key
     return True
+
+
+def _layout_chain(node: Node, root: Node) -> list[Node] | None:
+    """The layout ops from ``node`` down to the one reading ``root`` (empty when ``node`` is ``root``), or None
+    where ``node`` does not read ``root`` through one-operand layout ops alone."""
+    chain = []
+    while node is not root:
+        if node.kind is not Kind.LAYOUT or len(node.operands) != 1:
+            return None
+        chain.append(node)
+        node = node.operands[0]
+    return chain
+
+
+def _operand_value(op: Node, new: Node) -> Node | None:
+    """The new value of layout op ``op``'s operand for ``op`` to read ``new`` (None: ``op`` has no inverse)."""
+    from fusec.ir.part_update import updated
+    from fusec.ir.trace import _node
+
+    x = op.operands[0]
+    if op.op == "slice":
+        return updated(x, _slice_key(op), new)
+    if op.op == "transpose":
+        perm = op.attr("perm")
+        return _node("transpose", [new], {"perm": [perm.index(k) for k in range(len(perm))]})
+    if op.op == "expand_dims":
+        return _node("squeeze", [new], {"axes": list(op.attr("axes"))})
+    if op.op == "squeeze":
+        return _node("expand_dims", [new], {"axes": list(op.attr("axes"))})
+    if op.op == "reshape":
+        return reshape_node(new, x.shape, op.loc)
+    return None
+
+
+def _slice_key(op: Node) -> tuple[slice, ...]:
+    """The basic index of a ``slice`` op, each axis kept (an integer index, step 0, as a one-element slice)."""
+    key = []
+    for start, stop, step, d in zip(op.attr("start"), op.attr("stop"), op.attr("step"), op.operands[0].shape):
+        if step == 0:
+            k = start + d if start < 0 else start
+            key.append(slice(k, k + 1))
+        else:
+            key.append(slice(start, stop, step))
+    return tuple(key)
 
 
 def echo(target: Any, key: Any, value: Any) -> bool:

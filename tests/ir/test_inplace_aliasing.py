@@ -165,11 +165,16 @@ WRITES_THROUGH_VIEWS = {
     "astype_copy_false": lambda x: x.astype(x.dtype, copy=False),
     "index_of_an_index": lambda x: x[1:][::-1, 1],
     "index_of_an_intermediates_index": lambda x: (x * 1)[::2][0],
+    "transpose": lambda x: x.T,
+    "flip_then_index": lambda x: np.flip(x, 0)[1:],
+    "index_then_moveaxis": lambda x: np.moveaxis(x[None, 1:], 0, -1),
+    "expand_dims_of_a_column": lambda x: np.expand_dims(x[:, 2], 1),
+    "rot90": lambda x: np.rot90(x),
 }
 
 
 @pytest.mark.parametrize("name", sorted(WRITES_THROUGH_VIEWS))
-def test_write_through_a_view_made_by_indexing_changes_the_array(name: str) -> None:
+def test_write_through_a_view_changes_the_array_it_views(name: str) -> None:
     make = WRITES_THROUGH_VIEWS[name]
 
     def f(x):
