@@ -384,7 +384,7 @@ class Fused:
         outputs = tuple(output_node(v, i, loc) for i, v in enumerate(values))
         graph = Graph(self.name, tuple(inputs), outputs + tuple(node for _, node in updates)
                       + tuple(p.value for p in parts))
-        check_unread(graph)  # an argument read after an assignment to part of it
+        check_unread(graph, return_site(self.fn))  # a view that may be a copy, read after a write to its array
         return TracedFunction(graph, structure, specialized, tuple(scalars), tuple(i for i, _ in updates), runtime,
                               parts=tuple(parts))
 

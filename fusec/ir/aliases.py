@@ -166,9 +166,9 @@ def stale(node: Node) -> bool:
     return node.op == "input" and node.attr("poisoned") is not None
 
 
-def check_unread(graph: Graph) -> None:
+def check_unread(graph: Graph, returned_at: str | None = None) -> None:
     """Raise :class:`UnsupportedError` where ``graph`` reads a stale view (:func:`rebind`), at the line that reads
-    it."""
+    it (``returned_at``, the ``return`` line, where the function returns it as it is)."""
     users = graph.users
     for n in graph.nodes:
         if stale(n):
@@ -176,7 +176,7 @@ def check_unread(graph: Graph) -> None:
             raise UnsupportedError(
                 f"{n.attr('name')} is read after {n.attr('poisoned')}; NumPy makes it a view or a copy depending on "
                 "the memory layout, so whether that write changed it is not known while tracing",
-                loc=reader.loc if reader is not None else None,
+                loc=reader.loc if reader is not None else returned_at,
                 hint="copy it (.copy()) before the write to keep the old values, or make it after the write to see "
                      "the new ones")
 

@@ -4,8 +4,8 @@ Each program is Python source text: a function of one to three array arguments t
 (``.copy()``, ``np.array``, ``astype``, ``x * 1``), views (slices with any step, negative steps, integer
 indices, ``None``, transposes, reshapes, ``np.asarray``, flips, broadcasts), assignments and augmented
 assignments to parts of arguments, of intermediates and of views (``x[1:, ::2] = v``, ``v[0] += 1``,
-``x += y``, ``x[...] = v``, ``np.add(x, y, out=x)``), arithmetic and reductions, and returns a few of its
-names (arguments and views among them). The generator runs every statement on NumPy as it writes it (so each
+``x += y``, ``x[...] = v``, ``x[x > 0] = 1``, ``np.add(x, y, out=x)``), arithmetic and reductions, and returns a
+few of its names (arguments and views among them). The generator runs every statement on NumPy as it writes it (so each
 program runs in NumPy, and every shape is known); a statement NumPy refuses is dropped.
 
 A run compares, on fresh copies of the same inputs, ``fusec.fuse(f)(*args)`` (NumPy arguments: fusec's NumPy
@@ -117,7 +117,8 @@ class Summary:
 def _reason(message: str) -> str:
     """A refusal's message without its location (``file:line: ``) and hint: what groups refusals."""
     first = message.splitlines()[0] if message else ""
-    first = re.sub(r"^\S+:\d+: ", "", re.sub(r"<inplace-fuzz [^>]*>", "<program>", first))
+    first = re.sub(r"<inplace-fuzz [^>]*>(:\d+)?", "<program>", re.sub(r"^<inplace-fuzz [^>]*>:\d+: ", "", first))
+    first = first.replace(" made at <program>", "")
     first = re.sub(r"\b[a-z]+\d*\[[-0-9, ]*\]", "T", first)  # f32[3, 4] -> T
     return re.sub(r"x\[[^\]]*\]", "x[key]", first)[:100]
 
@@ -275,9 +276,11 @@ class _Writer:
         if r < 0.87:
             whole = self.pick(["...", ":"]) if a.ndim else "..."
             return f"{target}[{whole}] = {self.value_for(a.shape, a.dtype)}"
-        if r < 0.94:
+        if r < 0.92:
             ufunc = self.pick(["add", "subtract", "maximum", "multiply"])
             return f"np.{ufunc}({target}, {self.value_for(a.shape, a.dtype)}, out={target})"
+        if r < 0.96:
+            return f"{target}[{target} > {self.scalar(a.dtype)}] = {self.scalar(a.dtype)}"
         return f"v{self.count} = {target}"
 
     def keep(self, line: str) -> bool:

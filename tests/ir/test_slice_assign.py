@@ -261,3 +261,14 @@ def test_slice_assign_direct_write_only_where_nothing_else_touches_the_argument(
 
     for fn in (_shifted, _two_parts, _whole_then_part, _mixed, returned, broadcast):
         assert direct(fn, x, v) == {}, fn.__name__
+
+
+def test_slice_assign_maybe_a_view_returned_after_the_assignment_is_refused_at_the_return() -> None:
+    def f(x):
+        t = x.ravel()
+        x[0] = 5
+        return t
+
+    with pytest.raises(UnsupportedError, match="read after") as info:
+        fusec.fuse(f)(np.zeros((3, 4), np.float32))
+    assert f"{__file__}:{f.__code__.co_firstlineno + 3}" in str(info.value)
