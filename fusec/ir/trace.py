@@ -620,7 +620,7 @@ def call_function(name: str, qualified: str, args: tuple, kwargs: dict) -> Any:
     recorded as one (:mod:`fusec.ir.aliases`), so that in-place updates of either show in the other."""
     impl = FUNCTIONS[name]
     result = call_checked(qualified, impl, args, kwargs)
-    kind = aliases.kind_of(name, args, result)
+    kind = aliases.kind_of(name, args, result) if kwargs.get("copy") is not True else None  # copy=True: a copy
     if kind == aliases.EACH and isinstance(result, (tuple, list)) and len(result) == len(args):
         for i, (a, r) in enumerate(zip(args, result)):
             if isinstance(a, Tracer):
@@ -826,7 +826,8 @@ class Tracer:
                              hint="use np.round(x, decimals) or x.round(decimals)")
 
     def reshape(self, *shape: Any, order: str = "C", copy: Any = None) -> Tracer:
-        return call_function("reshape", "x.reshape", (self, shape[0] if len(shape) == 1 else shape), {"order": order})
+        return call_function("reshape", "x.reshape", (self, shape[0] if len(shape) == 1 else shape),
+                             {"order": order, "copy": copy})
 
     def ravel(self, order: str = "C") -> Tracer:
         return call_function("ravel", "x.ravel", (self, order), {})

@@ -191,6 +191,8 @@ COPIES_NOT_CHANGED_BY_A_WRITE = {
     "np_copy": lambda x: np.copy(x),
     "asarray_new_dtype": lambda x: np.asarray(x, dtype=np.float32),
     "gathered": lambda x: x[[0, 2]],
+    "reshape_copy_true": lambda x: x.reshape(-1, copy=True),
+    "np_reshape_copy_true": lambda x: np.reshape(x.T, (2, 6), copy=True),
 }
 
 
