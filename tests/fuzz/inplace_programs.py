@@ -6,7 +6,9 @@ indices, ``None``, transposes, reshapes, ``np.asarray``, flips, broadcasts), ass
 assignments to parts of arguments, of intermediates and of views (``x[1:, ::2] = v``, ``v[0] += 1``,
 ``x += y``, ``x[...] = v``, ``x[x > 0] = 1``, ``np.add(x, y, out=x)``), arithmetic and reductions, and returns a
 few of its names (arguments and views among them). The generator runs every statement on NumPy as it writes it (so each
-program runs in NumPy, and every shape is known); a statement NumPy refuses is dropped.
+program runs in NumPy, and every shape is known); a statement NumPy refuses is dropped, and so is an assignment
+whose result in NumPy depends on the order its loop reads an overlapping right-hand side (:meth:`_Writer.keep`):
+fusec reads every right-hand side before writing, as CORRECTNESS.md says.
 
 A run compares, on fresh copies of the same inputs, ``fusec.fuse(f)(*args)`` (NumPy arguments: fusec's NumPy
 backend; CuPy arguments: the GPU) with ``f(*args)`` in NumPy: the results (dtype, shape and values, exactly: the
@@ -129,6 +131,7 @@ class _Writer:
 
     def __init__(self, rng: np.random.Generator, arguments: dict[str, np.ndarray]) -> None:
         self.rng = rng
+        self.initial = arguments
         self.env: dict[str, Any] = {name: a.copy() for name, a in arguments.items()}
         self.arguments = tuple(arguments)
         self.lines: list[str] = []
@@ -256,43 +259,62 @@ class _Writer:
             return False
 
     # -- statements
-    def statement(self) -> str:
+    def statement(self) -> tuple[str, str | None]:
+        """A statement, and for an assignment ``x[key] = v`` the same with ``v`` copied first."""
         r = self.rng.random()
         target = self.name()
         a = self.env[target]
         if r < 0.3:
-            return f"v{self.count} = {self.expression()}"
+            return f"v{self.count} = {self.expression()}", None
         if r < 0.62:
             key = self.key(a.shape)
             try:
                 selected = a[eval(f"np.s_[{key}]", {"np": np})].shape  # noqa: S307
             except Exception:
-                return ""
+                return "", None
             op = self.pick(["=", "=", "=", "+=", "-=", "*="])
-            return f"{target}[{key}] {op} {self.value_for(selected, a.dtype)}"
+            value = self.value_for(selected, a.dtype)
+            return f"{target}[{key}] {op} {value}", (f"{target}[{key}] = np.array({value})" if op == "=" else None)
         if r < 0.77:
             op = self.pick(["+=", "-=", "*="])
-            return f"{target} {op} {self.value_for(a.shape, a.dtype)}"
+            return f"{target} {op} {self.value_for(a.shape, a.dtype)}", None
         if r < 0.87:
             whole = self.pick(["...", ":"]) if a.ndim else "..."
-            return f"{target}[{whole}] = {self.value_for(a.shape, a.dtype)}"
+            value = self.value_for(a.shape, a.dtype)
+            return f"{target}[{whole}] = {value}", f"{target}[{whole}] = np.array({value})"
         if r < 0.92:
             ufunc = self.pick(["add", "subtract", "maximum", "multiply"])
-            return f"np.{ufunc}({target}, {self.value_for(a.shape, a.dtype)}, out={target})"
+            return f"np.{ufunc}({target}, {self.value_for(a.shape, a.dtype)}, out={target})", None
         if r < 0.96:
-            return f"{target}[{target} > {self.scalar(a.dtype)}] = {self.scalar(a.dtype)}"
-        return f"v{self.count} = {target}"
+            return f"{target}[{target} > {self.scalar(a.dtype)}] = {self.scalar(a.dtype)}", None
+        return f"v{self.count} = {target}", None
 
-    def keep(self, line: str) -> bool:
-        """Run ``line`` on the program's NumPy state; keep it if NumPy runs it (and it binds an array)."""
-        if not line:
-            return False
-        env = dict(self.env)
+    def replay(self, lines: list[str]) -> dict[str, Any] | None:
+        """The program's names after ``lines``, run on fresh copies of the arguments (None where NumPy raises)."""
+        env: dict[str, Any] = {name: a.copy() for name, a in self.initial.items()}
         try:
             with np.errstate(all="ignore"):
-                exec(line, {"np": np}, env)  # noqa: S102 - our own generated text
+                for line in lines:
+                    exec(line, {"np": np}, env)  # noqa: S102 - our own generated text
         except Exception:
-            return False  # NumPy refuses it (a shape, a cast, a read-only view): its effects, if any, stay
+            return None
+        return env
+
+    def keep(self, line: str, copied_first: str | None = None) -> bool:
+        """Keep ``line`` if NumPy runs it (and it binds an array). An assignment whose right-hand side overlaps its
+        target is kept only where NumPy's result is the one of the right-hand side copied first (``copied_first``):
+        NumPy copies it where its loop would read elements it wrote, except for a 1-d target read with a stride of
+        the same sign and another size (``a[:, -1] = a[-2, :]``), where its result is its loop's order."""
+        if not line:
+            return False
+        env = self.replay([*self.lines, line])
+        if env is None:
+            return False  # NumPy refuses it (a shape, a cast, a read-only view)
+        if copied_first is not None:
+            other = self.replay([*self.lines, copied_first])
+            if other is None or any(isinstance(v, np.ndarray) and not np.array_equal(v, other[n], equal_nan=True)
+                                    for n, v in env.items()):
+                return False
         if line.startswith(f"v{self.count} ="):
             if not isinstance(env[f"v{self.count}"], np.ndarray):
                 return False
@@ -329,7 +351,7 @@ def generate(seed: int, index: int) -> Program:
     for _ in range(wanted * 4):
         if len(writer.lines) >= wanted:
             break
-        writer.keep(writer.statement())
+        writer.keep(*writer.statement())
     body = "".join(f"    {line}\n" for line in writer.lines)
     source = f"def f({', '.join(arguments)}):\n{body}    return {writer.returns()}\n"
     return Program(seed, index, source, tuple(arguments.values()))
