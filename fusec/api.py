@@ -28,15 +28,16 @@ from fusec.arrayspec import ArraySpec
 from fusec.errors import FusecError, FusecTypeError, FusecValueError, TraceError, UnsupportedError
 from fusec.explain import Explanation
 from fusec.ir import dtypes
+from fusec.ir.aliases import check_unread
 from fusec.ir.graph import Graph, rebind
 from fusec.ir.scalars import NeedsConcrete, Scalar, is_runtime_candidate, scalar_class
-from fusec.ir.slice_assign import PartialUpdate, check_unread
+from fusec.ir.slice_assign import PartialUpdate
 from fusec.ir.trace import Tracer, output_node, return_site, trace_function
 from fusec.lru import LRU
 from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
 from fusec.plan import Plan, execute_numpy, make_plan
 from fusec.recompile import RecompileTracker
-from fusec.update import check_updated, direct_parts, direct_updates, write_back, write_parts
+from fusec.update import check_updated, commit, direct_writes
 
 _SHAPES_KEPT = 64  # graphs kept per signature, one per distinct set of input shapes
 _SIGNATURES_KEPT = 64  # traces kept per Fused, the least recently used dropped (a new static scalar is a new one)
@@ -383,7 +384,7 @@ class Fused:
         outputs = tuple(output_node(v, i, loc) for i, v in enumerate(values))
         graph = Graph(self.name, tuple(inputs), outputs + tuple(node for _, node in updates)
                       + tuple(p.value for p in parts))
-        check_unread(graph)  # an argument read after an assignment to part of it
+        check_unread(graph, return_site(self.fn))  # a view that may be a copy, read after a write to its array
         return TracedFunction(graph, structure, specialized, tuple(scalars), tuple(i for i, _ in updates), runtime,
                               parts=tuple(parts))
 
@@ -480,27 +481,24 @@ class Fused:
                     self._remember_fast_path(args, traced, plan, arrays)
             return traced.pack(results)
         results = execute_numpy(plan, arrays + scalars, xp=np)
-        results, part_values = results[:len(results) - len(traced.parts)], results[len(results) - len(traced.parts):]
-        if traced.updates:
-            results = write_back(plan, traced.updates, arrays, results, np)
-        write_parts(traced.parts, arrays, part_values, np)
+        results = commit(plan, traced.updates, traced.parts, arrays, results, np)
         if outs is not None:
             results = _write_out(results[:n], outs, np)
         return traced.pack(results)
 
-    def _run_gpu(self, plan: Plan, arrays: list[Any], outs: list[Any] | None, traced: TracedFunction) -> list[Any]:
-        import cupy
-
+    def _run_gpu(self, plan: Plan, arrays: list[Any], outs: list[Any] | None, traced: TracedFunction,
+                 xp: Any = None) -> list[Any]:
+        """Run ``plan`` with :func:`fusec.runtime.run_plan` on ``xp`` arrays (CuPy's, or NumPy's where a test has
+        ``run_plan`` run on them) and make the call's changes to its arguments."""
         from fusec.runtime import run_plan
 
+        if xp is None:
+            import cupy as xp
         # kernels that write updated inputs (or the assigned parts of them) themselves
-        direct = direct_updates(plan, traced.updates, arrays, cupy, len(traced.parts))
-        parts_direct = {n: view for n, view in direct_parts(plan, traced.parts, traced.updates, arrays).items()
-                        if n not in direct}
-        direct.update(parts_direct)
+        direct, parts_written = direct_writes(plan, traced.updates, traced.parts, arrays)
         for node, dst in zip(plan.graph.outputs, outs or ()):
             if (dst.dtype == node.dtype and node not in direct
-                    and not any(cupy.may_share_memory(dst, a) for a in arrays)):
+                    and not any(xp.may_share_memory(dst, a) for a in arrays)):
                 direct[node] = dst
         try:
             results = run_plan(plan, arrays, out=direct or None, schedules=self.schedules, autotune=self.autotune)
@@ -508,15 +506,11 @@ class Fused:
             if type(exc).__name__ not in ("CompileError", "CompileException"):
                 raise
             raise _compile_failure(self, exc) from None
-        results, part_values = results[:len(results) - len(traced.parts)], results[len(results) - len(traced.parts):]
-        if traced.updates:
-            results = write_back(plan, traced.updates, arrays, results, cupy)
-        write_parts(traced.parts, arrays, part_values, cupy, {id(v) for v in parts_direct.values()})
-        results = results[:traced.n_results]
+        results = commit(plan, traced.updates, traced.parts, arrays, results, xp, parts_written)
         if outs is None:
             return results
         if any(r is not dst for r, dst in zip(results, outs)):
-            _write_out(results, outs, cupy)
+            _write_out(results, outs, xp)
         return outs
 
     def _remember_fast_path(self, args: tuple, traced: TracedFunction, plan: Plan, arrays: list[Any]) -> None:

@@ -1,11 +1,12 @@
 """In-place updates of a call's array arguments (``x += v`` on an input inside a fused function, and assignments to
-part of one, ``x[:, k] = v``: :func:`write_parts`).
+part of one, ``x[:, k] = v``).
 
-The traced graph returns each updated input's new value after the function's results
-(:class:`fusec.api.TracedFunction` ``.updates``). On the GPU the kernel that computes a new value writes it
-straight into the argument's buffer when that is safe (:func:`hazard` says why not); otherwise, and on the
-NumPy backend, the values are computed first and copied in after the last kernel, which is NumPy's result
-whatever the kernels read.
+The traced graph returns each updated input's new value after the function's results, then the values of the
+assignments to part of one (:class:`fusec.api.TracedFunction` ``.updates``, ``.parts``). On the GPU the kernel
+that computes a new value writes it straight into the argument's buffer when that is safe (:func:`hazard` says
+why not; :func:`direct_writes`); otherwise, and on the NumPy backend, the values are computed first and written
+after the last kernel (:func:`commit`), which is NumPy's result whatever the kernels read: every value is what
+the function read at its point in the program, never an alias of an argument the call writes afterwards.
 """
 
 from __future__ import annotations
@@ -32,13 +33,18 @@ def hazard(plan: Plan, value: Node, target: Node) -> str | None:
     elementwise over ``target``'s shape (each element read only by the thread that writes it: no reduction,
     broadcast or transpose of ``target`` in the same kernel), and where the kernel reads ``target`` the new
     value must depend on it (so each element's store follows its load). A function with a gather never writes
-    in place: an index out of range raises after the kernels, and the arguments must be as they were."""
+    in place: an index out of range raises after the kernels, and the arguments must be as they were. No output may
+    be ``target``'s old value read through a view that no kernel copies (``old = x.copy(); x += 1; return old``
+    returns the argument's own buffer: the new value written into it would show through)."""
     index = next((k for k, kernel in enumerate(plan.kernels) if value in kernel.outputs), None)
     if index is None:
         return "no kernel computes the new value"
     later = [k.name for k in plan.kernels[index + 1:] if any(_base(i) is target for i in k.region.inputs)]
     if later:
         return f"kernel {later[0]} reads the old value after {plan.kernels[index].name} computes the new one"
+    viewed = _views_of_old_value(plan, target)
+    if viewed:
+        return f"output {viewed[0]} is the old value (a view of the argument, no kernel's copy)"
     kernel = plan.kernels[index]
     if any(n.kind is Kind.GATHER for k in plan.kernels for n in k.nodes):
         return "the function gathers: its indices are checked after its kernels, before any argument changes"
@@ -55,6 +61,13 @@ def hazard(plan: Plan, value: Node, target: Node) -> str | None:
         # the store does not wait for the load of the same element: the compiler may order it first
         return f"{kernel.name} reads it but its new value does not depend on it"
     return None
+
+
+def _views_of_old_value(plan: Plan, target: Node) -> list[int]:
+    """The graph outputs that are input ``target`` itself or a view of it that no kernel computes: the runtime
+    hands them out as views of the argument's buffer (each a copy of the folded ``x.copy()``, say)."""
+    computed = {o for k in plan.kernels for o in k.outputs}
+    return [j for j, o in enumerate(plan.graph.outputs) if o not in computed and _base(o) is target]
 
 
 def check_updated(name: str, params: list[tuple[str, Any]], updates: tuple[int, ...], backend: str) -> None:
@@ -84,8 +97,7 @@ def _array_module(backend: str) -> Any:
     return numpy
 
 
-def direct_updates(plan: Plan, updates: tuple[int, ...], arrays: list[Any], cupy: Any,
-                   parts: int = 0) -> dict[Node, Any]:
+def direct_updates(plan: Plan, updates: tuple[int, ...], arrays: list[Any], parts: int = 0) -> dict[Node, Any]:
     """The updated inputs' new values that their kernels may write straight into the arguments' buffers (the
     graph's outputs end with the updates' values, then ``parts`` values of assignments to part of one)."""
     n = len(plan.graph.outputs) - len(updates) - parts
@@ -97,35 +109,12 @@ def direct_updates(plan: Plan, updates: tuple[int, ...], arrays: list[Any], cupy
     return direct
 
 
-def write_back(plan: Plan, updates: tuple[int, ...], arrays: list[Any], results: list[Any], xp: Any) -> list[Any]:
-    """Copy each updated input's new value into its argument (unless its kernel wrote it there), as if every
-    result were computed before any argument changes; returns the results, where a result that is an updated
-    input's new value is that argument itself (as NumPy returns ``x`` after ``x += 1``)."""
-    n = len(results) - len(updates)
-    outputs = plan.graph.outputs
-    targets = [arrays[i] for i in updates]
-
-    def written(j: int) -> bool:  # result j is a new value its kernel already wrote into its argument
-        return any(outputs[j] is outputs[n + k] and results[j] is t for k, t in enumerate(targets))
-
-    # a value that an update would overwrite before it is read or returned (an old value): copied first
-    results = [r if written(j) or not any(xp.may_share_memory(r, t) for t in targets) else r.copy()
-               for j, r in enumerate(results)]
-    for k, target in enumerate(targets):
-        if results[n + k] is not target:
-            xp.copyto(target, results[n + k], casting="unsafe")
-    for j in range(n):
-        for k, target in enumerate(targets):
-            if outputs[j] is outputs[n + k]:
-                results[j] = target
-    return results
-
-
 def direct_parts(plan: Plan, parts: tuple[Any, ...], updates: tuple[int, ...], arrays: list[Any]) -> dict[Node, Any]:
     """The assignments to part of an argument whose kernel may write its values straight into the argument's
     selected elements (a view of the argument, as ``out=``): the argument's only change (no whole update, no
     other part), a value of exactly the selection's shape that a kernel computes and the function does not
-    return, where no kernel reads the argument (so nothing reads an element after it changes)."""
+    return, where no kernel reads the argument and no output is a view of its old value (so nothing reads an
+    element after it changes)."""
     outputs = plan.graph.outputs
     first = len(outputs) - len(parts)  # the parts' values are the graph's last outputs
     returned = set(outputs[:first - len(updates)])
@@ -135,7 +124,8 @@ def direct_parts(plan: Plan, parts: tuple[Any, ...], updates: tuple[int, ...], a
     for part, value in zip(parts, outputs[first:]):
         target = plan.graph.inputs[part.index]
         if (changes[part.index] != 1 or value not in computed or value in returned or value in direct
-                or any(_base(i) is target for k in plan.kernels for i in k.region.inputs)):
+                or any(_base(i) is target for k in plan.kernels for i in k.region.inputs)
+                or _views_of_old_value(plan, target)):
             continue
         view = arrays[part.index][part.key]
         if tuple(view.shape) == value.shape and view.dtype == value.dtype:
@@ -143,12 +133,49 @@ def direct_parts(plan: Plan, parts: tuple[Any, ...], updates: tuple[int, ...], a
     return direct
 
 
-def write_parts(parts: tuple[Any, ...], arrays: list[Any], values: list[Any], xp: Any,
-                written: Collection[int] = ()) -> None:
-    """Write the assignments to part of an argument (:class:`fusec.ir.slice_assign.PartialUpdate`, one of
-    ``values`` each) into the arguments' selected elements, in order, after every other update: NumPy's result,
-    every value having been computed from the arguments before any of them changed. A value whose ``id`` is in
-    ``written`` is the view its kernel wrote (:func:`direct_parts`)."""
-    for part, value in zip(parts, values):
+def direct_writes(plan: Plan, updates: tuple[int, ...], parts: tuple[Any, ...],
+                  arrays: list[Any]) -> tuple[dict[Node, Any], frozenset[int]]:
+    """What the GPU's kernels write straight into the arguments: each new value (:func:`direct_updates`) or
+    assigned part (:func:`direct_parts`) node with the array or view it is written into, and the ``id`` of each
+    view of a part (for :func:`commit`)."""
+    direct = direct_updates(plan, updates, arrays, len(parts))
+    views = {n: view for n, view in direct_parts(plan, parts, updates, arrays).items() if n not in direct}
+    direct.update(views)
+    return direct, frozenset(id(v) for v in views.values())
+
+
+def commit(plan: Plan, updates: tuple[int, ...], parts: tuple[Any, ...], arrays: list[Any], results: list[Any],
+           xp: Any, written: Collection[int] = ()) -> list[Any]:
+    """Make a call's changes to its arguments after its kernels, and return the function's results.
+
+    ``results`` holds one value per graph output: the function's results, then the whole-array updates' new
+    values (``updates``: argument indices), then the assigned parts' values (``parts``:
+    :class:`fusec.ir.slice_assign.PartialUpdate`). Each was computed from the arguments as the call found them,
+    but a value may *be* an argument's buffer or a view of it (``x.copy()``, ``x * 1`` or ``x[0]`` folded to the
+    argument, the NumPy backend's views, the part ``p`` of ``p[::-1] = p``): such a value, where it shares memory
+    with an argument the call writes, is copied first, so every value keeps what the function read, whatever the
+    writes that follow. Then the new values are copied into their arguments and the parts written into theirs,
+    in order (NumPy's result). A result that is an updated argument's final value is that argument itself (as NumPy
+    returns ``x`` after ``x += 1``). Kernels may have written some values already: a new value that is its
+    argument's own array (:func:`direct_updates`), a part whose ``id`` is in ``written`` (:func:`direct_parts`).
+    """
+    n = len(results) - len(updates) - len(parts)
+    outputs = plan.graph.outputs
+    targets = [arrays[i] for i in dict.fromkeys((*updates, *(p.index for p in parts)))]
+    in_parts = {p.index for p in parts}
+    final = {outputs[n + k]: arrays[i] for k, i in enumerate(updates)  # what the argument holds when the call returns
+             if i not in in_parts and outputs[n + k].op != "input"}
+
+    def kept(j: int, r: Any) -> bool:  # already what it must be (written by its kernel), or sharing nothing
+        if id(r) in written or (n <= j < n + len(updates) and r is arrays[updates[j - n]]):
+            return True
+        return (j < n and final.get(outputs[j]) is r) or not any(xp.may_share_memory(r, t) for t in targets)
+
+    results = [r if kept(j, r) else r.copy() for j, r in enumerate(results)]
+    for k, i in enumerate(updates):
+        if results[n + k] is not arrays[i]:
+            xp.copyto(arrays[i], results[n + k], casting="unsafe")
+    for part, value in zip(parts, results[n + len(updates):]):
         if id(value) not in written:
             arrays[part.index][part.key] = value
+    return [final.get(outputs[j], results[j]) for j in range(n)]

@@ -1,8 +1,10 @@
 """Arrays made inside the function from numbers alone, and the triangle and diagonal masks, traced into the ops:
 
-- ``array``/``asarray``/``ascontiguousarray``: a traced array as it is, a list of them stacked, numbers a constant
-  array of at most :data:`CONSTANT_LIMIT` elements (``np.array([0.299, 0.587, 0.114])``: each element read picks
-  its value by comparing its index, a ``where`` chain over an iota);
+- ``array``/``asarray``/``ascontiguousarray``/``copy``: a traced array as it is, a list of them stacked, numbers a
+  constant array of at most :data:`CONSTANT_LIMIT` elements (``np.array([0.299, 0.587, 0.114])``: each element
+  read picks its value by comparing its index, a ``where`` chain over an iota). As in NumPy, ``np.array(x)`` and
+  ``np.copy(x)`` are new arrays, ``np.asarray(x)`` is ``x`` itself (a view stays a view: :mod:`fusec.ir.aliases`)
+  and ``np.ascontiguousarray(x)`` may be either;
 
 - ``zeros``, ``ones``, ``full``, ``empty`` (zeros: its values are NumPy's to choose): a constant broadcast;
 - ``eye``, ``identity``, ``tri``: comparisons of two iotas (``j - i == k``, ``j <= i + k``), cast;
@@ -208,7 +210,11 @@ def array(obj: Any, dtype: Any = None, *, copy: Any = True, order: str = "K", su
           like: Any = None) -> Tracer:
     """``numpy.array`` in the traced function: a traced array as it is (``dtype`` cast), a list of them stacked
     (NumPy's promotion), and numbers as a constant array of at most :data:`CONSTANT_LIMIT` elements (each element
-    of a read picks its value with an iota comparison: no array in memory)."""
+    of a read picks its value with an iota comparison: no array in memory). A new array, unless ``copy`` is False
+    or None and a traced array needs no change: then that array itself, as NumPy returns it."""
+    if (copy is not True and isinstance(obj, Tracer) and obj.ndim >= ndmin
+            and (dtype is None or dtypes.as_dtype(np.dtype(dtype)) == obj.dtype)):
+        return obj
     node = _array_node(obj, "array")
     if dtype is not None:
         node = cast(node, dtypes.as_dtype(np.dtype(dtype)))
@@ -219,7 +225,11 @@ def array(obj: Any, dtype: Any = None, *, copy: Any = True, order: str = "K", su
 
 def asarray(a: Any, dtype: Any = None, order: Any = None, *, device: Any = None, copy: Any = None,
             like: Any = None) -> Tracer:
-    return array(a, dtype)
+    return array(a, dtype, copy=copy)
+
+
+def copy(a: Any, order: str = "K", subok: bool = False) -> Tracer:
+    return array(a)
 
 
 def ascontiguousarray(a: Any, dtype: Any = None, *, like: Any = None) -> Tracer:
@@ -268,9 +278,9 @@ def _constant_array(values: np.ndarray) -> Node:
     return _trace.FUNCTIONS["reshape"](Tracer(result), values.shape).node if values.shape != (flat.size,) else result
 
 
-FUNCTIONS = {"array": array, "asarray": asarray, "ascontiguousarray": ascontiguousarray, "zeros": zeros,
-             "ones": ones, "full": full, "empty": empty, "empty_like": empty_like, "eye": eye, "identity": identity,
-             "tri": tri, "tril": tril, "triu": triu, "linspace": linspace, "meshgrid": meshgrid}
+FUNCTIONS = {"array": array, "asarray": asarray, "ascontiguousarray": ascontiguousarray, "copy": copy,
+             "zeros": zeros, "ones": ones, "full": full, "empty": empty, "empty_like": empty_like, "eye": eye,
+             "identity": identity, "tri": tri, "tril": tril, "triu": triu, "linspace": linspace, "meshgrid": meshgrid}
 # made from numbers alone: wrapped while tracing so that a call from the traced function makes a traced array
 CREATORS = ("array", "asarray", "ascontiguousarray", "zeros", "ones", "full", "empty", "eye", "identity", "tri",
             "linspace")

@@ -65,10 +65,12 @@ def _no_kwargs(name: str, kwargs: dict) -> None:
 
 def nan_to_num(x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None, neginf: Any = None) -> Tracer:
     """``numpy.nan_to_num``: NaN -> ``nan``, +inf -> ``posinf`` (the dtype's largest), -inf -> ``neginf`` (its
-    smallest); integers and booleans as they are."""
+    smallest); integers and booleans as they are. A new array, or with ``copy=False`` ``x`` itself, updated in
+    place (as NumPy does)."""
     v = _as_node(x, "nan_to_num")
+    in_place = not copy and isinstance(x, Tracer)
     if v.dtype.kind != "f":
-        return Tracer(v)
+        return x if in_place else Tracer(v)
     info = np.finfo(v.dtype)
     big = info.max if posinf is None else posinf
     small = info.min if neginf is None else neginf
@@ -77,7 +79,12 @@ def nan_to_num(x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None, ne
     positive = _node("gt", [v, _const(0, v.dtype)])
     out = _node("where", [_node("logical_and", [inf, positive]), _const(big, v.dtype), out])
     negative = _node("lt", [v, _const(0, v.dtype)])
-    return Tracer(_node("where", [_node("logical_and", [inf, negative]), _const(small, v.dtype), out]))
+    out = _node("where", [_node("logical_and", [inf, negative]), _const(small, v.dtype), out])
+    if in_place:
+        from fusec.ir.inplace import assign
+
+        return assign(x, out, "np.nan_to_num(x, copy=False)")
+    return Tracer(out)
 
 
 def sinc(x: Any) -> Tracer:

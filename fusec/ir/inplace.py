@@ -1,35 +1,35 @@
-"""In-place updates while tracing: ``x += v``, ``x[mask] = v``, ``x[...] = v`` (assignment to part of an argument,
-``x[:, k] = v``: :mod:`fusec.ir.slice_assign`).
+"""In-place updates while tracing: ``x += v``, ``x[mask] = v``, ``x[...] = v``, ``np.add(x, v, out=x)``
+(assignment to part of an argument, ``x[:, k] = v``: :mod:`fusec.ir.slice_assign`).
 
 An update is functional in the IR (a new node) and rebinds the :class:`Tracer` object's node, so every
-Python name bound to that object sees it, as with NumPy (``a = x; a += 1`` changes ``x``). Updating a traced
+Python name bound to that object sees it, as with NumPy (``a = x; a += 1`` changes ``x``), and a value read
+before it keeps the node it read (``y = x.copy(); x += 1``: ``y`` is ``x``'s old node). Updating a traced
 *input* makes the trace write the new value back into the caller's array (``trace_function`` reports which
 inputs changed; :mod:`fusec.api` writes them). The casting rules are NumPy's: augmented assignment casts
 the ufunc's result to the array's dtype under ``same_kind`` (``int_array += 1.5`` is a TypeError); item
 assignment casts the value as ``setitem`` does (unsafe, with NumPy's errors for out-of-range Python ints
-and NaN into integers).
+and NaN into integers). A 0-d value computed in the function (``x[0]`` of a 1-d ``x``, ``x.sum()``) is a NumPy
+scalar, which no update changes: ``s += v`` makes a new one (of the dtype ``s + v`` has).
 
-Views: NumPy writes through a view into the array it views. fusec tracks the views a trace makes (``x.T``,
-``x[None]``, ``np.expand_dims(x, 0)``, ...): updating a view, or an array while a view of it is still
-referenced, is refused with the reason, never computed with stale values.
+Views (:mod:`fusec.ir.aliases`): NumPy's views share memory with the array they view. After an update of an
+array each live view of it is made again from its new value; an update of a view (``t = x[1:]; t += 1``,
+``x.T[0] = v``) writes through it into the array it views (:func:`fusec.ir.slice_assign.assign_through_view`);
+an update of what may be a view or a copy (``t = x.ravel(); t += 1``) or of a broadcast is refused with the
+reason, never computed with stale values.
 """
 
 from __future__ import annotations
 
-import functools
-import threading
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from fusec.errors import FusecTypeError, FusecValueError, UnsupportedError
-from fusec.ir import dtypes, part_update, slice_assign
+from fusec.ir import aliases, dtypes, part_update, slice_assign
 from fusec.ir.graph import Node
 from fusec.ir.scalars import Scalar
 from fusec.ir.trace import (
-    FUNCTIONS,
     Tracer,
     _node,
     _operand,
@@ -39,100 +39,27 @@ from fusec.ir.trace import (
     cast,
 )
 
-# functions and methods whose result is a view of their (first) argument in NumPy
-VIEW_FUNCTIONS = ("expand_dims", "squeeze", "broadcast_to", "transpose", "reshape", "ravel", "swapaxes",
-                  "moveaxis", "split", "array_split", "hsplit", "vsplit", "atleast_1d", "atleast_2d", "atleast_3d")
-VIEW_METHODS = ("__getitem__", "transpose", "squeeze", "reshape", "ravel", "swapaxes", "view")
-VIEW_PROPERTIES = ("T", "mT")
-
-
-class _Views(threading.local):
-    def __init__(self) -> None:
-        self.active = False
-        self.views: list[tuple[weakref.ref, Tracer]] = []  # (view, the array it views)
-
-
-_views = _Views()
-
-
-def begin() -> None:
-    _wrap_views()
-    _views.active, _views.views = True, []
-
-
-def end() -> None:
-    _views.active, _views.views = False, []
-
-
-def _note_views(result: Any, base: Any) -> None:
-    if not _views.active or not isinstance(base, Tracer):
-        return
-    root = base._view_of if base._view_of is not None else base
-    for view in result if isinstance(result, (tuple, list)) else (result,):
-        if isinstance(view, Tracer) and view is not base and view.node.op != "gather":  # a gather is a copy
-            view._view_of = root
-            _views.views.append((weakref.ref(view), root))
-
-
-def _as_view(fn: Callable[..., Any]) -> Callable[..., Any]:
-    if getattr(fn, "_fusec_view", False):
-        return fn
-
-    indexing = fn.__name__ == "__getitem__"
-
-    @functools.wraps(fn)
-    def wrapper(a: Any, *args: Any, **kwargs: Any) -> Any:
-        result = fn(a, *args, **kwargs)
-        _note_views(result, a)
-        if indexing and _views.active and isinstance(a, Tracer) and isinstance(result, Tracer):
-            slice_assign.note_index(result, a, args[0])  # for x[key] op= v
-        return result
-
-    wrapper._fusec_view = True  # type: ignore[attr-defined]
-    return wrapper
-
-
-def _wrap_views() -> None:
-    """Track the views that the functions and methods of :data:`VIEW_FUNCTIONS`, :data:`VIEW_METHODS` and
-    :data:`VIEW_PROPERTIES` make, whichever module defined them and whenever (checked at each trace)."""
-    for name in VIEW_FUNCTIONS:
-        if name in FUNCTIONS:
-            FUNCTIONS[name] = _as_view(FUNCTIONS[name])
-    for name in VIEW_METHODS:
-        if name in vars(Tracer):
-            setattr(Tracer, name, _as_view(vars(Tracer)[name]))
-    for name in VIEW_PROPERTIES:
-        prop = vars(Tracer).get(name)
-        if isinstance(prop, property) and not getattr(prop.fget, "_fusec_view", False):
-            setattr(Tracer, name, property(_as_view(prop.fget)))
-
-
-def live_views(base: Tracer) -> list[Tracer]:
-    """The views of ``base`` made while tracing that are still referenced."""
-    return [view for ref, root in _views.views if root is base and (view := ref()) is not None]
-
 
 def assign(target: Tracer, node: Node, what: str) -> Tracer:
-    """Rebind ``target`` to ``node`` (its new value, of its dtype and shape), unless views forbid it."""
-    if target._view_of is not None:
-        if slice_assign.assign_through_view(target, node):  # x[key] op= v on an argument
+    """Rebind ``target`` to ``node`` (its new value, of its dtype and shape), and its views to theirs; where
+    ``target`` is a view, through it into the array it views (refused where that cannot be done)."""
+    if target._view is not None:
+        if slice_assign.assign_through_view(target, node, what):
             return target
-        raise UnsupportedError(
-            f"{what} on a view ({_describe(target)}) is not supported: NumPy would write through it into the "
-            "array it views", hint="update the array itself, or copy the view first (y = x.T.copy())")
-    live = [ref() for ref, base in _views.views if base is target and ref() is not None]
-    if live:
-        raise UnsupportedError(
-            f"{what} on an array that has a view still in use ({_describe(live[0])}): NumPy would change the "
-            "view too", hint="make the view after the update, or take a copy (x.T.copy()) if it must keep the "
-                             "old values")
+        made = target._view
+        why = ("NumPy makes it a view or a copy depending on the memory layout, so whether the write reaches the "
+               "array it was made from is not known while tracing") if not made.definite else \
+            "its elements are not each one element of the array it views (NumPy's is read-only)"
+        raise UnsupportedError(f"{what} on a view made by {made.made_by} ({_describe(target)}) is not supported: {why}",
+                               hint="update the array itself, or copy the view first (y = x.ravel().copy())")
     assert node.shape == target.node.shape and node.dtype == target.node.dtype
     target.node = node
+    aliases.rebind(target, what)
     return target
 
 
 def _describe(t: Tracer) -> str:
-    return f"{dtypes.short(t.node.dtype)}{list(t.node.shape)} from {t.node.op}"
+    return f"{dtypes.short(t.node.dtype)}{list(t.node.shape)}"
 
 
 # --- augmented assignment ----------------------------------------------------------------------------
@@ -148,6 +75,8 @@ def _augmented(symbol: str, binary: str, ufunc_name: str) -> Callable[[Tracer, A
         result = getattr(Tracer, f"__{binary}__")(self, other)  # x ** 2 is square here too, as in NumPy
         if not isinstance(result, Tracer):
             return NotImplemented
+        if self.node.ndim == 0 and self._view is None and not slice_assign.is_argument(self):
+            return result  # NumPy's scalar (x[0] of a 1-d x, x.sum()) is immutable: s += v binds s to a new one
         if result.shape != self.node.shape:
             raise FusecValueError(f"non-broadcastable output operand with shape {self.node.shape} doesn't match "
                                   f"the broadcast shape {result.node.shape} ('x {symbol}= y')",
@@ -236,7 +165,7 @@ def setitem(self: Tracer, key: Any, value: Any) -> None:
         raise UnsupportedError("assignment with an integer index array (x[idx] = v) is not supported",
                                hint="build the result with np.where(mask, v, x)")
     if not _is_whole(key, len(shape)):
-        if slice_assign.assign_part(self, key, value, live_views(self)):  # on an argument: those elements of it
+        if slice_assign.assign_part(self, key, value):  # on an argument: those elements of it
             return
         # a value computed in the function: its new value, where(mask, v placed, old) (fusec.ir.part_update)
         v = _value_node(value, dt, f"x[{_key_text(key)}]")
@@ -268,6 +197,5 @@ def _key_text(key: Any) -> str:
 
 
 Tracer.__setitem__ = setitem  # type: ignore[method-assign]
-_wrap_views()
 
-__all__ = ["assign", "begin", "end", "live_views", "setitem", "apply_ufunc"]
+__all__ = ["apply_ufunc", "assign", "setitem"]

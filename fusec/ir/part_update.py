@@ -81,8 +81,8 @@ def _place(v: Node, view_ndim: int, key: Any, axes: list[tuple[str, int, int, in
     """``v`` in the array's rank, each element where it is assigned (see the module docstring)."""
     if v.ndim < view_ndim:
         v = _node("expand_dims", [v], {"axes": list(range(view_ndim - v.ndim))})
-    entries = [k for k in _expanded(key, len(shape)) if k is not Ellipsis]
-    gone = [j for j, k in enumerate(entries) if k is None]  # None axes: size 1 in the selection, not in the array
+    kept = [k for k in _expanded(key, len(shape)) if isinstance(k, slice) or k is None]  # the selection's axes
+    gone = [j for j, k in enumerate(kept) if k is None]  # None axes: size 1 in the selection, not in the array
     if gone:
         v = _node("squeeze", [v], {"axes": gone})
     ints = [a for a, (kind, _, _, _) in enumerate(axes) if kind == "int"]

@@ -4,17 +4,18 @@
 On an argument such an assignment changes exactly the selected elements of the caller's array, as NumPy does:
 the trace records a :class:`PartialUpdate` (the argument, the index as written, the value cast to the
 argument's dtype, each value a graph output after the whole-array updates' values), and after the kernels the
-runtime writes the values into those elements (:func:`fusec.update.write_parts`), in the order of the
+runtime writes the values into those elements (:func:`fusec.update.commit`), in the order of the
 assignments, after any whole-array update (a whole-array assignment after them, ``x[...] = 0``, replaces
 them). The argument's tracer is rebound to its new value everywhere (:func:`fusec.ir.part_update.updated`), for
-what reads it after the assignment, and so are its live views made by indexing; any other live view of it
-(``x.T``) is rebound to a *poisoned* node, and a graph that reads one is refused with the line that reads it
-(:func:`check_unread`). On a value computed in the function, assignment to part of it is a functional update
-(:mod:`fusec.ir.part_update`).
+what reads it after the assignment, and so are its live views (:func:`fusec.ir.aliases.rebind`). On a value
+computed in the function, assignment to part of it is a functional update (:mod:`fusec.ir.part_update`).
 
-``x[key] op= v`` is Python's ``t = x[key]; t op= v; x[key] = t``: the update of ``t``, a view of the argument
-made by indexing, is this partial update (so ``t`` sees its new values, as NumPy's view does), and the
-assignment that follows writes the same values again (recorded once).
+A write through a view (``t = x[1:, ::2]; t[0] = v``, ``x.T[0] += 1``, ``np.flip(x, 0)[1:] = v``, through any
+number of steps) is an assignment to the array it views (:func:`assign_through_view`): to part of it where the
+view selects part of it.
+``x[key] op= v`` is Python's ``t = x[key]; t op= v; x[key] = t``: the update of ``t`` is that write (so ``t``
+sees its new values, as NumPy's view does), and the assignment that follows writes the same values again
+(recorded once: :func:`echo`).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from fusec.errors import UnsupportedError, user_location
-from fusec.ir.graph import Graph, Node, make_node
+from fusec.ir import aliases
+from fusec.ir.graph import Node
+from fusec.ir.ops import Kind
 from fusec.ir.reshape_math import reshape_node
 
 
@@ -45,7 +47,6 @@ class _State(threading.local):
         self.arguments: dict[int, tuple[weakref.ref, int]] = {}  # id(tracer) -> (tracer, argument index)
         self.parts: list[PartialUpdate] = []
         self.before: dict[int, Node] = {}  # argument index -> its value before its first partial update
-        self.keys: dict[int, tuple[weakref.ref, Any, Any]] = {}  # id(view) -> (view, its root tracer, the index)
         self.echoes: dict[int, Any] = {}  # id(view) -> the index of x[key] op= v, whose x[key] = view is a repeat
         self.new_values: dict[int, Node] = {}  # argument index -> its value after its latest partial update
 
@@ -55,14 +56,14 @@ _state = _State()
 
 def begin(arguments: list[Any]) -> None:
     _state.arguments = {id(t): (weakref.ref(t), i) for i, t in enumerate(arguments)}
-    _state.parts, _state.before, _state.keys, _state.echoes, _state.new_values = [], {}, {}, {}, {}
+    _state.parts, _state.before, _state.echoes, _state.new_values = [], {}, {}, {}
 
 
 def end() -> tuple[list[PartialUpdate], dict[int, Node], dict[int, Node]]:
     """The partial updates in order, each partially updated argument's value before the first of them, and its
     value after the latest (which the function read)."""
     out = (_state.parts, _state.before, _state.new_values)
-    _state.arguments, _state.parts, _state.before, _state.keys, _state.echoes = {}, [], {}, {}, {}
+    _state.arguments, _state.parts, _state.before, _state.echoes = {}, [], {}, {}
     _state.new_values = {}
     return out
 
@@ -72,19 +73,14 @@ def _in_parts(t: Any, index: int) -> bool:
     return _state.new_values.get(index) is t.node
 
 
+def is_argument(t: Any) -> bool:
+    """Whether ``t`` is the tracer of an argument of the function being traced."""
+    return _argument_index(t) is not None
+
+
 def _argument_index(t: Any) -> int | None:
     entry = _state.arguments.get(id(t))
     return entry[1] if entry is not None and entry[0]() is t else None
-
-
-def note_index(view: Any, root: Any, key: Any) -> None:
-    """``view`` is ``root[key]`` (basic indexing), for ``root[key] op= v``."""
-    _state.keys[id(view)] = (weakref.ref(view), root, key)
-
-
-def _index_of_view(view: Any) -> tuple[Any, Any] | None:
-    entry = _state.keys.get(id(view))
-    return (entry[1], entry[2]) if entry is not None and entry[0]() is view else None
 
 
 def _normal_key(key: Any) -> tuple[Any, ...]:
@@ -111,87 +107,114 @@ def _key_text(key: Any) -> str:
     return ", ".join(out)
 
 
-def _poison(t: Any, what: str) -> Node:
-    """A node of ``t``'s type that no kernel can compute: a graph reading it is refused (:func:`check_unread`)."""
-    node = t.node
-    name = node.attr("name", "the argument") if node.op == "input" else "a view of the argument"
-    return make_node("input", (), {"name": name, "index": -1, "poisoned": what}, dtype=node.dtype, shape=node.shape)
-
-
-def assign_part(target: Any, key: Any, value: Any, live_views: list[Any], node: Node | None = None) -> bool:
-    """``target[key] = value`` for an argument's tracer (True), or False when ``target`` is no argument.
-    ``live_views`` are the views of ``target`` still referenced (NumPy would write through them); ``node``, where
-    given, is the value already cast (an update through a view)."""
+def assign_part(target: Any, key: Any, value: Any, node: Node | None = None) -> bool:
+    """``target[key] = value`` for an argument's tracer (True), or False when ``target`` is no argument; ``node``,
+    where given, is the value already cast (a write through a view)."""
     from fusec.ir.inplace import _value_node
-    from fusec.ir.trace import basic_index
+    from fusec.ir.part_update import updated
 
     index = _argument_index(target)
     if index is None:
         return False
-    text = f"x[{_key_text(key)}] = v"
-    from fusec.ir.part_update import updated
-
     v = node if node is not None else _value_node(value, target.node.dtype, f"x[{_key_text(key)}]")
     new = updated(target.node, key, v)  # its new value everywhere (the index and v's shape checked as NumPy's)
     if not _in_parts(target, index):  # the first assignment to part of it since it was last assigned whole
         _state.parts = [p for p in _state.parts if p.index != index]
         _state.before[index] = target.node
     _state.parts.append(PartialUpdate(index, _normal_key(key), v))
-    what = f"{text} at {user_location() or 'an assignment'}"
-    for other in live_views:  # NumPy's views of the argument see the assignment
-        same = _index_of_view(other)
-        if same is not None and same[0] is target:
-            other.node = basic_index(new, same[1])
-        elif not poisoned(other.node):
-            other.node = _poison(other, what)
     target.node = _state.new_values[index] = new
+    aliases.rebind(target, f"x[{_key_text(key)}] = v")  # NumPy's views of the argument see the assignment
     return True
 
 
-def assign_through_view(view: Any, node: Node) -> bool:
-    """``view op= v`` where ``view`` is ``x[key]`` of an argument ``x``: the partial update of ``x`` (True), which
-    the view then shows; False for any other view."""
-    found = _index_of_view(view)
-    if found is None:
+def assign_through_view(view: Any, node: Node, what: str) -> bool:
+    """``view``'s new value is ``node`` (``view op= v``, ``view[k] = v``): the same elements of the array it views
+    get it (True), and every view of that array sees them. ``view`` reads its root through layout ops (slices,
+    transposes, squeeze/expand_dims, reshapes of size-1 axes), each inverted in turn: a slice by an assignment to
+    part of its operand (on an argument, the one written after the kernels), the others by their inverse.
+    False where NumPy may have made a copy instead of the view, or where a step has no inverse (a broadcast: NumPy's
+    is read-only)."""
+    from fusec.ir.inplace import assign
+
+    made = view._view
+    if made is None or not made.definite:
         return False
-    root, key = found
-    from fusec.ir.inplace import _is_whole, live_views
-
-    others = [v for v in live_views(root) if v is not view]
-    if _argument_index(root) is None:  # a value computed in the function: its new value (fusec.ir.part_update)
-        if others or getattr(root, "_view_of", None) is not None:
-            return False  # NumPy would change those views too (or the array this one views): refused
-        from fusec.ir.part_update import updated
-
-        root.node = updated(root.node, key, node)
-        view.node = node
-        _state.echoes[id(view)] = key
-        return True
-    if _is_whole(key, root.node.ndim) and not others:  # x[...] op= v: the whole argument, which stays readable
-        root.node = reshape_node(node, root.node.shape, user_location())
+    root = made.root
+    chain = _layout_chain(view.node, root.node)  # the view's node down to the op that reads the root
+    if chain is None:
+        return False
+    value = node
+    for op in chain[:-1]:  # the new value of each op's operand, down to the root's reader's
+        value = _operand_value(op, value)
+        if value is None:
+            return False
+    bottom = chain[-1] if chain else None
+    if bottom is not None and bottom.op == "slice" and is_argument(root):  # those elements of the argument
+        assign_part(root, _slice_key(bottom), None, node=value)
     else:
-        assign_part(root, key, None, others, node=node)
-    view.node = node
-    _state.echoes[id(view)] = key
+        value = value if bottom is None else _operand_value(bottom, value)
+        if value is None:
+            return False
+        assign(root, value, what)
+    if made.key is not aliases.NOT_INDEXED:
+        _state.echoes[id(view)] = made.key
     return True
+
+
+def _layout_chain(node: Node, root: Node) -> list[Node] | None:
+    """The layout ops from ``node`` down to the one reading ``root`` (empty when ``node`` is ``root``), or None
+    where ``node`` does not read ``root`` through one-operand layout ops alone."""
+    chain = []
+    while node is not root:
+        if node.kind is not Kind.LAYOUT or len(node.operands) != 1:
+            return None
+        chain.append(node)
+        node = node.operands[0]
+    return chain
+
+
+def _operand_value(op: Node, new: Node) -> Node | None:
+    """The new value of layout op ``op``'s operand for ``op`` to read ``new`` (None: ``op`` has no inverse)."""
+    from fusec.ir.part_update import updated
+    from fusec.ir.trace import _node
+
+    x = op.operands[0]
+    if op.op == "slice":
+        return updated(x, _slice_key(op), new)
+    if op.op == "transpose":
+        perm = op.attr("perm")
+        return _node("transpose", [new], {"perm": [perm.index(k) for k in range(len(perm))]})
+    if op.op == "expand_dims":
+        return _node("squeeze", [new], {"axes": list(op.attr("axes"))})
+    if op.op == "squeeze":
+        return _node("expand_dims", [new], {"axes": list(op.attr("axes"))})
+    if op.op == "reshape":
+        return reshape_node(new, x.shape, op.loc)
+    return None
+
+
+def _slice_key(op: Node) -> tuple[slice, ...]:
+    """The basic index of a ``slice`` op, each axis kept (an integer index, step 0, as a one-element slice)."""
+    key = []
+    for start, stop, step, d in zip(op.attr("start"), op.attr("stop"), op.attr("step"), op.operands[0].shape):
+        if step == 0:
+            k = start + d if start < 0 else start
+            key.append(slice(k, k + 1))
+        else:
+            key.append(slice(start, stop, step))
+    return tuple(key)
 
 
 def echo(target: Any, key: Any, value: Any) -> bool:
     """Whether ``target[key] = value`` only repeats ``value op= v`` (Python's second step of ``x[key] op= v``),
     which has written it already."""
-    found = _index_of_view(value)
-    if found is None or found[0] is not target or id(value) not in _state.echoes:
+    made = getattr(value, "_view", None)
+    if made is None or made.parent() is not target or id(value) not in _state.echoes:
         return False
     if _normal_key(_state.echoes[id(value)]) != _normal_key(key):
         return False
     del _state.echoes[id(value)]
     return True
-
-
-
-def poisoned(node: Node) -> bool:
-    """Whether ``node`` stands for an argument (or a view of one) after an assignment to part of it."""
-    return node.op == "input" and node.attr("poisoned") is not None
 
 
 def final_updates(arguments: list[Any], inputs: list[Node], parts: list[PartialUpdate], before: dict[int, Node],
@@ -212,19 +235,5 @@ def final_updates(arguments: list[Any], inputs: list[Node], parts: list[PartialU
     return updates, kept
 
 
-def check_unread(graph: Graph) -> None:
-    """Raise :class:`UnsupportedError` where ``graph`` reads a view of an argument (not made by indexing) after an
-    assignment to part of the argument."""
-    users = graph.users
-    for n in graph.nodes:
-        if poisoned(n):
-            reader = next(iter(users.get(n, ())), None)
-            raise UnsupportedError(
-                f"{n.attr('name')} is read after {n.attr('poisoned')}, which NumPy writes through into it: fusec "
-                "follows an assignment only into views made by indexing (x[...])",
-                loc=reader.loc if reader is not None else None,
-                hint="make the view after the assignment, or index instead (x[:, 0] rather than x.T[0])")
-
-
-__all__ = ["PartialUpdate", "assign_part", "assign_through_view", "begin", "check_unread", "echo", "end",
-           "final_updates", "note_index", "poisoned"]
+__all__ = ["PartialUpdate", "assign_part", "assign_through_view", "begin", "echo", "end", "final_updates",
+           "is_argument"]

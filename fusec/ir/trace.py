@@ -36,7 +36,7 @@ from fusec.errors import (
     library_file,
     user_location,
 )
-from fusec.ir import dtypes, scalars
+from fusec.ir import aliases, dtypes, scalars
 from fusec.ir.graph import Node, make_node
 from fusec.ir.hints import (
     KEYWORD_HINTS,
@@ -582,6 +582,16 @@ def basic_index(x: Node, key: Any) -> Node:
     return _node("expand_dims", [x], {"axes": new_axes}) if new_axes else x
 
 
+def is_view_index(key: Any, ndim: int) -> bool:
+    """Whether NumPy's ``x[key]`` (of ``ndim`` dimensions) is a view of ``x``: basic indexing, unless every axis is
+    indexed by an integer (a scalar then, a copy: ``x[0]`` of a 1-d ``x``, not ``x[0, ...]``). An index array makes
+    a copy."""
+    keys = key if isinstance(key, tuple) else (key,)
+    if any(isinstance(k, (Tracer, list, np.ndarray)) or type(k).__module__.startswith("cupy") for k in keys):
+        return False
+    return ndim > 0 or any(k is Ellipsis for k in keys)
+
+
 def static_number(value: Any, what: str) -> Any:
     """A number that decides a shape, a count or an offset (``np.zeros(n)``, ``np.roll(x, k)``): a Python or NumPy
     number as it is, a runtime scalar made static (a new value retraces), a traced array refused."""
@@ -618,6 +628,23 @@ FUNCTIONS.update(where=where, clip=clip, expand_dims=expand_dims, squeeze=squeez
                  broadcast_to=broadcast_to, transpose=transpose)
 
 
+def call_function(name: str, qualified: str, args: tuple, kwargs: dict) -> Any:
+    """``FUNCTIONS[name](*args, **kwargs)``, as the traced function called it (``qualified``: ``numpy.flip``,
+    ``x.T``; :func:`fusec.ir.hints.call_checked`'s errors); a result that NumPy makes a view of an argument is
+    recorded as one (:mod:`fusec.ir.aliases`), so that in-place updates of either show in the other."""
+    impl = FUNCTIONS[name]
+    result = call_checked(qualified, impl, args, kwargs)
+    kind = aliases.kind_of(name, args, result) if kwargs.get("copy") is not True else None  # copy=True: a copy
+    if kind == aliases.EACH and isinstance(result, (tuple, list)) and len(result) == len(args):
+        for i, (a, r) in enumerate(zip(args, result)):
+            if isinstance(a, Tracer):
+                aliases.note(a, r, lambda n, i=i: impl(*args[:i], Tracer(n), *args[i + 1:], **kwargs)[i].node, name)
+    elif kind is not None and isinstance(args[0], Tracer):
+        aliases.note_results(args[0], result, lambda n: impl(Tracer(n), *args[1:], **kwargs), name,
+                             definite=kind != aliases.MAYBE_VIEW)
+    return result
+
+
 # --- the tracer value ----------------------------------------------------------------------------
 def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Tracer, Any], Tracer]:
     if reflected:
@@ -631,12 +658,12 @@ _FAST_SCALAR_POWER = {(int, 2): np.square, (int, -1): np.reciprocal, (float, 0.5
 class Tracer:
     """A traced array: what the user's function sees in place of each array argument."""
 
-    __slots__ = ("node", "_view_of", "__weakref__")  # the Tracer this one is a view of (fusec.ir.inplace)
+    __slots__ = ("node", "_view", "__weakref__")  # _view: what this one is a view of (fusec.ir.aliases)
     __array_priority__ = 1000
 
     def __init__(self, node: Node):
         self.node = node  # rebound by in-place updates (x += 1), which every reference to this Tracer sees
-        self._view_of: Tracer | None = None
+        self._view: aliases.View | None = None
 
     # -- introspection
     @property
@@ -697,7 +724,7 @@ class Tracer:
         if impl is None:
             raise UnsupportedError(f"{module}.{func.__name__} is not supported by fusec",
                                    hint=unsupported_hint(func.__name__))
-        return call_checked(f"{module}.{func.__name__}", impl, args, kwargs)
+        return call_function(key, f"{module}.{func.__name__}", args, kwargs)
 
     def __cupy_override_elementwise_kernel__(self, kernel: Any, *args: Any, **kwargs: Any) -> Tracer:
         return apply_ufunc(kernel, args, kwargs)
@@ -736,7 +763,10 @@ class Tracer:
     def __getitem__(self, key: Any) -> Tracer:
         from fusec.ir.gather_trace import index  # basic indexing, or a gather for integer-array indices
 
-        return Tracer(index(self.node, key))
+        result = Tracer(index(self.node, key))
+        if is_view_index(key, result.ndim):
+            aliases.note(self, result, lambda n: index(n, key), "indexing", key=key)
+        return result
 
     # -- methods CuPy's functions forward to, and ndarray's own
     def sum(self, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kw: Any) -> Tracer:
@@ -779,7 +809,9 @@ class Tracer:
         dt = dtypes.as_dtype(dtype)
         if casting != "unsafe" and not np.can_cast(self.dtype, dt, casting):
             raise FusecTypeError(f"cannot cast {self.dtype} to {dt} with casting={casting!r}")
-        return Tracer(_node("cast", [self.node], dtype=dt))
+        if not copy and dt == self.dtype:
+            return self  # NumPy returns the array itself
+        return Tracer(_node("cast", [self.node], dtype=dt))  # a new array, even of the same dtype
 
     def clip(self, min: Any = None, max: Any = None, **kw: Any) -> Tracer:  # noqa: A002
         _check_no_out("clip", **kw)
@@ -788,14 +820,14 @@ class Tracer:
     def transpose(self, *axes: Any) -> Tracer:
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
             axes = axes[0]
-        return transpose(self, axes or None)
+        return call_function("transpose", "x.transpose", (self, axes or None), {})
 
     @property
     def T(self) -> Tracer:
-        return transpose(self)
+        return call_function("transpose", "x.T", (self,), {})
 
     def squeeze(self, axis: Any = None) -> Tracer:
-        return squeeze(self, axis)
+        return call_function("squeeze", "x.squeeze", (self, axis), {})
 
     def copy(self, *args: Any, **kwargs: Any) -> Tracer:
         return Tracer(self.node)  # a new array: an in-place update of the copy leaves this one alone
@@ -808,22 +840,21 @@ class Tracer:
                              hint="use np.round(x, decimals) or x.round(decimals)")
 
     def reshape(self, *shape: Any, order: str = "C", copy: Any = None) -> Tracer:
-        from fusec.ir.view_functions import reshape
-
-        return reshape(self, *shape, order=order)
+        return call_function("reshape", "x.reshape", (self, shape[0] if len(shape) == 1 else shape),
+                             {"order": order, "copy": copy})
 
     def ravel(self, order: str = "C") -> Tracer:
-        return FUNCTIONS["ravel"](self, order)
+        return call_function("ravel", "x.ravel", (self, order), {})
 
     def flatten(self, order: str = "C") -> Tracer:
-        return FUNCTIONS["ravel"](self, order)
+        return Tracer(FUNCTIONS["ravel"](self, order).node)  # a copy, unlike ravel
 
     def swapaxes(self, axis1: Any, axis2: Any) -> Tracer:
-        return FUNCTIONS["swapaxes"](self, axis1, axis2)
+        return call_function("swapaxes", "x.swapaxes", (self, axis1, axis2), {})
 
     @property
     def mT(self) -> Tracer:
-        return FUNCTIONS["matrix_transpose"](self)
+        return call_function("matrix_transpose", "x.mT", (self,), {})
 
     def __matmul__(self, other: Any) -> Tracer:
         raise UnsupportedError("matrix multiplication (@) is not supported by fusec",
@@ -942,7 +973,7 @@ def _creator_wrapper(original: Any, qualified: str, impl: str, thread: int) -> C
         caller = sys._getframe(1).f_code.co_filename
         if threading.get_ident() != thread or library_file(caller):
             return original(*args, **kwargs)
-        return call_checked(qualified, FUNCTIONS[impl], args, kwargs)
+        return call_function(impl, qualified, args, kwargs)
 
     wrapper.__wrapped__ = original  # type: ignore[attr-defined]
     return wrapper
@@ -951,7 +982,7 @@ def _creator_wrapper(original: Any, qualified: str, impl: str, thread: int) -> C
 def _wrapper(original: Any, qualified: str, impl: str) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if _has_tracer(args, kwargs):
-            return call_checked(qualified, FUNCTIONS[impl], args, kwargs)
+            return call_function(impl, qualified, args, kwargs)
         return original(*args, **kwargs)
 
     wrapper.__wrapped__ = original  # type: ignore[attr-defined]
@@ -1054,7 +1085,7 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
         patched = _patch_libraries(fn)
         reset_shape_read()
         scalars.begin(len(inputs), _scalar_input, {name for name, _ in params})
-        fusec.ir.inplace.begin()
+        aliases.begin()
         fusec.ir.slice_assign.begin(tracers)
         try:
             result = fn(*call_args[:n], **keywords)
@@ -1067,7 +1098,7 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
             raise _located(exc) from exc
         finally:
             runtime_inputs = scalars.end()
-            fusec.ir.inplace.end()
+            aliases.end()
             parts, before, new_values = fusec.ir.slice_assign.end()
             _restore(patched)
         updates, parts = fusec.ir.slice_assign.final_updates(tracers, inputs, parts, before, new_values)

@@ -125,13 +125,14 @@ class Recomputation:
                     or any(group is not r and r not in self.holders[m] for r in self.readers.get(m, ())))
             if not used:
                 keep.discard(m)
+        ordered = sorted(keep, key=self.order.__getitem__)
+        state = SpaceState.build(self.slots, ordered) if keep else None
+        if state is not None and not state.legal:
+            # what is left has no iteration space of its own (it ran along the region through the cone only: a
+            # returned node that read nothing else of the group, a window read along part of an axis the dropped
+            # members spanned): the group goes on computing the cone too
+            return
         dropped = group.members - keep
-        state = None
-        if keep:
-            ordered = sorted(keep, key=self.order.__getitem__)
-            state = SpaceState.build(self.slots, ordered)
-            if not state.legal:  # what it keeps ran along the region through the cone only (a returned node that
-                return  # read nothing else of the group): it keeps computing the cone too
         for m in dropped:
             self.holders[m].discard(group)
         if state is None:

@@ -32,7 +32,7 @@ class InterpreterLauncher:
         env = {n: memory[n] for n in arrays}
         sources = [n for n in region.inputs if n not in env]
         run_nodes(np, sources + list(region.nodes), env)
-        return {n: np.ascontiguousarray(env[n]) for n in region.outputs}  # written fresh, as a kernel writes
+        return {n: np.array(env[n], order="C") for n in region.outputs}  # written fresh, as a kernel writes
 
     def recipes(self, region: Any) -> list:
         return []
@@ -87,3 +87,72 @@ def test_run_plan_max_min_with_initial_over_an_empty_axis_gives_initial(fn: Any,
     assert not any(n.op in ("max", "min") for k in plan.kernels for n in k.region.nodes)
     (got,) = fusec.runtime.run_plan(plan, [x], launcher=InterpreterLauncher())
     assert_matches_numpy(got, fn(x), exact=True)
+
+
+class WritingLauncher(InterpreterLauncher):
+    """An :class:`InterpreterLauncher` that writes each output it is given an array for into that array, as a kernel
+    writes an updated argument (or the view of an assigned part) straight into it on the GPU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[Any] = []
+
+    def run_region(self, region: Any, memory: dict, out: Any = None, schedule: Any = None,
+                   autotune: Any = None) -> dict:
+        values = super().run_region(region, memory)
+        for node, target in (out or {}).items():
+            np.copyto(target, values[node])
+            values[node] = target
+            self.written.append(target)
+        return values
+
+
+def _swap(x, y):
+    t = x.copy()
+    x[...] = y
+    y[...] = t
+    return t
+
+
+def _ring(s, new):
+    prev = s[-1].copy()
+    s[:-1] = s[1:]
+    s[-1] = new
+    return prev
+
+
+IN_PLACE = {
+    "copy_then_add": lambda x, y: (x.copy(), x.__iadd__(y))[0],
+    "copy_then_part_from_a_kernel": lambda x, y: (x.copy(), x.__setitem__(slice(1, None), y[1:] * 2))[0],
+    "view_times_one_then_part": lambda x, y: (x[0] * 1, x.__setitem__(0, -1))[0],
+    "reversed_self_assignment": lambda x, y: (x.__setitem__(slice(None, None, -1), x), x)[1],
+    "ring_buffer": lambda x, y: _ring(x[0], y[0, 0]),
+    "swap": _swap,
+    "add_and_return_it": lambda x, y: x.__iadd__(y * 2),
+    "add_copy_then_part": lambda x, y: (x.__iadd__(y * 2), y := x.copy(), x.__setitem__(0, 5))[1],
+    "whole_from_another_then_part": lambda x, y: (x.__setitem__(Ellipsis, y), x.__setitem__(slice(None, None, 2), 1),
+                                                  y)[2],
+}
+
+
+@pytest.mark.parametrize("name", sorted(IN_PLACE))
+def test_run_gpu_bookkeeping_keeps_values_read_before_the_writes(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU path's bookkeeping (``Fused._run_gpu``: which kernels write into the arguments, ``run_plan``, the
+    writes after it) with NumPy arrays for CuPy's and the interpreter for kernels that write where they are told:
+    a value read before a write keeps what it read; the arguments end as NumPy leaves them."""
+    launcher = WritingLauncher()
+    monkeypatch.setattr(fusec.runtime, "cupy_module", lambda: np)
+    monkeypatch.setattr(fusec.runtime, "default_launcher", lambda: launcher)
+    fn = IN_PLACE[name]
+    rng = np.random.default_rng(seed_of("run_gpu bookkeeping", name))
+    x, y = random_array(rng, (4, 5), "float32", special=False), random_array(rng, (4, 5), "float32", special=False)
+    fused = fusec.fuse(fn)
+    mine, theirs = [x.copy(), y.copy()], [x.copy(), y.copy()]
+    traced, plan, _ = fused._plan(fused._params(tuple(mine), {}))
+    got = traced.pack(fused._run_gpu(plan, mine, None, traced, xp=np))
+    want = fn(*theirs)
+    assert_matches_numpy(np.asarray(got), np.asarray(want), exact=True)
+    for m, t in zip(mine, theirs):
+        assert_matches_numpy(m, t, exact=True)
+    if name == "add_and_return_it":  # the kernel wrote the new value straight into the argument, returned as it is
+        assert launcher.written and launcher.written[0] is mine[0] and got is mine[0]

@@ -165,25 +165,47 @@ def test_part_update_errors_are_numpys(fn, error: type, text: str) -> None:
     assert isinstance(info.value, FusecError)
 
 
-def test_part_update_of_a_value_with_a_live_view_is_refused() -> None:
+def test_part_update_of_a_value_shows_in_its_live_views() -> None:
     def f(x):
         y = x * 2
-        t = y.T  # NumPy would change t too
+        t = y.T  # NumPy changes t too
         y[0] = 1
-        return y + t
+        return y * 3, t + 1
 
     def g(x):
         y = x * 2
         t = y[1:]
         u = t[0]
         u[1] = 5  # writes through u and t into y
-        return y
+        return y, t
 
     x = random_array(np.random.default_rng(seed_of("part update views")), SHAPE, "float32")
     for fn in (f, g):
-        with pytest.raises(UnsupportedError, match="view") as info:
-            fusec.fuse(fn)(x)
-        assert __file__ in str(info.value)
+        for got, want in zip(fusec.fuse(fn)(x), fn(x)):
+            assert_matches_numpy(got, want, exact=True)
+
+
+def test_part_update_through_a_transpose_writes_the_value_it_views() -> None:
+    def f(x):
+        y = x * 2
+        y.T[0] = 1  # NumPy writes through the transpose into y
+        np.flip(y, 1)[1:3, ::2] += 10
+        return y
+
+    x = random_array(np.random.default_rng(seed_of("part update through transpose")), SHAPE, "float32")
+    assert_matches_numpy(fusec.fuse(f)(x), f(x), exact=True)
+
+
+def test_part_update_through_a_broadcast_is_refused() -> None:
+    def f(x):
+        y = x * 2
+        np.broadcast_to(y, (2, *y.shape))[0, 0] = 1  # NumPy's broadcast is read-only
+        return y
+
+    x = random_array(np.random.default_rng(seed_of("part update through broadcast")), SHAPE, "float32")
+    with pytest.raises(UnsupportedError, match="view made by broadcast_to") as info:
+        fusec.fuse(f)(x)
+    assert __file__ in str(info.value)
 
 
 def test_part_update_through_an_index_view_writes_the_value_it_views() -> None:
@@ -197,3 +219,24 @@ def test_part_update_through_an_index_view_writes_the_value_it_views() -> None:
     x = random_array(np.random.default_rng(seed_of("part update through view")), SHAPE, "float32")
     for got, want in zip(fusec.fuse(f)(x), f(x)):
         assert_matches_numpy(got, want, exact=True)
+
+
+@pytest.mark.parametrize("key", [(1, 0, 3, None), (1, None, 0), (None, 1, slice(None), None),
+                                 (0, None, slice(1, None))])
+def test_part_update_with_none_after_an_integer_index_matches_numpy(key) -> None:
+    """A ``None`` axis of the selection counted among the selection's axes, not the array's (``b[1, 0, 3, None]``
+    selects one element as a 1-d array)."""
+    def of_argument(x):
+        x[key] = -1
+        return x
+
+    def of_value(x):
+        y = x * 2
+        y[key] = -1
+        return y
+
+    x = np.arange(24.0).reshape(2, 3, 4)
+    for fn in (of_argument, of_value):
+        mine, theirs = x.copy(), x.copy()
+        assert_matches_numpy(fusec.fuse(fn)(mine), fn(theirs), exact=True)
+        assert_matches_numpy(mine, theirs, exact=True)
