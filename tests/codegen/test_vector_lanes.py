@@ -112,14 +112,8 @@ def _signed(value: int, bits: int) -> int:
     return value - (1 << bits) if value >> (bits - 1) else value
 
 
-def test_vector_lanes_of_bytes_read_through_fs_lane_in_the_fuzz_2775_kernel() -> None:
-    """The reduce-all of fuzz graph 2775 reads its int8 vector's lanes through fs::lane; wider types keep
-    ``v.v[j]`` (their sources, and so their compile-cache keys, are unchanged)."""
-    from fusec.codegen.kernel import generate
-    from fusec.ir.text import parse
-    from fusec.plan import make_plan
-
-    graph = parse("""func @fuzz2775_int_reduce(%x: bool[], %y: i8[1,4,4]) -> (i8[1], i8[1,4,4], bool[1]) {
+# fuzz graph 2775 (GPU run of 2026-12-07): nanmin(y // 2) of int8 in a vectorized reduce-all gave 64 for -64
+FUZZ_2775_GRAPH = """func @fuzz2775_int_reduce(%x: bool[], %y: i8[1,4,4]) -> (i8[1], i8[1,4,4], bool[1]) {
   %0 = const 2 : i8[]
   %1 = floordiv %y, %0 : i8[1,4,4]
   %2 = nanmin %1 {axes=[1, 2], keepdims=false} : i8[1]
@@ -127,7 +121,17 @@ def test_vector_lanes_of_bytes_read_through_fs_lane_in_the_fuzz_2775_kernel() ->
   %4 = cast %2 : bool[1]
   %5 = all %4 {axes=[], keepdims=false} : bool[1]
   return %3, %1, %5
-}""")
+}"""
+
+
+def test_vector_lanes_of_bytes_read_through_fs_lane_in_the_fuzz_2775_kernel() -> None:
+    """The reduce-all of fuzz graph 2775 reads its int8 vector's lanes through fs::lane; wider types keep
+    ``v.v[j]`` (their sources, and so their compile-cache keys, are unchanged)."""
+    from fusec.codegen.kernel import generate
+    from fusec.ir.text import parse
+    from fusec.plan import make_plan
+
+    graph = parse(FUZZ_2775_GRAPH)
     (kernel,) = make_plan(graph).kernels
     generated = generate(kernel.region, {})
     assert generated.spec.vec == 16

@@ -8,7 +8,9 @@ import pytest
 from fusec.ir.interpret import to_xp
 from fusec.ir.text import parse
 from fusec.plan import make_plan
+from tests.codegen.test_vector_lanes import FUZZ_2775_GRAPH
 from tests.helpers import GPU_ONLY
+from tests.schedule.test_scan_schedules import FUZZ_SCANS_OF_IOTAS
 
 cupy = pytest.importorskip("cupy")
 
@@ -79,17 +81,7 @@ def test_narrow_values_compile_right(name: str) -> None:
 # fuzz graph 2775 (2026-12-07, H100): nanmin(y // 2) of int8 in a vectorized reduce-all gave 64 where NumPy gives
 # -64. NVRTC 13.5 dropped the sign extension of the first byte of each 16-bit half of a 16-byte vector before 16-bit
 # min/max/comparisons; the kernels read 1-byte lanes through fs::lane (tests/codegen/test_vector_lanes.py).
-FUZZ_2775 = """
-func @fuzz2775_int_reduce(%x: bool[], %y: i8[1,4,4]) -> (i8[1], i8[1,4,4], bool[1]) {
-  %0 = const 2 : i8[]
-  %1 = floordiv %y, %0 : i8[1,4,4]
-  %2 = nanmin %1 {axes=[1, 2], keepdims=false} : i8[1]
-  %3 = nanmin %2 {axes=[], keepdims=false} : i8[1]
-  %4 = cast %2 : bool[1]
-  %5 = all %4 {axes=[], keepdims=false} : bool[1]
-  return %3, %1, %5
-}
-"""
+# (its IR text: FUZZ_2775_GRAPH of tests/codegen/test_vector_lanes.py)
 FUZZ_2775_Y = [[[83, 3, 0, -1], [127, 126, -11, -127], [3, -17, 127, 19], [-128, -128, -1, 1]]]
 
 
@@ -98,7 +90,7 @@ def test_int8_nanmin_of_floordiv_in_a_vectorized_reduce_all_is_numpys() -> None:
     from fusec.runtime import run_plan
     from tests.helpers import assert_matches_numpy
 
-    graph = parse(FUZZ_2775)
+    graph = parse(FUZZ_2775_GRAPH)
     host = [np.array(True), np.array(FUZZ_2775_Y, np.int8)]
     got = run_plan(make_plan(graph), [to_xp(cupy, a) for a in host])
     for g, w in zip(got, interpret(graph, host)):
@@ -138,44 +130,10 @@ def test_int8_arithmetic_on_vector_lanes_then_min_max_or_compare_is_numpys(name:
 # (`identifier "ld0" is undefined`, `"ld0_o"`): the GPU run of 2026-12-07, fuzz graph 1755 of the seed-0 corpus and
 # graphs 4165 and 4166 of the seed-11 one (shared/gpu-runs/2026-12-07-h100/fuzz-report*.txt), each on the input views
 # it failed on (corpus.place: "t" transposed, "c" contiguous).
-SCAN_BESIDE_AN_IOTA = {
-    "fuzz1755_cast_iota_beside_cummax": (("t", "c"), """
-func @fuzz1755_int(%x: u16[2,2], %y: i8[]) -> bool[1,2,1,2] {
-  %0 = cummax %x {axis=1} : u16[2,2]
-  %1 = cast %0 : i32[2,2]
-  %2 = logical_or %1, %1 : bool[2,2]
-  %3 = expand_dims %2 {axes=[0, 2]} : bool[1,2,1,2]
-  %4 = cast %3 : u32[1,2,1,2]
-  %5 = iota {count=2, next=1, start=0} : u8[2]
-  %6 = cast %5 : u32[2]
-  %7 = eq %4, %6 : bool[1,2,1,2]
-  return %7
-}
-"""),
-    "fuzz4165_scan_of_a_window_of_an_iota": (("c",), """
-func @fuzz4165_int(%x: i32[]) -> u8[4,1,1] {
-  %0 = const 91 : u8[]
-  %1 = iota {count=2, next=3, start=2} : i16[2]
-  %2 = window %1 {count=[4], hi=[1], lo=[1], start=[-3], step=[2]} : i16[4]
-  %3 = cummin %2 {axis=0} : i16[4]
-  %4 = cummax %3 {axis=0} : i16[4]
-  %5 = expand_dims %4 {axes=[1, 2]} : i16[4,1,1]
-  %6 = cast %5 : u8[4,1,1]
-  %7 = bitwise_xor %0, %6 : u8[4,1,1]
-  return %7
-}
-"""),
-    "fuzz4166_scan_of_a_window_of_an_iota": (("c",), """
-func @fuzz4166_int(%x: i32[]) -> i16[4,1,1] {
-  %0 = iota {count=2, next=3, start=2} : i16[2]
-  %1 = window %0 {count=[4], hi=[1], lo=[1], start=[-3], step=[2]} : i16[4]
-  %2 = cummin %1 {axis=0} : i16[4]
-  %3 = cummax %2 {axis=0} : i16[4]
-  %4 = expand_dims %3 {axes=[1, 2]} : i16[4,1,1]
-  %5 = min %4 {axes=[], keepdims=false} : i16[4,1,1]
-  return %5
-}
-"""),
+SCAN_BESIDE_AN_IOTA = {  # the graphs (tests/schedule/test_scan_schedules.py), each with the input views it failed on
+    "fuzz1755_cast_iota_beside_cummax": (("t", "c"), FUZZ_SCANS_OF_IOTAS["1755"]),
+    "fuzz4165_scan_of_a_window_of_an_iota": (("c",), FUZZ_SCANS_OF_IOTAS["4165"]),
+    "fuzz4166_scan_of_a_window_of_an_iota": (("c",), FUZZ_SCANS_OF_IOTAS["4166"]),
 }
 
 
