@@ -384,15 +384,24 @@ class KernelLauncher:
             given = out.get(node) if out else None
             outs.append(given if given is not None else cp.empty(shape, dtype))
         if self.poison is not None:
-            stream = cp.cuda.get_current_stream().ptr
-            for a in outs:
-                if a.nbytes and (a.flags.c_contiguous or a.flags.f_contiguous):
-                    cp.cuda.runtime.memsetAsync(a.data.ptr, self.poison, a.nbytes, stream)
+            self._poison(cp, outs, arrays)
         try:
             self._launch(recipe, arrays, outs)
         except ContractViolation as exc:
             self._launch(self._fitting_recipe(region, arrays, outs, recipe, schedule, exc), arrays, outs)
         return dict(zip(recipe.spec.outputs, outs))
+
+    def _poison(self, cp: Any, outs: list[Any], arrays: list[Any]) -> None:
+        """Fill the contiguous outputs with the poison byte, but for those sharing memory with an input: an
+        element-wise update of an argument in place (``x[...] -= 1``) reads what it overwrites."""
+        stream = cp.cuda.get_current_stream().ptr
+        inputs = [a for a in arrays if isinstance(a, cp.ndarray)]
+        for a in outs:
+            if not a.nbytes or not (a.flags.c_contiguous or a.flags.f_contiguous):
+                continue
+            if any(cp.may_share_memory(a, b) for b in inputs):
+                continue
+            cp.cuda.runtime.memsetAsync(a.data.ptr, self.poison, a.nbytes, stream)
 
     def _launch(self, recipe: LaunchRecipe, arrays: list[Any], outs: list[Any]) -> None:
         """Launch ``recipe``'s kernel on ``arrays`` into ``outs``: its launch contract checked first, the last

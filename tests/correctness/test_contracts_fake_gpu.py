@@ -136,3 +136,27 @@ def test_contracts_fake_gpu_dask_chunks_at_odd_offsets_match_numpy(monkeypatch, 
         for outcome in exercise_dask(case(name), "float32", elements, cupy, seed_of("contracts dask", name)):
             _compare(outcome, "float32")
     assert not gpu.mislaunched, "\n".join(launch.problem for launch in gpu.mislaunched[:5])
+
+
+@pytest.mark.parametrize("elements", (0, 1))
+def test_contracts_fake_gpu_poisoning_leaves_an_argument_updated_in_place_alone(monkeypatch, elements):
+    """A launcher that poisons outputs (the GPU tests' and the fuzzers') must not poison an output that is an input
+    too: ``a[...] -= 4`` and ``a *= b[::-1]`` update ``a`` element by element in place, reading each element they
+    overwrite (poisoned first, they read the poison: what CI's build-only run of the in-place fuzzer found)."""
+
+    def f(a, b):
+        a[...] -= 4.0
+        a *= b[::-1]
+        return a
+
+    rng = np.random.default_rng(seed_of("poison in place", elements))
+    host = [rng.standard_normal(37).astype(np.float32) for _ in range(2)]
+    want = f(*[a.copy() for a in host])
+    with fake_gpu(monkeypatch) as gpu:
+        monkeypatch.setattr(runtime, "_DEFAULT", runtime.KernelLauncher(poison=True))
+        args = [_device(a, elements) for a in host]
+        got = fusec.fuse(f)(*args)
+        np.testing.assert_array_equal(_host(got), want)
+        np.testing.assert_array_equal(_host(args[0]), want)
+        np.testing.assert_array_equal(_host(args[1]), host[1])
+    assert gpu.launches and not gpu.mislaunched
