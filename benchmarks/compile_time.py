@@ -4,14 +4,23 @@
     PYTHONPATH=. python benchmarks/compile_time.py --family chain --sizes 100,1000
     PYTHONPATH=. python benchmarks/compile_time.py --nvrtc-up-to 300 --out build/compile_time.json
 
-Two program families, both plain NumPy-style functions traced with :class:`fusec.ArraySpec` arguments:
+Program families, all plain NumPy-style functions traced with :class:`fusec.ArraySpec` arguments:
 
 - ``chain``: ``n`` elementwise ops in a row (``sin``, then ``x * 1.0001``, then ``+ 0.5``, again and
   again): one kernel, a graph as deep as it is long;
 - ``dag``: a seeded random DAG of about ``n`` nodes (:func:`random_dag`): unary and binary elementwise ops
   with fan-out and reuse, broadcasting against smaller inputs, reductions over rows, columns or everything
   (with and without ``keepdims``) followed by epilogues that broadcast them back, a few transposes,
-  ``expand_dims`` and ``where``, five inputs and several outputs.
+  ``expand_dims`` and ``where``, five inputs and several outputs;
+- ``view_dag``: the same with views and gathers among the steps (:func:`view_dag`): reversed and rolled
+  values, rows and columns picked by index arrays;
+- ``roll_stencil``: ``n`` steps of the heat equation, ``u + 0.1 * (np.roll(u, 1) - 2 * u + np.roll(u, -1))``;
+- ``shrinking_stencil``: ``n`` steps of the same on slices, ``u[1:-1] + 0.1 * (u[2:] - 2 * u[1:-1] + u[:-2])``;
+- ``reversed_chain``: ``n`` ops alternating ``x = x[::-1] + x`` and ``x = x * 1.01``.
+
+The stencils and the reversed chain read every value through several views: each is computed where a view
+reads it, or (past a few different views of one value) kept in memory for them
+(:mod:`fusec.passes.kept_values`), so their planning grows linearly too.
 
 For each size the table gives the nodes of the traced graph, the kernels of the plan and the seconds of
 each stage: ``trace`` (``Fused.trace``), ``passes`` (the cleanup pipeline: canonicalize, fold, cse, dce,
@@ -37,9 +46,13 @@ from fusec.ir.graph import Graph
 from fusec.passes.manager import CLEANUP_PIPELINE, run_pipeline
 from fusec.plan import Plan, make_plan
 
-DEFAULT_SIZES = {"chain": (10, 30, 100, 300, 1000, 3000), "dag": (100, 300, 1000, 3000, 10000)}
+DEFAULT_SIZES = {"chain": (10, 30, 100, 300, 1000, 3000), "dag": (100, 300, 1000, 3000, 10000),
+                 "view_dag": (100, 300, 1000, 3000, 10000), "roll_stencil": (5, 10, 20, 40, 80),
+                 "shrinking_stencil": (10, 20, 40, 80, 160), "reversed_chain": (250, 500, 1000, 2000, 4000)}
 ROWS, COLS = 256, 512
 NODES_PER_DAG_STEP = 1.65  # about how many graph nodes one step of random_dag adds (tests/test_compile_time.py)
+NODES_PER_VIEW_DAG_STEP = 1.8  # and of view_dag
+STENCIL_N = 4096
 
 
 # --- the program families ------------------------------------------------------------------------------
@@ -62,9 +75,23 @@ def random_dag(n_nodes: int, seed: int = 0) -> tuple[Callable[..., Any], list[fu
     """A random DAG of about ``n_nodes`` nodes over five float32 inputs: ``x`` and ``y`` (rows x cols), a
     bias ``b`` (cols,), a column ``c`` (rows, 1) and ``t`` (cols x rows, for values that were transposed).
     The same ``(n_nodes, seed)`` gives the same graph."""
-    steps = max(1, round(n_nodes / NODES_PER_DAG_STEP))
+    fn, specs = _dag(max(1, round(n_nodes / NODES_PER_DAG_STEP)), seed, views=False)
+    fn.__name__ = f"dag{n_nodes}"
+    return fn, specs
 
-    def fn(x, y, b, c, t):
+
+def view_dag(n_nodes: int, seed: int = 0) -> tuple[Callable[..., Any], list[fusec.ArraySpec]]:
+    """:func:`random_dag` with views and gathers among its steps (about one step in four): a value reversed
+    along an axis, rolled along one, or its rows or columns picked by the int64 index arguments ``p`` (rows,)
+    and ``q`` (cols,) (permutations when run). About ``n_nodes`` nodes; the same ``(n_nodes, seed)``, the same
+    graph."""
+    fn, specs = _dag(max(1, round(n_nodes / NODES_PER_VIEW_DAG_STEP)), seed, views=True)
+    fn.__name__ = f"view_dag{n_nodes}"
+    return fn, specs
+
+
+def _dag(steps: int, seed: int, views: bool) -> tuple[Callable[..., Any], list[fusec.ArraySpec]]:
+    def fn(x, y, b, c, t, p=None, q=None):
         rng = random.Random(seed)
         pool: list[Any] = [x, y, b, c, t]
         unused: dict[int, Any] = {}  # id -> value not read yet (becomes part of an output)
@@ -98,7 +125,22 @@ def random_dag(n_nodes: int, seed: int = 0) -> tuple[Callable[..., Any], list[fu
                  lambda v: np.sqrt(np.abs(v)), lambda v: v * 0.75 + 0.25, lambda v: np.log1p(np.abs(v)))
         binary = (np.add, np.subtract, np.multiply, np.maximum, np.minimum,
                   lambda p, q: p / (np.abs(q) + 1.0))
+        def view(a: Any) -> Any:
+            """``a`` reversed, rolled, or gathered along one of its axes (same shape)."""
+            axis = rng.randrange(a.ndim)
+            kind = rng.choice(("reverse", "roll", "gather"))
+            if kind == "reverse":
+                return np.flip(a, axis)
+            if kind == "roll":
+                return np.roll(a, rng.choice((1, -1, 3)), axis=axis)
+            index = p if a.shape[axis] == ROWS else q
+            return np.take(a, index, axis=axis)
+
         for _ in range(steps):
+            if views and rng.random() < 0.25:
+                a = pick(2)
+                push(view(a) if a.shape in ((ROWS, COLS), (COLS, ROWS)) else a * 1.5)
+                continue
             r = rng.random()
             if r < 0.34:
                 push(rng.choice(unary)(pick()))
@@ -132,17 +174,68 @@ def random_dag(n_nodes: int, seed: int = 0) -> tuple[Callable[..., Any], list[fu
             outputs[v.shape] = v if acc is None else acc + v
         return tuple(outputs.values()) or (pool[-1],)
 
-    fn.__name__ = f"dag{n_nodes}"
     specs = [fusec.ArraySpec((ROWS, COLS), "float32"), fusec.ArraySpec((ROWS, COLS), "float32"),
              fusec.ArraySpec((COLS,), "float32"), fusec.ArraySpec((ROWS, 1), "float32"),
              fusec.ArraySpec((COLS, ROWS), "float32")]
+    if views:
+        specs += [fusec.ArraySpec((ROWS,), "int64"), fusec.ArraySpec((COLS,), "int64")]
+    else:
+        fn = _without_indices(fn)
     return fn, specs
 
 
-FAMILIES: dict[str, Callable[[int], tuple[Callable[..., Any], list[fusec.ArraySpec]]]] = {
+def _without_indices(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def dag(x, y, b, c, t):
+        return fn(x, y, b, c, t)
+
+    return dag
+
+
+def roll_stencil(steps: int) -> tuple[Callable[..., Any], list[fusec.ArraySpec]]:
+    """``steps`` explicit steps of the 1-d heat equation on a ring, ``np.roll`` for the neighbours."""
+
+    def fn(u):
+        for _ in range(steps):
+            u = u + 0.1 * (np.roll(u, 1) - 2 * u + np.roll(u, -1))
+        return u
+
+    fn.__name__ = f"roll_stencil{steps}"
+    return fn, [fusec.ArraySpec((STENCIL_N,), "float32")]
+
+
+def shrinking_stencil(steps: int) -> tuple[Callable[..., Any], list[fusec.ArraySpec]]:
+    """``steps`` steps of the heat equation on slices: each step two elements shorter."""
+
+    def fn(u):
+        for _ in range(steps):
+            u = u[1:-1] + 0.1 * (u[2:] - 2 * u[1:-1] + u[:-2])
+        return u
+
+    fn.__name__ = f"shrinking_stencil{steps}"
+    return fn, [fusec.ArraySpec((STENCIL_N + 2 * steps,), "float32")]
+
+
+def reversed_chain(n_ops: int) -> tuple[Callable[..., Any], list[fusec.ArraySpec]]:
+    """``n_ops`` ops alternating ``x = x[::-1] + x`` and ``x = x * 1.01``."""
+
+    def fn(x):
+        for i in range(n_ops):
+            x = x[::-1] + x if i % 2 == 0 else x * 1.01
+        return x
+
+    fn.__name__ = f"reversed_chain{n_ops}"
+    return fn, [fusec.ArraySpec((STENCIL_N,), "float32")]
+
+
+FAMILIES: dict[str, Callable[..., tuple[Callable[..., Any], list[fusec.ArraySpec]]]] = {
     "chain": chain,
     "dag": random_dag,
+    "view_dag": view_dag,
+    "roll_stencil": roll_stencil,
+    "shrinking_stencil": shrinking_stencil,
+    "reversed_chain": reversed_chain,
 }
+SEEDED = ("dag", "view_dag")
 
 
 # --- the stages ----------------------------------------------------------------------------------------
@@ -160,7 +253,7 @@ def kernel_sources(plan: Plan) -> list[str]:
 
 def measure(family: str, size: int, *, nvrtc: bool, seed: int = 0) -> dict[str, Any]:
     """One row of the table: node and kernel counts and the seconds of each stage."""
-    fn, specs = FAMILIES[family](size, seed) if family == "dag" else FAMILIES[family](size)
+    fn, specs = FAMILIES[family](size, seed) if family in SEEDED else FAMILIES[family](size)
     fused = fusec.fuse(fn)
     t0 = time.perf_counter()
     traced: Graph = fused.trace(*specs)

@@ -205,15 +205,22 @@ class Graph:
         return print_graph(self)
 
 
-def rewrite(graph: Graph, fn: Callable[[Node], Node]) -> Graph:
+def rewrite(graph: Graph, fn: Callable[[Node], Node], follow: set[Node] | None = None) -> Graph:
     """Rebuild ``graph`` bottom-up: each node gets its rewritten operands, then ``fn`` may replace it.
 
     ``fn`` sees a node whose operands are already rewritten and returns it or a replacement. The
     result drops regions. Returns ``graph`` itself when nothing changed (passes stay pure and cheap).
+    ``follow``: nodes a pass marked; each one's rebuilt node and replacement join the set as they are made,
+    before ``fn`` sees any of their users.
     """
     mapping: dict[Node, Node] = {}
     for node in graph.nodes:
         rebuilt = with_operands(node, tuple(mapping[o] for o in node.operands))
+        if follow is not None and node in follow:
+            follow.add(rebuilt)
+            mapping[node] = fn(rebuilt)
+            follow.add(mapping[node])
+            continue
         mapping[node] = fn(rebuilt)
     outputs = tuple(mapping[o] for o in graph.outputs)
     inputs = tuple(mapping[i] for i in graph.inputs)

@@ -302,7 +302,9 @@ def slice_problem(slices: Iterable[Node], inside: Callable[[Node], bool]) -> str
     for n in slices:
         if inside(n.operands[0]):
             return (f"a {n.op} of {n.operands[0].op}, which the same kernel computes: its elements come from other "
-                    "threads (slices and windows read arrays in memory; canonicalize moves them there)")
+                    "threads (slices and windows read arrays in memory: they sink to the arrays they read, but not "
+                    "past a scan, nor past a value read through many different views, which is computed once "
+                    "into memory: fusec.passes.kept_values)")
     return None
 
 

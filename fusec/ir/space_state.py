@@ -42,7 +42,7 @@ class SpaceState:
     :meth:`region_space`."""
 
     __slots__ = ("slots", "serial", "version", "members", "parent", "info", "roots", "reductions", "scans", "phase",
-                 "slices", "seed",
+                 "slices", "gathers", "seed",
                  "shape", "reduced", "values", "reduce_maps", "oracle", "legal", "free", "maps")
 
     def __init__(self, slots: AxisSlots):
@@ -57,6 +57,7 @@ class SpaceState:
         self.reductions: list[Node] = []
         self.scans: list[Node] = []
         self.slices: list[Node] = []  # slices of computed values (of scans: others sink onto arrays)
+        self.gathers: list[Node] = []
         self.phase: dict[Node, int] = {}
         self.seed: Node | None = None
         self.shape: tuple[int, ...] = ()
@@ -127,6 +128,8 @@ class SpaceState:
                 state.scans = [n]
             if _inner_slice(n):
                 state.slices = [n]
+            if n.kind is Kind.GATHER:
+                state.gathers = [n]
         slots.counts.slot_steps += len(parent)
         if CHECK_AGAINST_SCRATCH:  # what build computes (and compares with region_space)
             want = SpaceState.build(slots, [n])
@@ -179,8 +182,8 @@ class _Trial(Numbering):
 
     __slots__ = ("base", "slots", "counts", "parent", "info", "dead", "born", "added", "added_set", "phase",
                  "values", "reduce_maps", "oracle", "legal", "roots", "free", "maps", "fast", "small", "seed",
-                 "shape", "reduced", "reductions", "scans", "slices", "own", "touched", "clash", "unit_clashes",
-                 "start", "claimed")
+                 "shape", "reduced", "reductions", "scans", "slices", "gathers", "own", "touched", "clash",
+                 "unit_clashes", "start", "claimed")
 
     def __init__(self, base: SpaceState, slots: AxisSlots, nodes: list[Node] | None = None, *,
                  small: SpaceState | None = None, seed: Node | None = None):
@@ -227,6 +230,7 @@ class _Trial(Numbering):
             self.reductions = [n for n in nodes if n.kind is Kind.REDUCTION]
             self.scans = [n for n in nodes if n.kind is Kind.SCAN]
             self.slices = [n for n in nodes if _inner_slice(n)]
+            self.gathers = [n for n in nodes if n.kind is Kind.GATHER]
         else:
             assert seed is not None
             self.seed = seed
@@ -373,6 +377,7 @@ class _Trial(Numbering):
         self.reductions = base.reductions + [n for n in new if n.kind is Kind.REDUCTION]
         self.scans = base.scans + [n for n in new if n.kind is Kind.SCAN]
         self.slices = base.slices + [n for n in new if _inner_slice(n)]
+        self.gathers = base.gathers + [n for n in new if n.kind is Kind.GATHER]
 
     def _roots(self) -> list[int]:
         if self.roots is None:
@@ -450,6 +455,7 @@ class _Trial(Numbering):
         base.reductions = self.reductions
         base.scans = self.scans
         base.slices = self.slices
+        base.gathers = self.gathers
         base.seed, base.shape, base.reduced = self.seed, self.shape, self.reduced
         if self.fast:
             base.values.update(self.own)

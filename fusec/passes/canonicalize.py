@@ -17,9 +17,10 @@ import functools
 
 import numpy as np
 
-from fusec.ir.graph import Graph, Node, make_node, rewrite
+from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.ops import Kind
 from fusec.passes.gathers import sink_gather
+from fusec.passes.kept_values import sunk_rewrite as _sunk_rewrite
 from fusec.passes.manager import register
 from fusec.passes.patterns import P, Rule, RuleSet, apply_rules, const, var
 from fusec.passes.views import sink_slice
@@ -351,7 +352,7 @@ def canonicalize(graph: Graph) -> Graph:
     token = _ORDER.set(_OperandOrder())
     try:
         for _ in range(8):
-            new = rewrite(graph, _simplify)
+            new = _sunk_rewrite(graph, _simplify)
             if new is graph:
                 return graph
             graph = new

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from fusec.ir.axis_slots import AxisSlots, SpaceCounts
-from fusec.ir.graph import Graph, Node, rewrite
+from fusec.ir.graph import Graph, Node
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region, make_regions
 from fusec.ir.reshape_math import (
@@ -46,10 +46,11 @@ from fusec.ir.reshape_math import (
     view_base,
 )
 from fusec.ir.space_state import SpaceState
-from fusec.passes import legality
+from fusec.passes import kept_values, legality
 from fusec.passes.canonicalize import keepdims_form, reduce_over_nothing, size_of_input
 from fusec.passes.gathers import sink_gather
 from fusec.passes.group_order import GroupOrder
+from fusec.passes.kept_values import sunk_rewrite
 from fusec.passes.manager import register
 from fusec.passes.recompute import Recomputation
 from fusec.passes.reshapes import check_reshapes, refine_reshapes
@@ -57,6 +58,10 @@ from fusec.passes.views import sink_slice
 from fusec.passes.windows import sink_window
 
 INDEPENDENT_TRIES = 2  # independent elementwise groups: earlier groups of the same shape each one tries to join
+# refused sibling merges after which a group stops trying later siblings in one sweep: a chain of n groups that all
+# read one array (the steps of a stencil, each reading the same mask) would otherwise try n^2/2 pairs, each
+# refused as a cycle; groups that merged try again in the next sweep
+SIBLING_REFUSALS = 8
 
 
 def _fusion_form(node: Node) -> Node:
@@ -318,7 +323,8 @@ class _Partition(Recomputation):
     # -- horizontal -----------------------------------------------------------------------------
     def horizontal(self) -> bool:
         """Merge groups of one iteration space that read a common array: each group with every later one,
-        in ascending order, again while anything merged (the pairwise sweep, over candidates only)."""
+        in ascending order (until :data:`SIBLING_REFUSALS` of them refused), again while anything merged (the
+        pairwise sweep, over candidates only)."""
         any_change = False
         changed = True
         while changed:
@@ -342,7 +348,8 @@ class _Partition(Recomputation):
         heap: list[int] = []
         self._push_siblings(heap, siblings, key, self.groups[a].reads, a)
         current = a
-        while heap:
+        refused = 0
+        while heap and refused < SIBLING_REFUSALS:
             b = heapq.heappop(heap)
             if b <= current:
                 continue
@@ -352,7 +359,9 @@ class _Partition(Recomputation):
             if gb is None or gb.key() != key or not (ga.reads.keys() & gb.reads.keys()):
                 continue
             before, taken = set(ga.reads), list(gb.reads)
-            if self.merge(a, b):
+            if not self.merge(a, b):
+                refused += 1
+            else:
                 merged = True
                 for o in taken:
                     siblings[(key, o)].discard(b)
@@ -467,10 +476,26 @@ def _read_back_entries(graph: Graph, names: dict[Node, str]) -> list[str]:
     return out
 
 
+def fusion_form(graph: Graph, counts: Counter | None = None) -> Graph:
+    """``graph`` in the form fusion partitions (:func:`_fusion_form` on every node; views sunk to the arrays they
+    read, or to the values kept in memory for them: :mod:`fusec.passes.kept_values`, whose work ``counts`` gets)."""
+    return sunk_rewrite(graph, _fusion_form, counts)
+
+
 @register("fuse", "partition into kernels (pointwise, reduce-all, rows, cols) with the reason for every split")
 def fuse(graph: Graph) -> Graph:
-    graph = check_reshapes(refine_reshapes(rewrite(graph, _fusion_form)))
-    return partition(graph)
+    graph = check_reshapes(refine_reshapes(fusion_form(graph)))
+    fused = partition(graph)
+    kept = kept_values.kept_in_memory(graph)
+    if not kept:
+        return fused
+    from fusec.ir.text import node_names
+
+    names = node_names(fused)
+    notes = [f"{names[n]} ({n.op}) is read through more than {kept_values.VIEWS_PER_VALUE} different views: it is "
+             "computed once into memory, where its views read it, not again for each view "
+             "(fusec.passes.kept_values)" for n in graph.nodes if n in kept]
+    return Graph(fused.name, fused.inputs, fused.outputs, fused.regions, fused.refusals + tuple(notes))
 
 
 def partition_unfused(graph: Graph) -> Graph:
@@ -488,5 +513,5 @@ def partition_unfused(graph: Graph) -> Graph:
 
 @register("unfuse", "one kernel per elementwise op and reduction (views join one): the plan fusion is compared with")
 def unfuse(graph: Graph) -> Graph:
-    graph = check_reshapes(refine_reshapes(rewrite(graph, _fusion_form)))
+    graph = check_reshapes(refine_reshapes(fusion_form(graph)))
     return partition_unfused(graph)

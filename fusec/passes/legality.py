@@ -154,6 +154,7 @@ class SpaceView(Protocol):
     reductions: list[Node]
     scans: list[Node]
     slices: list[Node]  # slices of computed values
+    gathers: list[Node]  # gather members
 
     def contains(self, n: Node) -> bool: ...
 
@@ -167,13 +168,13 @@ def kernel_reason(space: SpaceView, members: Callable[[], Members], slots: AxisS
     """Checks 1-4 for a candidate kernel: ``space`` is its iteration space, ``members`` gives its nodes
     (only called for a refusal), ``written`` the nodes it must write (topological order), ``n_reads``
     the arrays it reads. None when legal so far (the cycle check is the caller's)."""
-    for g in slots.gathers:
-        if space.contains(g) and space.contains(g.operands[0]):
+    for g in space.gathers:
+        if space.contains(g.operands[0]):
             return GatherOfComputed(g)
     if not space.legal:
         return NoCommonSpace(members(), slots)
     problem = slice_problem(space.slices, space.contains) if space.slices else None
-    if problem is None and space.scans and any(space.contains(g) for g in slots.gathers):
+    if problem is None and space.scans and space.gathers:
         problem = SCAN_GATHER
     if problem is None and space.scans:
         problem = scan_axis_problem(space.scans, space.final_map, bool(space.reductions))

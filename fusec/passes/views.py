@@ -5,15 +5,17 @@ A ``slice`` of a function input is index arithmetic inside the kernel that reads
 threads compute. So every slice is moved down to the arrays: through elementwise ops (each operand sliced
 along its own axes; a broadcast axis stays as it is), ``broadcast_to``, ``transpose``, ``expand_dims``,
 ``squeeze``, another slice (composed into one), gathers (the array's kept axes and the index operands sliced)
-and reductions (the kept axes sliced, the reduced ones
-whole). What is computed then is only the selected part: ``exp(x)[::2]`` computes half the exponentials.
-A slice selecting nothing becomes an empty constant; one selecting everything disappears. After this,
-slices sit on function inputs only (fusion's form, which ``fuse`` applies to every graph).
+and reductions (the kept axes sliced, the reduced ones whole). What is computed then is only the selected part: ``exp(x)[::2]`` computes
+half the exponentials. A value read through many different views is computed once instead
+(:mod:`fusec.passes.kept_values`). A slice selecting nothing becomes an empty constant; one selecting everything
+disappears. After this, slices sit on function inputs only (fusion's form, which ``fuse`` applies to every graph).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
 
 from fusec.ir import windows
 from fusec.ir.graph import Node, make_node
@@ -21,6 +23,34 @@ from fusec.ir.infer import Bound, gather_window, slice_attrs, slice_bounds
 from fusec.ir.ops import Kind
 
 Bounds = tuple[Bound, ...]
+
+
+class _Sinking:
+    """What every sinking of one pass run shares (:func:`shared_sinking`): the (value, bounds) pairs built, per kind
+    of sinking ("slice", "window"), and the values it stops at (:func:`fusec.passes.kept_values.kept_in_memory`)."""
+
+    def __init__(self, kept: set[Node]):
+        self.built: dict[str, dict[tuple[Node, tuple], Node]] = {}
+        self.kept = kept
+        self.steps = 0  # (value, bounds) pairs taken from the work stack: the work done
+
+
+_SHARED: contextvars.ContextVar[_Sinking | None] = contextvars.ContextVar("fusec_sinking", default=None)
+
+
+@contextlib.contextmanager
+def shared_sinking(kept: set[Node] | None = None) -> Iterator[_Sinking]:
+    """Within it, every sinking shares what it built: nodes are interned, so a (value, bounds) pair's result depends
+    on the pair only, and a chain whose every level is read through a view (``x = x[::-1] + x``) is walked once, not
+    once per level; and no sinking passes a value of ``kept`` (its views read it from memory). A pass that rewrites
+    the graph adds the new versions of kept values to ``kept`` as it makes them (:func:`fusec.ir.graph.rewrite`'s
+    ``follow``)."""
+    state = _Sinking(set() if kept is None else kept)
+    token = _SHARED.set(state)
+    try:
+        yield state
+    finally:
+        _SHARED.reset(token)
 
 
 def _whole(n: Node) -> Bounds:
@@ -108,14 +138,19 @@ def _rebuilt(y: Node, operands: list[Node], bounds: Bounds) -> Node:
 
 def sink_through(x: Node, root: tuple, identity: Callable[[Node, tuple], bool],
                  children: Callable[[Node, tuple], list[tuple[Node, tuple | None]] | None],
-                 leaf: Callable[[Node, tuple], Node]) -> Node:
+                 leaf: Callable[[Node, tuple], Node], kind: str = "slice") -> Node:
     """``x`` read through ``root`` (per axis a slice's or a window's bounds), with the reading moved down to the
     arrays it reads: ``children(y, bounds)`` gives each operand of ``y`` with the bounds it is read through (None:
     as it is), or None where the bounds stop at ``y``, which ``leaf`` then reads through them. Iterative (no
-    recursion proportional to the graph), each (value, bounds) pair built once."""
-    done: dict[tuple[Node, tuple], Node] = {}
+    recursion proportional to the graph), each (value, bounds) pair built once (once per pass run, of pairs of one
+    ``kind``, within :func:`shared_sinking`)."""
+    shared = _SHARED.get()
+    done: dict[tuple[Node, tuple], Node] = {} if shared is None else shared.built.setdefault(kind, {})
+    kept = frozenset() if shared is None else shared.kept
     stack: list[tuple[Node, tuple, bool]] = [(x, root, False)]
+    steps = 0
     while stack:
+        steps += 1
         y, bounds, expanded = stack.pop()
         key = (y, bounds)
         if key in done:
@@ -123,7 +158,7 @@ def sink_through(x: Node, root: tuple, identity: Callable[[Node, tuple], bool],
         if identity(y, bounds):
             done[key] = y
             continue
-        kids = children(y, bounds)
+        kids = None if y in kept else children(y, bounds)
         if kids is None:
             done[key] = leaf(y, bounds)
         elif not expanded:
@@ -131,6 +166,8 @@ def sink_through(x: Node, root: tuple, identity: Callable[[Node, tuple], bool],
             stack.extend((o, ob, False) for o, ob in kids if ob is not None and (o, ob) not in done)
         else:
             done[key] = _rebuilt(y, [o if ob is None else done[(o, ob)] for o, ob in kids], bounds)
+    if shared is not None:
+        shared.steps += steps
     return done[(x, root)]
 
 

@@ -26,7 +26,7 @@ def _as_window(bounds: tuple, shape: tuple[int, ...]) -> Bounds:
     return tuple(b if len(b) == 5 else windows.of_slice(b[0], b[1], b[2], n) for b, n in zip(bounds, shape))
 
 
-def _is_identity(n: Node, bounds: Bounds) -> bool:
+def is_identity(n: Node, bounds: Bounds) -> bool:
     return all((b[:3] == (0, 1, d) and not windows.clamps(b)) or (d == 0 and b[2] == 0)
                for b, d in zip(bounds, n.shape))
 
@@ -35,14 +35,14 @@ def _view_of(x: Node, bounds: Bounds, loc: str | None) -> Node:
     """``x`` read through ``bounds``: itself, a slice where no clamp binds, else a window."""
     # one element along an axis: the clamped index itself (any step)
     bounds = tuple((min(max(b[0], b[3]), b[4]), 1, 1, b[3], b[4]) if b[2] == 1 else b for b in bounds)
-    if _is_identity(x, bounds):
+    if is_identity(x, bounds):
         return x
     if not any(windows.clamps(b) or (b[1] == 0 and b[2] > 1) for b in bounds):
         return make_node("slice", [x], slice_attrs([b[:3] for b in bounds]), loc=loc)
     return make_node("window", [x], windows.attrs_of(bounds), loc=loc)
 
 
-def _below(x: Node, bounds: Bounds) -> tuple[Node, Bounds]:
+def below(x: Node, bounds: Bounds) -> tuple[Node, Bounds]:
     """Compose ``bounds`` into the slices and windows ``x`` is (repeatedly): the array they read, and the
     bounds over it."""
     while x.op in ("slice", "window"):
@@ -57,12 +57,12 @@ def _below(x: Node, bounds: Bounds) -> tuple[Node, Bounds]:
     return x, bounds
 
 
-def _children(y: Node, bounds: Bounds) -> list[tuple[Node, Bounds | None]] | None:
+def children(y: Node, bounds: Bounds) -> list[tuple[Node, Bounds | None]] | None:
     """Each operand of ``y`` with the window it is read through, composed into the slices and windows it is."""
     kids = None if y.op in ("slice", "window") else _operand_bounds(y, bounds)
     if kids is None:
         return None
-    return [(o, None) if ob is None else _below(o, _as_window(ob, o.shape)) for o, ob in kids]
+    return [(o, None) if ob is None else below(o, _as_window(ob, o.shape)) for o, ob in kids]
 
 
 def sink_window(node: Node) -> Node | None:
@@ -75,11 +75,11 @@ def sink_window(node: Node) -> Node | None:
     if 0 in node.shape:
         zero = make_node("const", (), {"value": 0}, dtype=node.dtype, loc=node.loc)
         return make_node("broadcast_to", [zero], {"shape": list(node.shape)}, loc=node.loc)
-    x, root = _below(node, tuple((0, 1, d, 0, max(d - 1, 0)) for d in node.shape))
+    x, root = below(node, tuple((0, 1, d, 0, max(d - 1, 0)) for d in node.shape))
     if any(n == 1 and b[2] != 1 for n, b in zip(x.shape, root)):  # a size-1 axis repeated: a broadcast of it
         single = tuple((0, 1, 1, 0, 0) if n == 1 else b for n, b in zip(x.shape, root))
         inner = _view_of(x, single, node.loc)
         inner = (sink_window(inner) or inner) if inner.op == "window" else inner
         return make_node("broadcast_to", [inner], {"shape": list(node.shape)}, loc=node.loc)
-    result = sink_through(x, root, _is_identity, _children, lambda y, bounds: _view_of(y, bounds, node.loc))
+    result = sink_through(x, root, is_identity, children, lambda y, bounds: _view_of(y, bounds, node.loc), "window")
     return None if result is node else result

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import fusec
 from benchmarks.compile_time import chain, random_dag
 from fusec.ir import space_state
-from fusec.ir.graph import Graph, rewrite
+from fusec.ir.graph import Graph
 from fusec.ir.region import region_space
 from fusec.passes import fuse as fusion
 from fusec.passes.manager import CLEANUP_PIPELINE, run_pipeline
@@ -35,7 +35,7 @@ def check_spaces(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _partition(graph: Graph, counts: fusion.PartitionCounts | None = None) -> Graph:
-    return fusion.partition(rewrite(graph, fusion._fusion_form), counts)
+    return fusion.partition(fusion.fusion_form(graph), counts)
 
 
 def _assert_regions_match_scratch(fused: Graph) -> None:
@@ -51,7 +51,7 @@ def _assert_regions_match_scratch(fused: Graph) -> None:
 def _check(graph: Graph) -> None:
     for g in (graph, run_pipeline(graph, CLEANUP_PIPELINE)):
         _assert_regions_match_scratch(_partition(g))  # each trial is compared inside, on the way
-        fusion.partition_unfused(rewrite(g, fusion._fusion_form))
+        fusion.partition_unfused(fusion.fusion_form(g))
 
 
 @settings(max_examples=300, **RELAXED)
