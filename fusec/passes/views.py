@@ -4,8 +4,9 @@ A ``slice`` of a function input is index arithmetic inside the kernel that reads
 :mod:`fusec.schedule.nest`), but a slice of a value computed in the same kernel would need elements other
 threads compute. So every slice is moved down to the arrays: through elementwise ops (each operand sliced
 along its own axes; a broadcast axis stays as it is), ``broadcast_to``, ``transpose``, ``expand_dims``,
-``squeeze``, another slice (composed into one), gathers (the array's kept axes and the index operands sliced)
-and reductions (the kept axes sliced, the reduced ones whole). What is computed then is only the selected part: ``exp(x)[::2]`` computes
+``squeeze``, another slice (composed into one), gathers (the array's kept axes sliced; a view that selects
+some of the indices stops at the gather, which then checks every index, as NumPy does) and reductions (the kept
+axes sliced, the reduced ones whole). What is computed then is only the selected part: ``exp(x)[::2]`` computes
 half the exponentials. A value read through many different views is computed once instead
 (:mod:`fusec.passes.kept_values`). A slice selecting nothing becomes an empty constant; one selecting everything
 disappears. After this, slices sit on function inputs only (fusion's form, which ``fuse`` applies to every graph).
@@ -87,9 +88,13 @@ def _operand_bounds(y: Node, bounds: Bounds) -> list[tuple[Node, Bounds | None]]
             else:
                 xb.append((f, s, c))
         out = [(x, tuple(xb))]
-        for i in indices:
-            out.append((i, tuple(bounds[k] if i.shape[k] == y.shape[k] else (0, 1, i.shape[k])
-                                 for k in range(i.ndim)) if i.ndim else None))
+        for a, i in zip(axes, indices):
+            ib = tuple(bounds[k] if i.shape[k] == y.shape[k] else (0, 1, i.shape[k]) for k in range(i.ndim))
+            if any(b[:3] != (0, 1, d) for b, d in zip(ib, i.shape)) and not _in_range(i, window[a][2]):
+                # the view selects some of the indices: every index is still checked where NumPy checks it
+                # (x[i][::2] raises for any i out of range), so the gather is computed whole, the view reads it
+                return None
+            out.append((i, ib if i.ndim else None))
         return out
     (x,) = y.operands if len(y.operands) == 1 else (None,)
     if x is None:
@@ -121,6 +126,36 @@ def _operand_bounds(y: Node, bounds: Bounds) -> list[tuple[Node, Bounds | None]]
             return [(x, tuple((0, 1, x.shape[j]) if j in axes else bounds[j] for j in range(x.ndim)))]
         it = iter(bounds)
         return [(x, tuple((0, 1, x.shape[j]) if j in axes else next(it) for j in range(x.ndim)))]
+    return None
+
+
+_INDEX_OPS = {"add": lambda a, b: (a[0] + b[0], a[1] + b[1]), "sub": lambda a, b: (a[0] - b[1], a[1] - b[0]),
+              "mul": lambda a, b: (min(p := [x * y for x in a for y in b]), max(p))}
+
+
+def _in_range(index: Node, n: int, depth: int = 16) -> bool:
+    """Whether every value of ``index`` (computed from iotas and constants, as ``diagonal`` builds its positions)
+    lies in ``[-n, n)``: a gather's check cannot fail on it, whichever of its indices a view keeps."""
+    bounds = _value_range(index, depth)
+    return bounds is not None and -n <= bounds[0] and bounds[1] < n
+
+
+def _value_range(v: Node, depth: int) -> tuple[int, int] | None:
+    """The smallest and largest value of an integer ``v`` made of iotas and constants by ``+``, ``-``, ``*`` and
+    views (None: it reads anything else)."""
+    if depth == 0 or v.dtype.kind not in "iu":
+        return None
+    if v.op == "const":
+        return int(v.attr("value")), int(v.attr("value"))
+    if v.op == "iota":
+        first, second, count = int(v.attr("start")), int(v.attr("next")), int(v.attr("count"))
+        last = first + (second - first) * max(count - 1, 0)
+        return min(first, last), max(first, last)
+    if v.op in ("slice", "window", "broadcast_to", "expand_dims", "squeeze", "transpose"):
+        return _value_range(v.operands[0], depth - 1)
+    if v.op in _INDEX_OPS:
+        a, b = (_value_range(o, depth - 1) for o in v.operands)
+        return None if a is None or b is None else _INDEX_OPS[v.op](a, b)
     return None
 
 

@@ -165,6 +165,41 @@ def test_gather_empty_axis_with_indices_is_an_index_error() -> None:
     assert fusec.fuse(f)(np.zeros((2, 0)), np.zeros(0, np.int64)).shape == (2, 0)
 
 
+SELECTING_VIEWS = {
+    "sliced": lambda x, i: x[i][::2],
+    "indexed": lambda x, i: x[i][0],
+    "sliced_then_computed": lambda x, i: x[i][1:] * 2 + 1,
+    "take_sliced": lambda x, i: np.take(x, i, axis=1)[:, ::-2],
+    "kept_axis_and_index_sliced": lambda x, i: x[i, 1:][:1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SELECTING_VIEWS))
+def test_gather_result_sliced_still_checks_every_index(name) -> None:
+    """``x[i][::2]``, ``x[i][0]``: NumPy checks every index of ``i`` when it gathers, before the slice; fusec used
+    to sink the slice into the index array and check only the indices it selected (values where NumPy raises)."""
+    fn = SELECTING_VIEWS[name]
+    x = np.random.default_rng(seed_of("selecting views", name)).standard_normal((4, 5)).astype(np.float32)
+    bad = np.array([0, 100, 2, 100], np.int64)
+    with pytest.raises(IndexError) as numpy_error:
+        fn(x, bad)
+    with pytest.raises(FusecIndexError) as info:
+        fusec.fuse(fn)(x, bad)
+    assert str(numpy_error.value) in str(info.value)
+    good = np.array([3, 0, -1, 2], np.int64)
+    assert_matches_numpy(fusec.fuse(fn)(x, good), fn(x, good), exact=True)
+
+
+def test_gather_sliced_along_the_arrays_kept_axis_still_sinks() -> None:
+    """A view along the array's own axes selects no index: it still moves onto the array (one kernel)."""
+
+    def f(x, i):
+        return (x[i] * 2)[:, 1:4]
+
+    plan = fusec.fuse(f).plan(fusec.ArraySpec((64, 32), "float32"), fusec.ArraySpec((16,), "int64"))
+    assert len(plan.kernels) == 1
+
+
 # ---- errors for what does not trace -----------------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ import pytest
 import fusec
 from fusec.errors import FusecIndexError
 from fusec.runtime import KernelLauncher, run_plan
-from tests.gathers.test_gathers import KEYS, I, J, K
+from tests.gathers.test_gathers import KEYS, SELECTING_VIEWS, I, J, K
 from tests.gathers.workloads import WORKLOADS
 from tests.helpers import GPU_ONLY, assert_function_matches_numpy, assert_matches_numpy, device_copy, seed_of
 
@@ -89,6 +89,22 @@ def test_gather_gpu_index_out_of_range_is_an_index_error_at_the_line(bad: int) -
     assert_matches_numpy(cupy.asnumpy(fused(x, good)), f(np.zeros((3, 5), np.float32), np.array([0, -1, 1])))
     with pytest.raises(FusecIndexError):  # and a repeat call (the fast path's layout) checks again
         fused(x, i)
+
+
+@pytest.mark.parametrize("name", sorted(SELECTING_VIEWS))
+def test_gather_gpu_result_sliced_still_checks_every_index(name: str) -> None:
+    """``x[i][::2]``, ``x[i][0]``: every index of ``i`` is checked (the gather is computed whole, the view reads
+    it), on the first call and on the fast path's repeat call; good indices give NumPy's values."""
+    fn = SELECTING_VIEWS[name]
+    host = np.random.default_rng(seed_of("selecting views gpu", name)).standard_normal((4, 5)).astype(np.float32)
+    x = cupy.asarray(host)
+    bad = cupy.asarray(np.array([0, 100, 2, 100], np.int64))
+    fused = fusec.fuse(fn)
+    for _ in range(2):
+        with pytest.raises(FusecIndexError):
+            fused(x, bad)
+    good = np.array([3, 0, -1, 2], np.int64)
+    assert_matches_numpy(cupy.asnumpy(fused(x, cupy.asarray(good))), fn(host, good), exact=True)
 
 
 def test_gather_gpu_index_out_of_range_reads_nothing_when_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
