@@ -374,7 +374,7 @@ def schedule_variants(index: int, graph: Graph, plan: Plan) -> tuple[tuple[str, 
     layouts: dict[Node, ArrayLayout] = dict(zip(plan.graph.inputs, input_layouts(graph, kinds)))
     forced: dict[str, str] = {}
     for k, kernel in enumerate(plan.kernels):
-        nest = analyze(kernel.region, {n: layouts[n] for n in kernel.region.inputs if n in layouts})
+        nest = analyze(kernel.region, kernel_layouts(kernel, layouts))
         choices = SCHEDULE_CHOICES.get(nest.kind, ())
         for j in range(len(choices)):
             choice = choices[(index // SCHEDULE_EVERY + k + j) % len(choices)]
@@ -442,14 +442,22 @@ def plan_specs(plan: Plan, input_layouts: Sequence[ArrayLayout], prefix: str | N
     layouts: dict[Node, ArrayLayout] = dict(zip(plan.graph.inputs, input_layouts))
     specs = []
     for kernel in plan.kernels:
-        arrays = [n for n in kernel.region.inputs if n.op not in ("const", "size", "iota")]
         name = None if prefix is None else f"{prefix}_{kernel.region.name}"
-        views = layouts_of([n for n in arrays if n not in layouts], layouts)  # reshapes of arguments
-        specs.append(codegen_kernel.generate(kernel.region, {n: layouts.get(n) or views[n] for n in arrays},
+        specs.append(codegen_kernel.generate(kernel.region, kernel_layouts(kernel, layouts),
                                              (schedules or {}).get(kernel.name), name=name).spec)
         for n in kernel.outputs:
             layouts[n] = fresh_layout(n)
     return specs
+
+
+def kernel_layouts(kernel: Any, layouts: Mapping[Node, ArrayLayout]) -> dict[Node, ArrayLayout]:
+    """The layouts of the arrays ``kernel`` reads, as ``run_plan`` hands them over: ``layouts`` has the graph's
+    inputs and earlier kernels' outputs; reshapes of arguments (views taken before the kernels) are computed
+    from them. A schedule chosen for other layouts (a reshape of a transposed argument taken as contiguous)
+    may not fit the kernel the run builds."""
+    arrays = [n for n in kernel.region.inputs if n.op not in ("const", "size", "iota")]
+    views = layouts_of([n for n in arrays if n not in layouts], layouts)  # reshapes of arguments
+    return {n: layouts.get(n) or views[n] for n in arrays}
 
 
 def input_layouts(graph: Graph, kinds: Sequence[str] | None) -> list[ArrayLayout]:

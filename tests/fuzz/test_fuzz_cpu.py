@@ -182,6 +182,41 @@ def test_schedule_runs_force_split_tiled_and_vector_schedules() -> None:
                                     make_plan(fusec.fuse(lambda x: x.sum(0)).trace(f32))) is None
 
 
+FUZZ3727 = """\
+func @fuzz3727_views(%x: i32[], %y: f32[], %z: i32[2,4]) -> (f16[2,2,2,4], f16[4,1,1]) {
+  %0 = cast %y : f16[]
+  %1 = cast %z : f16[2,4]
+  %2 = maximum %0, %1 : f16[2,4]
+  %3 = cast %2 : bool[2,4]
+  %4 = any %3 {axes=[0], keepdims=true} : bool[1,4]
+  %5 = reshape %4 {shape=[4, 1, 1]} : bool[4,1,1]
+  %6 = transpose %5 {perm=[0, 1, 2]} : bool[4,1,1]
+  %7 = cast %6 : f16[4,1,1]
+  %8 = where %3, %7, %7 : f16[4,2,4]
+  %9 = reshape %8 {shape=[2, 2, 2, 4]} : f16[2,2,2,4]
+  %10 = cast %6 : i64[4,1,1]
+  %11 = const 189081066 : i64[]
+  %12 = add %10, %11 : i64[4,1,1]
+  %13 = cast %12 : f16[4,1,1]
+  %14 = neg %13 : f16[4,1,1]
+  return %9, %14
+}
+"""
+
+
+def test_schedule_runs_choose_for_the_layouts_of_argument_reshapes() -> None:
+    """The GPU check's corpus (seed 20261207) graph 3727: a kernel reads a reshape of a transposed argument (a
+    view taken before the kernels, its innermost stride 2); the schedule run chose ``inner_vector`` as if the
+    view were contiguous, and the run's kernel refused it (ScheduleError while building the corpus). The choice
+    is made for the layouts the run hands over, so every forced schedule builds."""
+    graph = parse(FUZZ3727)
+    plan = make_plan(graph)
+    kinds, forced = corpus.schedule_variants(3727, graph, plan)
+    assert kinds == ("c", "c", "t") and forced
+    specs = corpus.plan_specs(plan, corpus.input_layouts(graph, kinds), schedules=forced)
+    assert [s.name.split("_")[0] for s in specs] == [k.name for k in plan.kernels]
+
+
 def _by_family_in_turn(items: list[tuple[int, object]], graphs: list[Graph], limit: int) -> list[tuple[int, object]]:
     """At most ``limit`` of ``items`` ((graph index, kernel) pairs), one family's next kernel after another's (in
     corpus order within a family), so that a sample holds every family's kernels; in corpus order."""
