@@ -20,8 +20,12 @@ Stages, with what each writes under ``--out``:
 5. with ``--dask-bench``, ``benchmarks/dask_bench.py`` at its default size and with ``--cluster``.
 
 The last lines printed are the summary (also ``summary.txt``): each stage's time and outcome, every failed
-test, the fuzzer's mismatches and the sweep's geometric mean. Every log is in ``logs.tar.gz``. Exit status 0
-only when no test failed, the fuzzer found no mismatch and every stage ran to its end.
+test, the fuzzer's mismatches and the sweep's geometric mean. Every log is in ``logs.tar.gz``. Both are
+rewritten after every stage, so a call cut short (the device's time limit) still brings back what ran; the logs
+are kept outside ``--out`` until then (a device call brings back a few files, not one per test file).
+``--budget`` (seconds, default 450) bounds the whole run: each stage's timeout is cut to what is left, and a
+stage that no longer fits is skipped and says so. Exit status 0 only when no test failed, the fuzzer found no
+mismatch and every stage ran to its end.
 """
 
 from __future__ import annotations
@@ -35,9 +39,11 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 OTHER_GPU_FILES = ("tests/test_examples.py", "tests/test_cli.py", "tests/test_explain.py")
@@ -173,6 +179,47 @@ def git_commit() -> str:
         return "unknown"
 
 
+class Report:
+    """The summary so far and the logs: written into ``out`` after every stage (``summary.txt``,
+    ``logs.tar.gz``), so that what ran comes back even when the call is cut short; ``deadline`` bounds the run."""
+
+    def __init__(self, out: Path, logs: Path, title: str, budget: float):
+        self.out, self.logs, self.title = out, logs, title
+        self.started = time.perf_counter()
+        self.deadline = self.started + budget
+        self.stages: list[str] = []
+        self.extra: list[str] = []  # the sweep's summary lines
+        self.failed_tests: list[str] = []
+
+    def left(self) -> float:
+        """Seconds of the budget left."""
+        return self.deadline - time.perf_counter()
+
+    def timeout(self, wanted: float, reserve: float = 10) -> float | None:
+        """A stage's timeout: ``wanted``, cut to the budget left (less ``reserve`` for writing this report);
+        None when less than half a minute would be left for it (the stage is skipped)."""
+        t = min(wanted, self.left() - reserve)
+        return t if t >= 30 else None
+
+    def skipped(self, what: str) -> None:
+        self.stage(f"{what}: skipped, {max(self.left(), 0):.0f} s of the budget left")
+
+    def stage(self, line: str) -> None:
+        self.stages.append(line)
+        print(line, flush=True)
+        self.write()
+
+    def lines(self) -> list[str]:
+        return [f"== gpu_check summary: {self.title}, {time.perf_counter() - self.started:.0f} s in all",
+                *self.stages, *self.extra, f"failed tests: {len(self.failed_tests)}",
+                *(f"  {t}" for t in self.failed_tests)]
+
+    def write(self) -> None:
+        (self.out / "summary.txt").write_text("\n".join(self.lines()) + "\n")
+        with tarfile.open(self.out / "logs.tar.gz", "w:gz") as tar:
+            tar.add(self.logs, arcname="logs")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/fusec-gpu-check")))
@@ -187,21 +234,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-fuzz", action="store_true")
     p.add_argument("--no-bench", action="store_true")
     p.add_argument("--dask-bench", action="store_true", help="also benchmarks/dask_bench.py, default and --cluster")
+    p.add_argument("--budget", type=float, default=450, help="seconds the whole run may take (default 450)")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    started = time.perf_counter()
     out: Path = args.out
-    logs = out / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    logs = Path(tempfile.mkdtemp(prefix="fusec-gpu-check-logs-"))
     arch, gpu = device_arch()
     commit = git_commit()
+    report = Report(out, logs, f"{gpu or arch}, fusec {commit}", args.budget)
     only = args.files.split(",") if args.files else None
     fuzz = not args.no_fuzz and (only is None or "fuzz" in only)
-    print(f"gpu_check: {gpu or arch} ({arch}), fusec {commit}, {os.cpu_count()} CPUs, out {out}", flush=True)
-    stages: list[str] = []
+    print(f"gpu_check: {gpu or arch} ({arch}), fusec {commit}, {os.cpu_count()} CPUs, out {out}, "
+          f"budget {args.budget:.0f} s", flush=True)
 
     corpus = None
     if fuzz:
@@ -217,70 +265,91 @@ def main(argv: list[str] | None = None) -> int:
     files = gpu_test_files([n for n in only if n != "fuzz"] if only else None)
     print(f"GPU suite: {len(files)} files, {args.jobs} at a time", flush=True)
     suite_start = time.perf_counter()
-    results = run_suite(files, logs, args.jobs, args.file_timeout)
+    results = run_suite(files, logs, args.jobs, report.timeout(args.file_timeout) or 30)
     totals: dict[str, int] = {}
     for r in results:
         for k, v in r.counts.items():
             totals[k] = totals.get(k, 0) + v
-    failed_tests = [line for r in results for line in r.failed]
-    stages.append(f"GPU suite: {len(files)} files in {time.perf_counter() - suite_start:.0f} s: "
-                  + ", ".join(f"{v} {k}" for k, v in sorted(totals.items())))
+    report.failed_tests = [line for r in results for line in r.failed]
+    report.stage(f"GPU suite: {len(files)} files in {time.perf_counter() - suite_start:.0f} s: "
+                 + ", ".join(f"{v} {k}" for k, v in sorted(totals.items())))
 
-    fuzz_line, fuzz_ok = "fuzzer: not run", True
+    fuzz_ok = True
     if corpus is not None:
-        corpus_rc = corpus.wait()
-        corpus_log.close()
-        built = f"corpus built in {time.perf_counter() - corpus_start:.0f} s (exit {corpus_rc})"
-        if corpus_rc != 0:
-            fuzz_ok = False
-            tail = " | ".join((logs / "fuzz_corpus.log").read_text(errors="replace").strip().splitlines()[-3:])
-            fuzz_line = f"fuzzer: {built}: {tail[:300]}"
-        else:
-            env = {**os.environ, "FUSEC_FUZZ_CORPUS": str(args.fuzz_dir / "corpus.fir"),
-                   "FUSEC_FUZZ_CUBINS": str(args.fuzz_dir / "cubin"), "FUSEC_FUZZ_TIME_LIMIT": str(args.fuzz_time),
-                   "FUSEC_FUZZ_REPORT": str(out / "fuzz_report.txt")}
-            start = time.perf_counter()
-            rc, text, timed_out = run_logged(pytest_cmd(FUZZ_TEST, "-s"), logs / "fuzz.log", args.fuzz_time + 120,
-                                             env)
-            fuzz_ok = rc == 0 and not timed_out
-            fuzz_line = f"fuzzer: {built}; run in {time.perf_counter() - start:.0f} s: {fuzz_summary(text)}"
-            if timed_out:
-                fuzz_line += " (timed out)"
-    stages.append(fuzz_line)
+        fuzz_ok = run_fuzzer(args, corpus, corpus_log, corpus_start, logs, out, report)
+    else:
+        report.stage("fuzzer: not run")
 
     bench_ok = True
-    sweep: list[str] = []
     if not args.no_bench:
         bench_dir = out / "bench"
         bench_dir.mkdir(exist_ok=True)
         env = {**os.environ, "FUSEC_GIT_COMMIT": commit}
         for name, extra in (("perf", []), ("sweep", ["--suite", "sweep"])):
+            what = f"benchmarks/run.py --quick {' '.join(extra)}".rstrip()
+            timeout = report.timeout(300)
+            if timeout is None:
+                report.skipped(what)
+                bench_ok = False
+                continue
             start = time.perf_counter()
             cmd = [sys.executable, "benchmarks/run.py", "--quick", "--no-chart", "--out", str(bench_dir), *extra]
-            rc, text, timed_out = run_logged(cmd, logs / f"bench_{name}.log", 300, env)
+            rc, text, timed_out = run_logged(cmd, logs / f"bench_{name}.log", timeout, env)
             bench_ok &= rc == 0
-            stages.append(f"benchmarks/run.py --quick {' '.join(extra)}: exit {rc} in "
-                          f"{time.perf_counter() - start:.0f} s" + (" (timed out)" if timed_out else ""))
             if name == "sweep":
-                sweep = sweep_lines(text)
+                report.extra = sweep_lines(text)
+            report.stage(f"{what}: exit {rc} in {time.perf_counter() - start:.0f} s"
+                         + (" (timed out)" if timed_out else ""))
     if args.dask_bench:
         for name, extra in (("dask", []), ("dask_cluster", ["--cluster"])):
+            what = f"benchmarks/dask_bench.py --reps 3 {' '.join(extra)}".rstrip()
+            timeout = report.timeout(420)
+            if timeout is None:
+                report.skipped(what)
+                bench_ok = False
+                continue
             start = time.perf_counter()
-            cmd = [sys.executable, "benchmarks/dask_bench.py", "--json", str(out / f"{name}_bench.json"), *extra]
-            rc, text, timed_out = run_logged(cmd, logs / f"{name}_bench.log", 420, None)
+            cmd = [sys.executable, "benchmarks/dask_bench.py", "--reps", "3", "--json", str(out / f"{name}_bench.json"),
+                   *extra]
+            rc, text, timed_out = run_logged(cmd, logs / f"{name}_bench.log", timeout, None)
             bench_ok &= rc == 0
-            stages.append(f"benchmarks/dask_bench.py {' '.join(extra)}: exit {rc} in "
-                          f"{time.perf_counter() - start:.0f} s" + (" (timed out)" if timed_out else ""))
+            report.stage(f"{what}: exit {rc} in {time.perf_counter() - start:.0f} s"
+                         + (" (timed out)" if timed_out else ""))
 
-    with tarfile.open(out / "logs.tar.gz", "w:gz") as tar:
-        tar.add(logs, arcname="logs")
-    summary = [f"== gpu_check summary: {gpu or arch}, fusec {commit}, {time.perf_counter() - started:.0f} s in all",
-               *stages, *sweep, f"failed tests: {len(failed_tests)}", *(f"  {t}" for t in failed_tests)]
-    text = "\n".join(summary)
-    (out / "summary.txt").write_text(text + "\n")
-    shutil.rmtree(logs)  # in logs.tar.gz: what comes back from a device call is a few files
-    print(text, flush=True)
-    return 0 if not failed_tests and fuzz_ok and bench_ok and all(r.ok for r in results) else 1
+    report.write()
+    shutil.rmtree(logs)  # in logs.tar.gz
+    print("\n".join(report.lines()), flush=True)
+    return 0 if not report.failed_tests and fuzz_ok and bench_ok and all(r.ok for r in results) else 1
+
+
+def run_fuzzer(args: argparse.Namespace, corpus: subprocess.Popen, corpus_log: Any, corpus_start: float, logs: Path,
+               out: Path, report: Report) -> bool:
+    """Wait for the corpus, then run the fuzzer over it (as the budget allows); whether it found nothing."""
+    wait = report.timeout(600, reserve=40)
+    try:
+        corpus_rc = corpus.wait(timeout=wait or 1)
+    except subprocess.TimeoutExpired:
+        corpus.kill()
+        corpus_rc = corpus.wait()
+    corpus_log.close()
+    built = f"corpus built in {time.perf_counter() - corpus_start:.0f} s (exit {corpus_rc})"
+    if corpus_rc != 0:
+        tail = " | ".join((logs / "fuzz_corpus.log").read_text(errors="replace").strip().splitlines()[-3:])
+        report.stage(f"fuzzer: {built}: {tail[:300]}")
+        return False
+    timeout = report.timeout(args.fuzz_time + 120)
+    if timeout is None:
+        report.skipped(f"fuzzer ({built})")
+        return False
+    env = {**os.environ, "FUSEC_FUZZ_CORPUS": str(args.fuzz_dir / "corpus.fir"),
+           "FUSEC_FUZZ_CUBINS": str(args.fuzz_dir / "cubin"),
+           "FUSEC_FUZZ_TIME_LIMIT": str(min(args.fuzz_time, max(timeout - 60, 10))),
+           "FUSEC_FUZZ_REPORT": str(out / "fuzz_report.txt")}
+    start = time.perf_counter()
+    rc, text, timed_out = run_logged(pytest_cmd(FUZZ_TEST, "-s"), logs / "fuzz.log", timeout, env)
+    report.stage(f"fuzzer: {built}; run in {time.perf_counter() - start:.0f} s: {fuzz_summary(text)}"
+                 + (" (timed out)" if timed_out else ""))
+    return rc == 0 and not timed_out
 
 
 if __name__ == "__main__":

@@ -85,3 +85,34 @@ def test_gpu_check_refuses_to_run_without_a_gpu(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert "gpu_check: CuPy sees no GPU" in done.stderr
+
+
+def test_gpu_check_report_is_written_after_every_stage(tmp_path) -> None:
+    """A call cut short (the device's time limit) still brings back the summary and the logs of what ran: both are
+    rewritten after each stage, the logs kept outside the output folder until then."""
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    out.mkdir()
+    logs.mkdir()
+    (logs / "test_x.log").write_text("4 passed in 1.00s\n")
+    report = gpu_check.Report(out, logs, "a GPU, fusec abc", budget=100)
+    report.failed_tests = ["tests/gpu/test_y.py::test_z - AssertionError"]
+    report.stage("GPU suite: 2 files in 5 s: 1 failed, 4 passed")
+    summary = (out / "summary.txt").read_text()
+    assert "GPU suite: 2 files" in summary and "failed tests: 1" in summary and "test_y.py::test_z" in summary
+    import tarfile
+
+    with tarfile.open(out / "logs.tar.gz") as tar:
+        assert "logs/test_x.log" in tar.getnames()
+    report.stage("fuzzer: 5000 graphs, 0 mismatches")
+    assert "fuzzer: 5000 graphs" in (out / "summary.txt").read_text()
+    assert sorted(p.name for p in out.iterdir()) == ["logs.tar.gz", "summary.txt"]
+
+
+def test_gpu_check_budget_cuts_and_skips_stages(tmp_path) -> None:
+    report = gpu_check.Report(tmp_path, tmp_path, "a GPU", budget=100)
+    assert 80 <= report.timeout(300) <= 90  # cut to what is left, less the reserve for the report
+    assert report.timeout(50) == 50
+    report.deadline = report.started + 20  # 20 s left: nothing fits
+    assert report.timeout(300) is None
+    report.skipped("benchmarks/dask_bench.py --reps 3")
+    assert "benchmarks/dask_bench.py --reps 3: skipped" in (tmp_path / "summary.txt").read_text()
