@@ -492,8 +492,8 @@ def fuse(graph: Graph) -> Graph:
     from fusec.ir.text import node_names
 
     names = node_names(fused)
-    notes = [f"{names[n]} ({n.op}) is read through more than {kept_values.VIEWS_PER_VALUE} different views: it is "
-             "computed once into memory, where its views read it, not again for each view "
+    notes = [f"{names.get(n, n.op)} ({n.op}) is read through more than {kept_values.VIEWS_PER_VALUE} different "
+             "views: it is computed once into memory, where its views read it, not again for each view "
              "(fusec.passes.kept_values)" for n in graph.nodes if n in kept]
     return Graph(fused.name, fused.inputs, fused.outputs, fused.regions, fused.refusals + tuple(notes))
 
