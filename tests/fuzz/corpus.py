@@ -454,10 +454,10 @@ def kernel_layouts(kernel: Any, layouts: Mapping[Node, ArrayLayout]) -> dict[Nod
     """The layouts of the arrays ``kernel`` reads, as ``run_plan`` hands them over: ``layouts`` has the graph's
     inputs and earlier kernels' outputs; reshapes of arguments (views taken before the kernels) are computed
     from them. A schedule chosen for other layouts (a reshape of a transposed argument taken as contiguous)
-    may not fit the kernel the run builds."""
+    may not fit the kernel the run builds. Arrays left out are fresh C-contiguous ones (a reshape CuPy copies)."""
     arrays = [n for n in kernel.region.inputs if n.op not in ("const", "size", "iota")]
     views = layouts_of([n for n in arrays if n not in layouts], layouts)  # reshapes of arguments
-    return {n: layouts.get(n) or views[n] for n in arrays}
+    return {n: layout for n in arrays if (layout := layouts.get(n) or views.get(n)) is not None}
 
 
 def input_layouts(graph: Graph, kinds: Sequence[str] | None) -> list[ArrayLayout]:
