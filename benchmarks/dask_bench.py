@@ -20,8 +20,9 @@ no-op tasks, and the table says from which chunk size the fused kernels' time pe
 ``--cluster`` adds ``fusec-dask`` and ``dask+cupy`` on a ``dask_cuda.LocalCUDACluster`` (one worker per
 GPU) when ``dask_cuda`` imports, else on a ``distributed.LocalCluster`` of one worker (threads).
 
-    python benchmarks/dask_bench.py            # the full table (a few minutes on the H200): n sized from the free
-                                               # device memory (2^32 on an H200, 2^31 on an 80 GB H100)
+    python benchmarks/dask_bench.py            # the full table: n sized from the free device memory (2^32 on an
+                                               # H200, 2^31 on an 80 GB H100); with the default 10 runs it had
+                                               # not finished after 5 minutes on an H100 (2026-12-07): --reps 3
     python benchmarks/dask_bench.py --quick    # 2^30 elements, two chunk sizes, under 3 minutes
     python benchmarks/dask_bench.py --cpu      # NumPy chunks, tiny sizes: checks the script without a GPU
 """
