@@ -29,6 +29,7 @@ from fusec.errors import FusecError, FusecTypeError, FusecValueError, TraceError
 from fusec.explain import Explanation
 from fusec.ir import dtypes
 from fusec.ir.aliases import check_unread
+from fusec.ir.gather_trace import unread_index_checks
 from fusec.ir.graph import Graph, rebind
 from fusec.ir.scalars import NeedsConcrete, Scalar, is_runtime_candidate, scalar_class
 from fusec.ir.slice_assign import PartialUpdate
@@ -55,6 +56,9 @@ class TracedFunction:
     runtime: frozenset[str] = frozenset()  # the arguments traced as runtime scalars
     by_shapes: dict[tuple, TracedFunction] = field(default_factory=dict)  # this trace for each set of shapes
     parts: tuple[PartialUpdate, ...] = ()  # assignments to part of an argument: the graph's very last outputs
+    # (argument position, extent, axis, line) of each argument used as the indices of a gather no result reads:
+    # checked before a call as NumPy checks them (fusec.ir.gather_trace.unread_index_checks)
+    index_checks: tuple[tuple[int, int, int, str | None], ...] = ()
 
     @property
     def n_results(self) -> int:
@@ -88,6 +92,24 @@ class TracedFunction:
         if self.structure == "single":
             return values[0]
         return tuple(values) if self.structure == "tuple" else list(values)
+
+
+def _check_unread_indices(traced: TracedFunction, arrays: list[Any], backend: str) -> None:
+    """NumPy's IndexError for an argument used as the indices of a gather that no result reads (the plan drops the
+    gather, and its kernel's check with it), before anything runs, as NumPy raises at the gather; on the GPU
+    unless ``FUSEC_CHECK_INDICES=0``."""
+    from fusec.ir.gather_ref import check_bounds
+
+    if backend == "cupy":
+        from fusec.runtime import check_indices
+
+        if not check_indices():
+            return
+        import cupy as xp
+    else:
+        xp = np
+    for position, extent, axis, loc in traced.index_checks:
+        check_bounds(xp, arrays[position], extent, axis, loc)
 
 
 def _backend(value: Any) -> str | None:
@@ -365,8 +387,8 @@ class Fused:
         return self._counts.info()
 
     def _trace_new(self, params: list[tuple[str, Any]], runtime: frozenset[str]) -> TracedFunction:
-        inputs, result, specialized, scalars, updates, parts = trace_function(
-            self.fn, params, self._positional_count(params), runtime)
+        traced = trace_function(self.fn, params, self._positional_count(params), runtime)
+        inputs, result, specialized, scalars, updates, parts = traced[:6]
         if isinstance(result, dict):
             raise UnsupportedError(f"{self.name} returned a dict", loc=return_site(self.fn, returning_dict=True),
                                    hint="return a tuple (or a list) of arrays; name them at the call site")
@@ -385,8 +407,10 @@ class Fused:
         graph = Graph(self.name, tuple(inputs), outputs + tuple(node for _, node in updates)
                       + tuple(p.value for p in parts))
         check_unread(graph, return_site(self.fn))  # a view that may be a copy, read after a write to its array
-        return TracedFunction(graph, structure, specialized, tuple(scalars), tuple(i for i, _ in updates), runtime,
-                              parts=tuple(parts))
+        index_checks = unread_index_checks(set(graph.nodes), traced.gathers, graph.inputs)
+        # the checks' extents are this trace's sizes: a new size traces again
+        return TracedFunction(graph, structure, specialized or bool(index_checks), tuple(scalars),
+                              tuple(i for i, _ in updates), runtime, parts=tuple(parts), index_checks=index_checks)
 
     def plan(self, *args: Any, **kwargs: Any) -> Plan:
         """The kernels these arguments (arrays or :class:`fusec.ArraySpec`) run as, with bytes moved."""
@@ -467,6 +491,8 @@ class Fused:
             )
         traced, plan, scalars = self._plan(params)
         arrays = [v for _, v in params if _backend(v) is not None]
+        if traced.index_checks:
+            _check_unread_indices(traced, arrays, backend)
         n = traced.n_results
         outs = None if out is None else _check_out(self.name, out, plan.graph.outputs[:n], backend)
         if traced.updated:
@@ -477,7 +503,7 @@ class Fused:
             with counters.charging(self._counts):  # kernels compiled or read from disk count as this function's
                 results = self._run_gpu(plan, arrays + _on_device(scalars, cupy), outs, traced)
                 if (out is None and not kwargs and len(arrays) == len(args) and not _fusion_disabled()
-                        and not traced.updated):
+                        and not traced.updated and not traced.index_checks):
                     self._remember_fast_path(args, traced, plan, arrays)
             return traced.pack(results)
         results = execute_numpy(plan, arrays + scalars, xp=np)

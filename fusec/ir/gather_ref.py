@@ -25,7 +25,7 @@ def check_bounds(xp: Any, index: Any, extent: int, axis: int, loc: str | None) -
         return
     bad = (index >= extent) if index.dtype.kind == "u" else ((index < -extent) | (index >= extent))
     if bool(xp.any(bad)):
-        first = int(np.asarray(index.reshape(-1)[int(xp.argmax(bad.reshape(-1)))]).item())
+        first = int(index.reshape(-1)[int(xp.argmax(bad.reshape(-1)))])  # int() of CuPy's 0-d array: its value
         raise FusecIndexError(f"index {first} is out of bounds for axis {axis} with size {extent}", loc=loc,
                               hint="indices must lie in [-n, n) for an axis of n elements (negative ones count "
                                    "from the end)")

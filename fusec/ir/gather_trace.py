@@ -42,13 +42,54 @@ def _expand_to(idx: Node, rank: int, start: int) -> Node:
     return _node("expand_dims", [idx], {"axes": new}) if new else idx
 
 
+_made: list[Node] | None = None  # the gathers made while a function traces (begin/end: trace_function's)
+
+
+def begin() -> None:
+    global _made
+    _made = []
+
+
+def end() -> list[Node]:
+    """The gathers made since :func:`begin`."""
+    global _made
+    made, _made = _made or [], None
+    return made
+
+
 def gather(x: Node, axes: list[int], indices: list[Node], dims: list[int]) -> Node:
     """The ``gather`` node reading ``x`` at ``indices`` along ``axes`` (each already of the result's rank)."""
     for i in indices:
         if i.dtype.kind not in "iu":
             raise FusecIndexError("arrays used as indices must be of integer (or boolean) type, got "
                                   f"{i.dtype}", hint=MASK_HINT if i.dtype.kind == "b" else None)
-    return _node("gather", [x, *indices], {"axes": list(axes), "dims": list(dims)})
+    node = _node("gather", [x, *indices], {"axes": list(axes), "dims": list(dims)})
+    if _made is not None:
+        _made.append(node)
+    return node
+
+
+# what an index array goes through and still holds every element of the argument it views, in range or not
+_WHOLE_VIEWS = ("expand_dims", "broadcast_to", "transpose", "reshape", "squeeze")
+
+
+def unread_index_checks(reached: set[Node], gathers: list[Node], inputs: tuple[Node, ...]) -> tuple:
+    """For each gather made while tracing that no result depends on (``reached`` holds what they do), and each of
+    its index arrays that is an argument (or a whole view of one): ``(argument position, extent, axis, line)``,
+    the check NumPy makes when it gathers (an unread gather is dropped with its kernel, its check is not). Index
+    arrays computed from arguments are not covered (README)."""
+    checks = []
+    for g in dict.fromkeys(gathers):
+        if g in reached:
+            continue
+        x = g.operands[0]
+        for axis, index in zip(g.attr("axes"), g.operands[1:]):
+            base = index
+            while base.op in _WHOLE_VIEWS:
+                base = base.operands[0]
+            if base.op == "input" and base in inputs:
+                checks.append((inputs.index(base), int(x.shape[axis]), int(axis), g.loc))
+    return tuple(dict.fromkeys(checks))
 
 
 # ---- advanced indexing ---------------------------------------------------------------------------------

@@ -1049,6 +1049,7 @@ class Traced(NamedTuple):
     scalars: list[Scalar]
     updates: list[tuple[int, Node]]
     parts: list[Any] = []  # assignments to part of an argument, in order (fusec.ir.slice_assign.PartialUpdate)
+    gathers: list[Node] = []  # every gather made, read or not (fusec.ir.gather_trace.unread_index_checks)
 
 
 def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_positional: int | None = None,
@@ -1081,11 +1082,14 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
             call_args.append(value)
     n = len(params) if n_positional is None else n_positional
     keywords = {name: value for (name, _), value in zip(params[n:], call_args[n:])}
+    from fusec.ir import gather_trace
+
     with _trace_lock:
         patched = _patch_libraries(fn)
         reset_shape_read()
         scalars.begin(len(inputs), _scalar_input, {name for name, _ in params})
         aliases.begin()
+        gather_trace.begin()
         fusec.ir.slice_assign.begin(tracers)
         try:
             result = fn(*call_args[:n], **keywords)
@@ -1099,11 +1103,12 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
         finally:
             runtime_inputs = scalars.end()
             aliases.end()
+            gathers = gather_trace.end()
             parts, before, new_values = fusec.ir.slice_assign.end()
             _restore(patched)
         updates, parts = fusec.ir.slice_assign.final_updates(tracers, inputs, parts, before, new_values)
         return Traced(inputs + [s.node() for s in runtime_inputs], result, shape_was_read(), runtime_inputs, updates,
-                      parts)
+                      parts, gathers)
 
 
 def _scalar_input(name: str, index: int, dt: np.dtype) -> Node:

@@ -190,6 +190,46 @@ def test_gather_result_sliced_still_checks_every_index(name) -> None:
     assert_matches_numpy(fusec.fuse(fn)(x, good), fn(x, good), exact=True)
 
 
+def _unread(x, i):
+    x[i]  # noqa: B018 - gathered and dropped: NumPy still checks i
+    return x * 2
+
+
+def _unread_in_tuple(x, i):
+    return (x[:, i], x * 2)[1]
+
+
+def _unread_then_update(x, i):
+    y = np.take(x, i[None], axis=1)  # noqa: F841 - never read
+    x += 1
+    return x
+
+
+@pytest.mark.parametrize("fn", [_unread, _unread_in_tuple, _unread_then_update])
+def test_gather_no_result_reads_still_checks_its_indices(fn) -> None:
+    """A gather whose result nothing reads is dropped from the plan with its kernel; NumPy still raises for its
+    indices, before the lines after it run (the argument updated after it is left as it was)."""
+    x = np.random.default_rng(seed_of("unread gather", fn.__name__)).standard_normal((5, 5)).astype(np.float32)
+    bad = np.array([0, 100, 2], np.int64)
+    with pytest.raises(IndexError) as numpy_error:
+        fn(x.copy(), bad)
+    mine = x.copy()
+    with pytest.raises(FusecIndexError) as info:
+        fusec.fuse(fn)(mine, bad)
+    assert str(numpy_error.value) in str(info.value)
+    assert info.value.loc is not None and info.value.loc.startswith(__file__)
+    np.testing.assert_array_equal(mine, x)
+    good = np.array([4, -5, 1], np.int64)
+    assert_matches_numpy(fusec.fuse(fn)(x.copy(), good), fn(x.copy(), good), exact=True)
+
+
+def test_gather_no_result_reads_is_checked_against_each_calls_sizes() -> None:
+    fused = fusec.fuse(_unread)
+    fused(np.zeros(3, np.float32), np.array([2]))
+    with pytest.raises(FusecIndexError, match="out of bounds for axis 0 with size 2"):
+        fused(np.zeros(2, np.float32), np.array([2]))
+
+
 def test_gather_sliced_along_the_arrays_kept_axis_still_sinks() -> None:
     """A view along the array's own axes selects no index: it still moves onto the array (one kernel)."""
 

@@ -13,7 +13,7 @@ import pytest
 import fusec
 from fusec.errors import FusecIndexError
 from fusec.runtime import KernelLauncher, run_plan
-from tests.gathers.test_gathers import KEYS, SELECTING_VIEWS, I, J, K
+from tests.gathers.test_gathers import KEYS, SELECTING_VIEWS, I, J, K, _unread, _unread_in_tuple, _unread_then_update
 from tests.gathers.workloads import WORKLOADS
 from tests.helpers import GPU_ONLY, assert_function_matches_numpy, assert_matches_numpy, device_copy, seed_of
 
@@ -105,6 +105,23 @@ def test_gather_gpu_result_sliced_still_checks_every_index(name: str) -> None:
             fused(x, bad)
     good = np.array([3, 0, -1, 2], np.int64)
     assert_matches_numpy(cupy.asnumpy(fused(x, cupy.asarray(good))), fn(host, good), exact=True)
+
+
+@pytest.mark.parametrize("fn", [_unread, _unread_in_tuple, _unread_then_update])
+def test_gather_gpu_no_result_reads_still_checks_its_indices(fn) -> None:
+    """A gather no result reads: its indices (an argument) checked before the call runs, on every call (no fast
+    path), the argument updated after it left alone; good indices give NumPy's values."""
+    host = np.random.default_rng(seed_of("unread gather gpu", fn.__name__)).standard_normal((5, 5)).astype(np.float32)
+    x = cupy.asarray(host)
+    bad = cupy.asarray(np.array([0, 100, 2], np.int64))
+    fused = fusec.fuse(fn)
+    for _ in range(2):
+        with pytest.raises(FusecIndexError):
+            fused(x, bad)
+    assert np.array_equal(cupy.asnumpy(x), host)
+    good = np.array([4, -5, 1], np.int64)
+    assert_matches_numpy(cupy.asnumpy(fused(cupy.asarray(host), cupy.asarray(good))), fn(host.copy(), good),
+                         exact=True)
 
 
 def test_gather_gpu_index_out_of_range_reads_nothing_when_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
