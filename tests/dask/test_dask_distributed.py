@@ -76,10 +76,13 @@ def test_dask_distributed_processes_cluster_plans_each_program_once(rng, monkeyp
         dx = da.from_array(x, chunks=(8, 7))
         first = softmax(dx).compute()
         planned = client.run(blocks.programs_planned)
-        second = (softmax(dx) * 1).compute()  # a new graph of the same programs: nothing planned again
-        assert client.run(blocks.programs_planned) == planned
+        second = (softmax(dx) * 1).compute()  # a new graph of the same programs
+        after = client.run(blocks.programs_planned)
+        # each process plans each program at most once, however many graphs' blocks (40 per graph) it runs; which
+        # worker runs which block is Dask's choice, so a worker may meet a program first in the second graph
         programs = sum(len(s.programs) for s in _plan_of(softmax, dx).stages)
         assert all(0 < n <= programs for n in planned.values()), (planned, programs)
+        assert all(planned[w] <= after[w] <= programs for w in planned), (planned, after, programs)
         # a Fused travels to a worker without its compiled state and runs there
         remote = client.submit(softmax, x).result()
     np.testing.assert_allclose(first, _softmax(x), rtol=1e-5, atol=1e-7)
