@@ -286,40 +286,38 @@ def main(argv: list[str] | None = None) -> int:
         bench_dir.mkdir(exist_ok=True)
         env = {**os.environ, "FUSEC_GIT_COMMIT": commit}
         for name, extra in (("perf", []), ("sweep", ["--suite", "sweep"])):
-            what = f"benchmarks/run.py --quick {' '.join(extra)}".rstrip()
-            timeout = report.timeout(300)
-            if timeout is None:
-                report.skipped(what)
-                bench_ok = False
-                continue
-            start = time.perf_counter()
             cmd = [sys.executable, "benchmarks/run.py", "--quick", "--no-chart", "--out", str(bench_dir), *extra]
-            rc, text, timed_out = run_logged(cmd, logs / f"bench_{name}.log", timeout, env)
-            bench_ok &= rc == 0
+            ok, text = run_stage(report, f"benchmarks/run.py --quick {' '.join(extra)}".rstrip(), cmd,
+                                 logs / f"bench_{name}.log", 300, env)
+            bench_ok &= ok
             if name == "sweep":
                 report.extra = sweep_lines(text)
-            report.stage(f"{what}: exit {rc} in {time.perf_counter() - start:.0f} s"
-                         + (" (timed out)" if timed_out else ""))
     if args.dask_bench:
         for name, extra in (("dask", []), ("dask_cluster", ["--cluster"])):
-            what = f"benchmarks/dask_bench.py --reps 3 {' '.join(extra)}".rstrip()
-            timeout = report.timeout(420)
-            if timeout is None:
-                report.skipped(what)
-                bench_ok = False
-                continue
-            start = time.perf_counter()
             cmd = [sys.executable, "benchmarks/dask_bench.py", "--reps", "3", "--json", str(out / f"{name}_bench.json"),
                    *extra]
-            rc, text, timed_out = run_logged(cmd, logs / f"{name}_bench.log", timeout, None)
-            bench_ok &= rc == 0
-            report.stage(f"{what}: exit {rc} in {time.perf_counter() - start:.0f} s"
-                         + (" (timed out)" if timed_out else ""))
+            ok, _ = run_stage(report, f"benchmarks/dask_bench.py --reps 3 {' '.join(extra)}".rstrip(), cmd,
+                              logs / f"{name}_bench.log", 420, None)
+            bench_ok &= ok
 
     report.write()
     shutil.rmtree(logs)  # in logs.tar.gz
     print("\n".join(report.lines()), flush=True)
     return 0 if not report.failed_tests and fuzz_ok and bench_ok and all(r.ok for r in results) else 1
+
+
+def run_stage(report: Report, what: str, cmd: list[str], log: Path, wanted: float,
+              env: dict[str, str] | None) -> tuple[bool, str]:
+    """Run one benchmark stage within the budget (skipped, with a line, when it no longer fits): whether it exited
+    0, and its output ("" when skipped)."""
+    timeout = report.timeout(wanted)
+    if timeout is None:
+        report.skipped(what)
+        return False, ""
+    start = time.perf_counter()
+    rc, text, timed_out = run_logged(cmd, log, timeout, env)
+    report.stage(f"{what}: exit {rc} in {time.perf_counter() - start:.0f} s" + (" (timed out)" if timed_out else ""))
+    return rc == 0, text
 
 
 def run_fuzzer(args: argparse.Namespace, corpus: subprocess.Popen, corpus_log: Any, corpus_start: float, logs: Path,

@@ -36,7 +36,10 @@ WHOLE_READS_WHOLE = frozenset({Kind.ELEMENTWISE, Kind.REDUCTION, Kind.SCAN, "tra
 
 
 def kept_in_memory(graph: Graph, limit: int = VIEWS_PER_VALUE) -> frozenset[Node]:
-    """The computed values of ``graph`` that sinking leaves its views on (see the module docstring)."""
+    """The computed values of ``graph`` that sinking leaves its views on (see the module docstring); none, without
+    looking further, when no view reads a computed value."""
+    if not any(n.op in VIEW_OPS and n.operands[0].operands for n in graph.nodes):
+        return frozenset()
     reads: dict[Node, set[Bounds | None]] = defaultdict(set)  # value -> the views it is read through (None: whole)
 
     def read(node: Node, bounds: Bounds | None) -> None:
@@ -82,8 +85,7 @@ def sunk_rewrite(graph: Graph, fn: Callable[[Node], Node], counts: Counter | Non
     """:func:`fusec.ir.graph.rewrite` for a pass whose ``fn`` sinks views: the sinkings share what they build and
     stop at the values :func:`kept_in_memory` keeps. ``counts`` gets the work: ``sink_steps`` (pairs taken up by
     sinking), ``kept`` (values kept for their views)."""
-    computed_views = any(n.op in VIEW_OPS and n.operands[0].operands for n in graph.nodes)
-    kept = set(kept_in_memory(graph)) if computed_views else set()
+    kept = set(kept_in_memory(graph))
     first = len(kept)
     with shared_sinking(kept) as state:
         result = rewrite(graph, fn, kept)
