@@ -258,7 +258,9 @@ def case_rows(case: str, n: int, chunks: list[int], xp: Any, timer: Timer, reps:
     whole = single_array(case, host_or_device)
     times = timer.run(lambda: single_array(case, host_or_device), reps, 2)
     rows.append(dict(case=case, chunk=None, impl="fusec", ms=statistics.median(times), build_ms=0.0, tasks=0))
-    reference = [xp.asnumpy(w) if xp is not np else w for w in whole] if case != "adam" else None
+    progress(rows[-1])
+    reference = whole[0] if case != "adam" else None  # stays where it is: compared on the device below
+    scale = max(1.0, largest_difference(xp, reference, None)) if reference is not None else 1.0
     for chunk in chunks:
         cshape = chunking(case, host_or_device[0].shape, chunk)
         if chunk < np.prod(cshape[1:]) or cshape[0] > host_or_device[0].shape[0]:
@@ -273,9 +275,7 @@ def case_rows(case: str, n: int, chunks: list[int], xp: Any, timer: Timer, reps:
 
             out = run()
             if reference is not None:
-                got = xp.asnumpy(out[0]) if xp is not np else out[0]
-                scale = max(1.0, float(np.abs(reference[0]).max()))
-                err = float(np.abs(got.astype(np.float64) - reference[0]).max()) / scale
+                err = largest_difference(xp, out[0], reference) / scale
                 if err > 1e-4:  # relative to the largest result: summation order, exp's last bits
                     print(f"  WARNING {case} {impl} chunk {chunk}: differs from single-array fusec by {err:.3g}")
             graph = build()
@@ -284,6 +284,7 @@ def case_rows(case: str, n: int, chunks: list[int], xp: Any, timer: Timer, reps:
             times = timer.run(run, reps, 1)
             rows.append(dict(case=case, chunk=chunk, impl=impl, ms=statistics.median(times), build_ms=build_ms,
                              tasks=tasks))
+            progress(rows[-1])
         if cluster is not None:
             client = cluster
             for impl, make in (("dask+cupy@cluster", plain_dask), ("fusec-dask@cluster", fusec_dask)):
@@ -296,7 +297,32 @@ def case_rows(case: str, n: int, chunks: list[int], xp: Any, timer: Timer, reps:
                 times = timer.run(run, reps, 1)
                 rows.append(dict(case=case, chunk=chunk, impl=impl, ms=statistics.median(times), build_ms=None,
                                  tasks=None))
+                progress(rows[-1])
     return rows
+
+
+def largest_difference(xp: Any, a: Any, b: Any | None) -> float:
+    """max |a - b| (max |a| without ``b``) in float64, on the array's device and without a temporary the size of
+    the array: the outputs are 8 GiB or more, and copying them to the host and comparing there took most of the
+    run (a full run had not finished in 5 minutes on an H100 on 2026-12-07)."""
+    if xp is np:
+        return float(np.abs(a.astype(np.float64) - (0.0 if b is None else b)).max())
+    kernel = _DIFF_KERNELS.get(xp)
+    if kernel is None:
+        kernel = _DIFF_KERNELS[xp] = xp.ReductionKernel(
+            "T p, T q", "float64 z", "fabs((double)p - (double)q)", "max(a, b)", "z = a", "0", "largest_difference")
+    return float(kernel(a, xp.zeros((), a.dtype) if b is None else b))
+
+
+_DIFF_KERNELS: dict = {}
+_STARTED = [time.perf_counter()]
+
+
+def progress(row: dict) -> None:
+    """One line per timed row as it is done, so a run cut short still says how far it got."""
+    chunk = "whole" if row["chunk"] is None else f"2^{int(np.log2(row['chunk']))}"
+    print(f"  [{time.perf_counter() - _STARTED[0]:6.0f} s] {row['case']} {chunk} {row['impl']}: {row['ms']:.2f} ms",
+          flush=True)
 
 
 def start_cluster(gpu: bool) -> Any:
