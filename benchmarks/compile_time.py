@@ -24,7 +24,7 @@ reads it, or (past a few different views of one value) kept in memory for them
 
 For each size the table gives the nodes of the traced graph, the kernels of the plan and the seconds of
 each stage: ``trace`` (``Fused.trace``), ``passes`` (the cleanup pipeline: canonicalize, fold, cse, dce,
-each verified), ``plan`` (fusion and the :class:`fusec.plan.Plan`), ``source`` (the CUDA source of every
+each verified), ``plan`` (fusion and the :class:`fusec.runtime.plan.Plan`), ``source`` (the CUDA source of every
 kernel, :func:`kernel_sources`) and ``nvrtc`` (every distinct source compiled to a cubin for sm_90, only up
 to ``--nvrtc-up-to`` nodes since it costs about 0.3 s a kernel; ``-`` above that).
 """
@@ -44,7 +44,7 @@ import numpy as np
 import fusec
 from fusec.ir.graph import Graph
 from fusec.passes.manager import CLEANUP_PIPELINE, run_pipeline
-from fusec.plan import Plan, make_plan
+from fusec.runtime.plan import Plan, make_plan
 
 DEFAULT_SIZES = {"chain": (10, 30, 100, 300, 1000, 3000), "dag": (100, 300, 1000, 3000, 10000),
                  "view_dag": (100, 300, 1000, 3000, 10000), "roll_stencil": (5, 10, 20, 40, 80),

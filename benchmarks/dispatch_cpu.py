@@ -1,4 +1,5 @@
-"""The dispatch fast path's own cost on the CPU: :class:`fusec.dispatch.PlanRunner` calls with fake device arrays
+"""The dispatch fast path's own cost on the CPU: :class:`fusec.runtime.dispatch.PlanRunner` calls with fake device
+arrays
 and a driver that launches nothing, so what is timed is the Python around the launches (finding the outputs,
 checking and writing the pointers, calling the driver binding).
 
@@ -52,7 +53,7 @@ def _rebuilt(runner, contract: bool):
     tests (both built alike, so only the tests differ)."""
     import dataclasses
 
-    from fusec.dispatch import PlanRunner
+    from fusec.runtime.dispatch import PlanRunner
 
     steps = tuple(step if contract else dataclasses.replace(step, masks=()) for step in runner.steps)
     n_inputs = min(slot for step in steps for slot, *_ in step.outputs)  # the first output follows the inputs
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                                                       "(the fastest of --repeat interleaved runs of each)")
     args = ap.parse_args(argv)
     with pytest.MonkeyPatch.context() as mp, fake_gpu(mp, run_kernels=False):
-        from fusec.runtime import default_launcher
+        from fusec.runtime.launch import default_launcher
 
         for name, fused, shapes, dtype in _plans():
             arrays = [to_device(np.ones(s, dtype)) for s in shapes]

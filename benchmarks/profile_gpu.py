@@ -38,8 +38,8 @@ import cupy as cp  # noqa: E402
 
 import fusec  # noqa: E402
 from benchmarks import workloads as W  # noqa: E402
-from fusec.explain_run import time_ms  # noqa: E402
-from fusec.runtime import NULL_POINTER, KernelLauncher, default_launcher  # noqa: E402
+from fusec.inspect.timing import time_ms  # noqa: E402
+from fusec.runtime.launch import NULL_POINTER, KernelLauncher, default_launcher  # noqa: E402
 
 LARGE = ("sum_abs", "gelu", "softmax", "layernorm", "moe_router", "adam")
 
@@ -111,7 +111,7 @@ def dispatch() -> None:
 
 
 def _dispatch_one(name: str) -> None:
-    from fusec import api
+    from fusec.frontend import api
 
     w = W.BY_NAME[name]
     args = _inputs(w, w.shape)

@@ -20,7 +20,7 @@ import cupy as cp
 import numpy as np
 
 import fusec
-from fusec.explain_run import time_ms
+from fusec.inspect.timing import time_ms
 
 
 def softmax(x):

@@ -1049,7 +1049,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"{ctx.stamp()} ceilings (1 GiB)")
         ctx.ceilings = report["ceilings"] = measure_ceilings(ctx)
         release_memory(ctx)
-    from fusec.progress import progress
+    from fusec.support.progress import progress
 
     for w in progress(selected, "workloads", unit="workload"):
         report["workloads"].append(run_workload(ctx, w, peers))

@@ -17,7 +17,7 @@ import cupy as cp
 import numpy as np
 
 import fusec
-from fusec.explain_run import time_ms
+from fusec.inspect.timing import time_ms
 
 ROOT = Path(__file__).resolve().parents[1]
 

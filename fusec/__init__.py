@@ -29,17 +29,20 @@ Public names:
 
 - :func:`cache_info`: what fusec's caches did in this process (``f.cache_info()`` for one function);
   :func:`set_logs` (or ``FUSEC_LOG=trace,recompile,compile,schedule,cache``) prints fusec's log records
-  (:mod:`fusec.logs`); :class:`RecompileWarning` is warned once when a function traces again more often
+  (:mod:`fusec.support.logs`); :class:`RecompileWarning` is warned once when a function traces again more often
   than ``FUSEC_RECOMPILE_LIMIT`` (default 8).
 
 The command line ``fusec`` (``python -m fusec``) has ``demo``, ``explain``, ``opt`` and ``cache``.
 """
 
-from fusec import logs as _logs
-from fusec.api import Fused, fuse
-from fusec.arrayspec import ArraySpec
-from fusec.counters import CacheInfo, cache_info
-from fusec.errors import (
+import fusec.dask as _dask  # noqa: F401  (registers Dask arrays with the frontend; imports no Dask)
+from fusec.frontend.api import Fused, fuse
+from fusec.frontend.recompile import RecompileWarning
+from fusec.ir.arrayspec import ArraySpec
+from fusec.schedule.kinds import ScheduleError
+from fusec.support import logs as _logs
+from fusec.support.counters import CacheInfo, cache_info
+from fusec.support.errors import (
     FusecAxisError,
     FusecError,
     FusecOverflowError,
@@ -50,9 +53,7 @@ from fusec.errors import (
     UnsupportedError,
     VerifyError,
 )
-from fusec.logs import set_logs
-from fusec.recompile import RecompileWarning
-from fusec.schedule.kinds import ScheduleError
+from fusec.support.logs import set_logs
 
 _logs.configure_from_environment()
 

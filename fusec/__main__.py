@@ -1,5 +1,5 @@
-"""The ``fusec`` command line: ``opt``, ``explain``, ``demo`` (:mod:`fusec.cli_demo`) and ``cache``
-(:mod:`fusec.cli_cache`).
+"""The ``fusec`` command line: ``opt``, ``explain``, ``demo`` (:mod:`fusec.cli.demo`) and ``cache``
+(:mod:`fusec.cli.cache`).
 
     fusec opt FILE.fir -p canonicalize,fold,cse,dce,fuse [--dump] [--no-verify]
     fusec explain FILE.py:FUNC --arg f32[8192,8192] [--scalar NAME=VALUE] [--schedule K=S] [--svg OUT]
@@ -25,12 +25,13 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 import fusec
-from fusec import cli_cache, cli_demo
-from fusec.cli_demo import DEMO_CASES, cmd_demo, traffic  # noqa: F401  (the demo's pieces, as before)
-from fusec.errors import FusecError, VerifyError, entry_point
-from fusec.gpu import gpu_status as gpu_available  # noqa: F401  (tests and users import it from here)
-from fusec.gpu import require_gpu
+from fusec.cli import cache as cli_cache
+from fusec.cli import demo as cli_demo
+from fusec.cli.demo import DEMO_CASES, cmd_demo, traffic  # noqa: F401  (the demo's pieces, as before)
+from fusec.runtime.gpu import gpu_status as gpu_available  # noqa: F401  (tests and users import it from here)
+from fusec.runtime.gpu import require_gpu
 from fusec.schedule import ScheduleError
+from fusec.support.errors import FusecError, VerifyError, entry_point
 
 PROG = "fusec"
 
@@ -286,7 +287,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def _raised_in_user_code(exc: BaseException) -> str | None:
     """``file:line`` where ``exc`` was raised when that is the user's code (not fusec, NumPy or CuPy);
     None when it came from inside fusec (a bug, reported as an internal error)."""
-    from fusec.errors import _skipped
+    from fusec.support.errors import _skipped
 
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames or _skipped(frames[-1].filename):
@@ -296,7 +297,7 @@ def _raised_in_user_code(exc: BaseException) -> str | None:
 
 def _check_drawing_path(path: str) -> None:
     """Fail before any work when ``--svg`` names a file the drawing cannot go to."""
-    from fusec.explain import DOT_SUFFIXES, RENDERED_SUFFIXES
+    from fusec.inspect.explain import DOT_SUFFIXES, RENDERED_SUFFIXES
 
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in RENDERED_SUFFIXES + DOT_SUFFIXES:

@@ -7,7 +7,7 @@
 2. in fresh processes that read ``--out`` back (so every constant is what the GPU machine will parse), plans
    each graph and renders every kernel source ``tests/gpu/test_fuzz_gpu.py`` will compile: C-contiguous
    inputs, and the non-contiguous views of every 5th graph;
-3. compiles the distinct sources with ``fusec.runtime.precompile`` into ``--cubins`` (``FUSEC_CUBIN_CACHE``;
+3. compiles the distinct sources with ``fusec.runtime.launch.precompile`` into ``--cubins`` (``FUSEC_CUBIN_CACHE``;
    sound entries already there are skipped, so a rerun after a codegen change compiles only what changed,
    and a truncated or corrupt entry again);
    a source NVRTC rejects is listed in ``<cubins>/failed.txt`` (its cache digest, the graphs that use it,
@@ -51,7 +51,7 @@ def _load_corpus(path: str) -> None:
 
 def _sources_of(indices: list[int]) -> list[tuple[int, list[str] | None, str | None]]:
     """(index, sources, error) for each graph: every kernel source the GPU test compiles for it."""
-    from fusec.plan import make_plan
+    from fusec.runtime.plan import make_plan
     from tests.fuzz.corpus import graph_sources
 
     assert _GRAPHS is not None
@@ -67,7 +67,7 @@ def _sources_of(indices: list[int]) -> list[tuple[int, list[str] | None, str | N
 def _compile(job: tuple[str, str]) -> str | None:
     """Compile one source into the cache with ``precompile``; None, or NVRTC's first error line."""
     from fusec.codegen.nvrtc import CompileError
-    from fusec.runtime import precompile
+    from fusec.runtime.launch import precompile
 
     source, arch = job
     try:
@@ -92,9 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     cubins = Path(args.cubins).resolve()
-    os.environ["FUSEC_CUBIN_CACHE"] = str(cubins)  # before fusec.runtime is used, here and in the workers
-    from fusec.cubin_cache import cubin_path as _cubin_path
-    from fusec.cubin_cache import is_cached as _cubin_cached
+    os.environ["FUSEC_CUBIN_CACHE"] = str(cubins)  # before fusec.runtime.launch is used, here and in the workers
+    from fusec.runtime.cubin_cache import cubin_path as _cubin_path
+    from fusec.runtime.cubin_cache import is_cached as _cubin_cached
     from tests.fuzz.corpus import generate, load, save
 
     start = time.perf_counter()
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     spawn = multiprocessing.get_context("spawn")  # fresh processes parse the file as the GPU machine will
     with concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=spawn, initializer=_load_corpus,
                                                 initargs=(str(Path(args.out).resolve()),)) as pool:
-        from fusec.progress import progress
+        from fusec.support.progress import progress
 
         done = progress(pool.map(_sources_of, chunks), "plan and render", unit="chunk", total=len(chunks))
         results = [r for chunk in done for r in chunk]

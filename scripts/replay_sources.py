@@ -93,7 +93,7 @@ def _case_programs() -> Iterator[tuple[str, list[str]]]:
 
 
 def _corpus_programs(count: int, workdir: Path) -> Iterator[tuple[str, list[str]]]:
-    from fusec.plan import make_plan
+    from fusec.runtime.plan import make_plan
     from tests.fuzz.corpus import generate, graph_sources, load, save
 
     path = workdir / f"corpus-{count}.fir"

@@ -144,7 +144,7 @@ def exercise(c: ContractCase, dtype: str, elements: int, xp: Any, seed: int) -> 
     dispatch fast path, and a runner built for aligned arrays called with these (a cache keyed wrongly). Returns
     every result with NumPy's; nothing is compared here."""
     import fusec
-    from fusec import runtime
+    from fusec.runtime import launch as runtime
 
     rng = np.random.default_rng(seed)
     host = c.arguments(rng, dtype)

@@ -405,7 +405,7 @@ def fake_gpu(monkeypatch: Any, run_kernels: bool = True) -> Iterator[FakeGpu]:
     """fusec's GPU path on the CPU (see the module docstring): CuPy and the driver faked, kernels generated for real
     but run by the interpreter, every launch checked. A fresh default launcher for the duration. ``run_kernels``
     False: a launch does nothing at all (no check, no interpreter: for timing what happens around launches)."""
-    import fusec.runtime as runtime
+    import fusec.runtime.launch as runtime
 
     gpu = FakeGpu(run_kernels=run_kernels)
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy_module(gpu))
@@ -443,10 +443,11 @@ def fake_gpu(monkeypatch: Any, run_kernels: bool = True) -> Iterator[FakeGpu]:
 
     monkeypatch.setattr(dask_path, "_PLANS", type(dask_path._PLANS)(dask_path._PLANS_KEPT))
     # fusec.fuse's calls take a DeviceArray for CuPy's (it is a NumPy subclass underneath), fast path included
-    import fusec.api as api
+    import fusec.frontend.api as api
+    from fusec.frontend import arguments
 
-    real_backend = api._backend
-    monkeypatch.setattr(api, "_backend", lambda v: "cupy" if isinstance(v, DeviceArray) else real_backend(v))
+    real_backend = arguments.backend_of
+    monkeypatch.setattr(arguments, "backend_of", lambda v: "cupy" if isinstance(v, DeviceArray) else real_backend(v))
     monkeypatch.setattr(api, "_cupy_ndarray", DeviceArray)
     monkeypatch.setattr(blocks, "_PARSED", type(blocks._PARSED)(blocks._PROGRAMS_KEPT))
     yield gpu

@@ -38,12 +38,12 @@ from collections.abc import Iterable
 import numpy as np
 from hypothesis import strategies as st
 
-from fusec.errors import FusecError
 from fusec.ir import dtypes as fdt
 from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.ops import NO_IDENTITY, OPS, Kind, ufunc_loops
 from fusec.ir.region import Refusal, make_regions, members_problem, region_space
 from fusec.ir.text import REGION_KINDS
+from fusec.support.errors import FusecError
 
 __all__ = ["graphs", "partitioned_graphs", "ALL_DTYPES", "FLOAT_DTYPES"]
 
@@ -187,11 +187,11 @@ class _Builder:
         return make_node("gather", (x, idx), {"axes": [a], "dims": [j for j in range(x.ndim) if j != a]})
 
     def update(self) -> Node:
-        """``y[key] = v`` on an earlier node ``y`` as the tracer makes it (:mod:`fusec.ir.part_update`): a random
+        """``y[key] = v`` on an earlier node ``y`` as the tracer makes it (:mod:`fusec.frontend.part_update`): a random
         basic index (integers, slices of any step, None, ``...``), ``v`` a constant or a basic index of another
         earlier node of ``y``'s shape (cast to ``y``'s dtype), sometimes with size-1 axes to broadcast."""
-        from fusec.ir.part_update import updated
-        from fusec.ir.trace import basic_index
+        from fusec.frontend.part_update import updated
+        from fusec.frontend.trace import basic_index
 
         y = self.pick()
         if y.ndim == 0:

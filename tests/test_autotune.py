@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec import autotune, tune_cache
 from fusec.codegen import nvrtc
-from fusec.cubin_cache import pack_signed
+from fusec.runtime import autotune, tune_cache
+from fusec.runtime.cubin_cache import pack_signed
 from fusec.schedule import H200, ArrayLayout, analyze, check, choose
 from fusec.schedule.candidates import MAX_CANDIDATES, candidates
 
@@ -204,7 +204,7 @@ def test_autotune_second_process_reuses_the_winner_without_timing(tune_dir) -> N
 import json, sys
 sys.path.insert(0, {str(ROOT)!r})
 import fusec
-from fusec import autotune
+from fusec.runtime import autotune
 from fusec.schedule import H200
 from tests.test_autotune import region_of, _no_timing, _same_outputs
 tuned = autotune.tuned_schedule(region_of("cols_split"), {{}}, H200, _same_outputs, _no_timing)

@@ -18,7 +18,7 @@ import pytest
 
 import fusec
 from fusec.__main__ import gpu_available, main, traffic, use_color
-from fusec.ir.ops_doc import ops_markdown, readme_block
+from fusec.frontend.ops_doc import ops_markdown, readme_block
 from tests.conftest import cuda_gpu_present
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -338,7 +338,7 @@ def test_explain_ptxas_reports_registers(capsys):
 
 @pytest.mark.skipif(not _nvrtc_importable(), reason="cuda-core (NVRTC) is not installed: pip install -e '.[test]'")
 def test_ptxas_returns_rows_with_occupancy_from_the_report() -> None:
-    from fusec.report import PtxasRow, blocks_per_sm
+    from fusec.inspect.kernel_report import PtxasRow, blocks_per_sm
 
     sys.path.insert(0, str(ROOT / "examples"))
     try:
@@ -362,7 +362,7 @@ def test_ptxas_returns_rows_with_occupancy_from_the_report() -> None:
     (16, 0, 32, 32),        # at most 32 blocks
 ])
 def test_blocks_per_sm_takes_the_tightest_limit(registers, smem, threads, blocks) -> None:
-    from fusec.report import blocks_per_sm
+    from fusec.inspect.kernel_report import blocks_per_sm
 
     assert blocks_per_sm(registers, smem, threads) == blocks
 
@@ -737,7 +737,7 @@ def test_python_m_fusec_help():
 def test_readme_ops_block_is_generated_from_the_op_table():
     block = readme_block((ROOT / "README.md").read_text(encoding="utf-8"))
     assert block is not None, "README.md lacks the <!-- ops:begin --> ... <!-- ops:end --> block"
-    assert block == ops_markdown(), "README.md's ops list is stale: run `python -m fusec.ir.ops_doc README.md`"
+    assert block == ops_markdown(), "README.md's ops list is stale: run `python -m fusec.frontend.ops_doc README.md`"
 
 
 def test_readme_quick_start_commands():

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fusec import cubin_cache
 from fusec.__main__ import main
-from fusec.cli_cache import clear_cache, inspect_cache
+from fusec.cli.cache import clear_cache, inspect_cache
+from fusec.runtime import cubin_cache
 
 SOURCES = [rf"""
 extern "C" __global__ void k{i}(float* y, int n) {{

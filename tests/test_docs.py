@@ -18,11 +18,11 @@ import pytest
 
 import fusec
 from fusec.__main__ import main
-from fusec.explain import Explanation, KernelTime, Timings
+from fusec.frontend.ops_doc import ops_markdown, readme_block, update_readme
+from fusec.inspect.explain import Explanation, KernelTime, Timings
 from fusec.ir import dtypes
 from fusec.ir.ops import OPS
-from fusec.ir.ops_doc import ops_markdown, readme_block, update_readme
-from fusec.plan import format_bytes
+from fusec.runtime.plan import format_bytes
 from tests.test_examples import load_example
 
 ROOT = Path(__file__).resolve().parent.parent

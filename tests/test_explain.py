@@ -15,8 +15,8 @@ import pytest
 import fusec
 from fusec import ArraySpec
 from fusec.codegen.render import render_body
-from fusec.explain import Explanation, KernelTime, Timings
-from fusec.plan import format_bytes
+from fusec.inspect.explain import Explanation, KernelTime, Timings
+from fusec.runtime.plan import format_bytes
 from tests.conftest import cuda_gpu_present
 
 F32 = "float32"
@@ -311,7 +311,7 @@ def test_explain_run_with_cupy_arrays_leaves_them_alone():
 
 def test_explain_modules_import_no_gpu_library():
     """The report modules import no GPU library at import time (explain works on any machine)."""
-    code = ("import sys, fusec.explain, fusec.explain_dot, fusec.explain_run\n"
+    code = ("import sys, fusec.inspect.explain, fusec.inspect.dot, fusec.inspect.timing\n"
             "print('cupy' in sys.modules)")
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,

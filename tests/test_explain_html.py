@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec import explain_html
+from fusec.inspect import html as explain_html
 
 
 def centered_rows(x):
@@ -52,7 +52,7 @@ class Page(HTMLParser):
             self.pre += data
 
 
-def render(e: fusec.explain.Explanation) -> tuple[str, Page]:
+def render(e: fusec.inspect.explain.Explanation) -> tuple[str, Page]:
     page = Page()
     text = e._repr_html_()
     page.feed(text)

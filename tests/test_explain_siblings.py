@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import fusec
-from fusec.explain_siblings import bytes_saved, siblings
+from fusec.inspect.siblings import bytes_saved, siblings
 from fusec.ir.ops import Kind
 from fusec.ir.text import node_names
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.errors import FusecTypeError
+from fusec.support.errors import FusecTypeError
 from tests.helpers import assert_matches_numpy, random_array
 
 

@@ -162,7 +162,7 @@ def test_gpu_build_launch_check_fails_a_kernel_launched_on_other_layouts() -> No
         from tests.gpu_build.mode import switch_on
         switch_on()
         import cupy, numpy as np, fusec
-        from fusec.runtime import KernelLauncher
+        from fusec.runtime.launch import KernelLauncher
         plan = fusec.fuse(lambda x: x * 2 + 1).plan(fusec.ArraySpec((64, 64), "float32"))
         region = plan.kernels[0].region
         launcher = KernelLauncher()

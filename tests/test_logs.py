@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec import counters, cubin_cache, logs
-from fusec.recompile import REASONS, RecompileWarning, entry_reasons
+from fusec.frontend.recompile import REASONS, RecompileWarning, entry_reasons
+from fusec.runtime import cubin_cache
+from fusec.support import counters, logs
 
 SMALL_SOURCE = r"""
 extern "C" __global__ void thrice(const float* __restrict__ x, float* __restrict__ y, int n) {

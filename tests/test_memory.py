@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec import api
+from fusec.frontend import api
 from fusec.ir import graph as ir_graph
-from fusec.lru import LRU
+from fusec.support.lru import LRU
 
 CALLS = 20_000
 RSS_GROWTH_LIMIT_MB = 20

@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from fusec import progress as progress_module
-from fusec.progress import enabled, progress
+from fusec.support import progress as progress_module
+from fusec.support.progress import enabled, progress
 
 
 class Terminal(io.StringIO):

@@ -413,11 +413,11 @@ def test_paths_the_readme_names_exist():
 
 
 def test_ops_doc_command_regenerates_the_list_in_place(tmp_path):
-    assert "`python -m fusec.ir.ops_doc README.md`" in README.read_text(encoding="utf-8")
+    assert "`python -m fusec.frontend.ops_doc README.md`" in README.read_text(encoding="utf-8")
     copy = tmp_path / "README.md"
     shutil.copy(README, copy)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "fusec.ir.ops_doc", str(copy)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "fusec.frontend.ops_doc", str(copy)], capture_output=True, text=True,
                           env=env, timeout=120)
     assert done.returncode == 0 and done.stdout == f"{copy}: already current\n"
     assert copy.read_text(encoding="utf-8") == README.read_text(encoding="utf-8")
@@ -432,13 +432,13 @@ def test_replay_sources_script_has_the_commands_the_readme_names():
 
 
 def test_ops_doc_command_has_help_and_one_line_errors(tmp_path, capsys):
-    from fusec.ir.ops_doc import main as ops_doc
+    from fusec.frontend.ops_doc import main as ops_doc
 
     with pytest.raises(SystemExit) as done:
         ops_doc(["--help"])
-    assert done.value.code == 0 and capsys.readouterr().out.startswith("usage: python -m fusec.ir.ops_doc")
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("usage: python -m fusec.frontend.ops_doc")
     assert ops_doc([str(tmp_path / "missing.md")]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("python -m fusec.ir.ops_doc: error: ") and len(err.splitlines()) == 1
+    assert err.startswith("python -m fusec.frontend.ops_doc: error: ") and len(err.splitlines()) == 1
     (tmp_path / "plain.md").write_text("# no ops block\n")
     assert ops_doc([str(tmp_path / "plain.md")]) == 1 and "has no '<!-- ops:begin -->'" in capsys.readouterr().err

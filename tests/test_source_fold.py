@@ -14,8 +14,8 @@ import fusec
 from fusec.__main__ import main
 from fusec.codegen.kernel import generate_plan
 from fusec.codegen.render import render_body
-from fusec.plan import make_plan
-from fusec.source_fold import fold_accumulators, fold_twins, shown_body
+from fusec.inspect.source_fold import fold_accumulators, fold_twins, shown_body
+from fusec.runtime.plan import make_plan
 from tests.fuzz.corpus import generate, input_layouts, plan_specs
 
 ROOT = Path(__file__).resolve().parent.parent

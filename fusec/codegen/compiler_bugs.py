@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fusec.errors import FusecError
+from fusec.support.errors import FusecError
 
 NARROW_VALUES_FIXED_IN = (13, 3)  # the first CUDA version whose ptxas compiles 8/16-bit values right
 NARROW_DTYPES = frozenset({"int8", "uint8", "int16", "uint16", "float16"})

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from fusec.errors import FusecTypeError, FusecValueError
 from fusec.ir import dtypes
 from fusec.ir.ops import OPS, Kind, reduction_identity, ufunc_loops
+from fusec.support.errors import FusecTypeError, FusecValueError
 
 DEVICE_HEADER = "fusec_device.cuh.j2"  # templates/ name of the helper header every kernel starts with
 ONE_PASS_HEADER = "one_pass.cuh.j2"  # one-pass statistics' helpers, only in the sources of kernels using them

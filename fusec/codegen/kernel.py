@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fusec import logs
 from fusec.codegen.lower import lower
 from fusec.codegen.render import render_kernel
 from fusec.codegen.spec import KernelSpec
@@ -21,6 +20,7 @@ from fusec.ir.region import Region
 from fusec.schedule import H200, ArrayLayout, DeviceProperties, Schedule, ScheduleError, analyze, layouts_of, resolve
 from fusec.schedule.contract import LaunchContract, launch_contract
 from fusec.schedule.heuristics import nest_for
+from fusec.support import logs
 
 ForcedSchedules = Mapping[str, Any]  # region name -> Schedule, or its text ("rows:warp")
 
@@ -99,7 +99,7 @@ def check_forced(forced: ForcedSchedules | None, names: list[str]) -> None:
 
 def generate_plan(plan: Any, values: Mapping[Node, Any], forced: ForcedSchedules | None = None, *,
                   device: DeviceProperties = H200) -> list[GeneratedKernel]:
-    """Every kernel of ``plan`` (a :class:`fusec.plan.Plan`), its graph inputs laid out as ``values``
+    """Every kernel of ``plan`` (a :class:`fusec.runtime.plan.Plan`), its graph inputs laid out as ``values``
     (arrays or :class:`fusec.ArraySpec`) say, the intermediates between kernels fresh C-contiguous arrays;
     ``forced`` maps kernel names to schedules."""
     check_forced(forced, [k.name for k in plan.kernels])

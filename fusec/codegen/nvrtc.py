@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fusec import counters
-from fusec.errors import FusecError
+from fusec.support import counters
+from fusec.support.errors import FusecError
 
 PROGRAM_NAME = "fusec_kernel.cu"
 INSTALL_HINT = ("install a GPU extra: pip install 'fusec[cuda13]' (CUDA 13 driver) or 'fusec[cuda12]' (CUDA 12 "

@@ -16,14 +16,15 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from fusec.arrayspec import ArraySpec
 from fusec.dask.views import inputs_through_views, picked
-from fusec.errors import FusecTypeError, FusecValueError, UnsupportedError
-from fusec.lru import LRU
+from fusec.frontend import arguments, lazy_arrays
+from fusec.ir.arrayspec import ArraySpec
+from fusec.support.errors import FusecTypeError, FusecValueError, UnsupportedError
+from fusec.support.lru import LRU
 
 if TYPE_CHECKING:
-    from fusec.api import Fused
     from fusec.dask.stages import DaskPlan
+    from fusec.frontend.api import Fused
 
 _PLANS_KEPT = 64  # one per (graph, input chunks)
 _PLANS: LRU[tuple, DaskPlan] = LRU(_PLANS_KEPT)
@@ -48,8 +49,6 @@ def _prepare(fused: Fused, params: list[tuple[str, Any]]) -> tuple[Any, Any, lis
     arrays."""
     import math
 
-    from fusec.api import _backend
-
     libraries: dict[str, str] = {}
     specs: list[tuple[str, Any]] = []
     arrays: list[Any] = []
@@ -61,8 +60,8 @@ def _prepare(fused: Fused, params: list[tuple[str, Any]]) -> tuple[Any, Any, lis
             libraries.setdefault(_library(value._meta), name)
             specs.append((name, ArraySpec(tuple(value.shape), value.dtype)))
             arrays.append(value)
-        elif _backend(value) in ("numpy", "cupy"):
-            libraries.setdefault(_backend(value), name)
+        elif arguments.backend_of(value) in ("numpy", "cupy"):
+            libraries.setdefault(arguments.backend_of(value), name)
             specs.append((name, ArraySpec(tuple(value.shape), value.dtype)))
             arrays.append(value)
         else:
@@ -110,10 +109,8 @@ def _chunks_of(arrays: Sequence[Any]) -> tuple:
 
 
 def _plan_and_inputs(fused: Fused, params: list[tuple[str, Any]]) -> tuple[Any, DaskPlan, list[Any], str]:
-    from fusec.api import _fusion_disabled
-
     traced, graph, arrays, backend = _prepare(fused, params)
-    fusion = fused.fusion and not _fusion_disabled()
+    fusion = fused.fusion and not arguments.fusion_disabled()
     graph, picks = inputs_through_views(graph)
     arrays = picked(arrays, picks)
     return traced, dask_plan(graph, _chunks_of(arrays), fusion), arrays, backend
@@ -163,5 +160,20 @@ def explain_stages(fused: Fused, params: list[tuple[str, Any]]) -> Any:
     _, plan, _, backend = _plan_and_inputs(fused, params)
     return DaskExplanation(fused.name, plan, backend)
 
+
+class _DaskArrays:
+    """Dask arrays among a call's arguments: the frontend hands the call here (see ``fusec.frontend.lazy_arrays``)."""
+
+    def takes(self, params: list[tuple[str, Any]]) -> bool:
+        return any(type(v).__module__.startswith("dask.array") for _, v in params)
+
+    def call(self, fused: Fused, params: list[tuple[str, Any]], out: Any) -> Any:
+        return call(fused, params, out)
+
+    def explain(self, fused: Fused, params: list[tuple[str, Any]]) -> Any:
+        return explain_stages(fused, params)
+
+
+lazy_arrays.register(_DaskArrays())
 
 __all__ = ["call", "dask_plan", "explain_stages", "has_dask_arrays", "is_dask_array", "run_graph"]

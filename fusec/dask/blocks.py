@@ -17,7 +17,7 @@ import numpy as np
 
 from fusec.ir.graph import Graph, Node
 from fusec.ir.ops import OPS, reference
-from fusec.lru import LRU
+from fusec.support.lru import LRU
 
 _PROGRAMS_KEPT = 256
 _PARSED: LRU[tuple, Any] = LRU(_PROGRAMS_KEPT)  # (IR text, fusion) -> its _Compiled, per process
@@ -75,7 +75,7 @@ class BlockProgram:
                 if compiled is None:
                     from fusec.ir.text import parse
                     from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
-                    from fusec.plan import make_plan
+                    from fusec.runtime.plan import make_plan
 
                     passes = DEFAULT_PIPELINE if self.fusion else UNFUSED_PIPELINE
                     compiled = _Compiled(make_plan(parse(self.text), passes))
@@ -93,7 +93,7 @@ class BlockProgram:
         compiled = self._get()
         if backend == "cupy":
             return _run_cupy(compiled, blocks)
-        from fusec.plan import execute_numpy
+        from fusec.runtime.plan import execute_numpy
 
         return execute_numpy(compiled.plan, [np.asarray(b) for b in blocks])
 
@@ -101,7 +101,7 @@ class BlockProgram:
 def _run_cupy(compiled: _Compiled, blocks: Sequence[Any]) -> list[Any]:
     import cupy
 
-    from fusec.runtime import default_launcher, run_plan
+    from fusec.runtime.launch import default_launcher, run_plan
 
     arrays = [b if isinstance(b, cupy.ndarray) else cupy.asarray(b) for b in blocks]
     device = cupy.cuda.runtime.getDevice()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from fusec.dask.graph import SPLIT_EVERY, task_count
 from fusec.dask.stages import DaskPlan, Stage, block_index_space, block_program
 from fusec.ir.graph import Node
-from fusec.plan import format_bytes
+from fusec.runtime.plan import format_bytes
 
 
 def _chunks_text(chunks: tuple[tuple[int, ...], ...]) -> str:

@@ -25,9 +25,9 @@ import numpy as np
 from fusec.dask.axes import AxisClasses, Chunks
 from fusec.dask.blocks import BlockProgram, ReducePlan
 from fusec.dask.moments import moment_pairs
-from fusec.errors import UnsupportedError
 from fusec.ir.graph import Graph, Node, make_node, with_operands
 from fusec.ir.ops import Kind
+from fusec.support.errors import UnsupportedError
 
 
 @dataclass(frozen=True, eq=False)

@@ -17,7 +17,7 @@ import numpy as np
 from fusec.ir import windows
 from fusec.ir.graph import Graph, Node, make_node, rewrite
 from fusec.ir.infer import slice_bounds
-from fusec.lru import LRU
+from fusec.support.lru import LRU
 
 # (argument index, the view to take of it: None (as it is), a tuple of slices, or ("window", per-axis windows));
 # an iota is (-1, ("iota", node))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fusec.errors import FusecOverflowError, FusecTypeError, FusecValueError
+from fusec.support.errors import FusecOverflowError, FusecTypeError, FusecValueError
 
 SHORT_NAMES: dict[np.dtype, str] = {
     np.dtype(np.bool_): "bool",

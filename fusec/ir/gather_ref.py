@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from fusec.errors import FusecIndexError
 from fusec.ir.graph import Node
 from fusec.ir.infer import gather_window
+from fusec.support.errors import FusecIndexError
 
 
 def check_bounds(xp: Any, index: Any, extent: int, axis: int, loc: str | None) -> None:

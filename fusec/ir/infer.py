@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from fusec.errors import FusecAxisError, FusecIndexError, FusecTypeError, FusecValueError
 from fusec.ir import dtypes, windows
 from fusec.ir.ops import NO_IDENTITY, OPS, Kind, OpDef, arity_ok
+from fusec.support.errors import FusecAxisError, FusecIndexError, FusecTypeError, FusecValueError
 
 Shape = tuple[int, ...]
 

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from fusec.errors import FusecOverflowError, FusecTypeError, FusecValueError
 from fusec.ir import dtypes
+from fusec.support.errors import FusecOverflowError, FusecTypeError, FusecValueError
 
 INTP_MAX = float(np.iinfo(np.intp).max)
 

@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from fusec.errors import FusecError, ParseError, VerifyError
 from fusec.ir import dtypes
 from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.infer import Shape
 from fusec.ir.ops import OPS
 from fusec.ir.region import Region, kind_problem, make_regions
+from fusec.support.errors import FusecError, ParseError, VerifyError
 
 REGION_KINDS = ("pointwise", "reduce-all", "rows", "cols", "scan")
 _BARE_GLOBAL = re.compile(r"[A-Za-z0-9_.]+\Z")

@@ -1,6 +1,6 @@
 """The find of a union-find kept as a plain ``{key: parent}`` dict (a root is its own parent): the classes of axes
 that run together (:mod:`fusec.passes.reshapes`, :mod:`fusec.dask.axes`) and of nodes that share data
-(:mod:`fusec.explain_siblings`)."""
+(:mod:`fusec.inspect.siblings`)."""
 
 from __future__ import annotations
 

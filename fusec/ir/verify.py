@@ -32,7 +32,6 @@ from typing import Any
 
 import networkx as nx
 
-from fusec.errors import FusecError, VerifyError
 from fusec.ir import dtypes
 from fusec.ir.graph import Graph, Node, attr_key
 from fusec.ir.infer import infer
@@ -40,6 +39,7 @@ from fusec.ir.ops import OPS, VARIADIC, Kind, arity_ok
 from fusec.ir.region import Region, kind_problem, make_regions
 from fusec.ir.reshape_math import outside_kernels
 from fusec.ir.text import REGION_KINDS, _global, _layout
+from fusec.support.errors import FusecError, VerifyError
 
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 _GIVEN_DTYPE = ("input", "const", "size", "cast", "iota")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fusec.errors import FusecValueError
+from fusec.support.errors import FusecValueError
 
 AxisWindow = tuple[int, int, int, int, int]  # start, step, count, lo, hi
 

@@ -21,8 +21,8 @@ from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.ops import Kind
 from fusec.passes.gathers import sink_gather
 from fusec.passes.kept_values import sunk_rewrite as _sunk_rewrite
-from fusec.passes.manager import register
 from fusec.passes.patterns import P, Rule, RuleSet, apply_rules, const, var
+from fusec.passes.registry import register
 from fusec.passes.views import sink_slice
 from fusec.passes.windows import sink_window
 

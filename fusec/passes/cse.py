@@ -10,7 +10,7 @@ graph unchanged.
 from __future__ import annotations
 
 from fusec.ir.graph import Graph, rewrite
-from fusec.passes.manager import register
+from fusec.passes.registry import register
 
 
 @register("cse", "merge structurally equal nodes (hash-consing does it on construction)")

@@ -8,7 +8,7 @@ with dead lines prints without them. The pass also drops fusion regions left emp
 from __future__ import annotations
 
 from fusec.ir.graph import Graph
-from fusec.passes.manager import register
+from fusec.passes.registry import register
 
 
 @register("dce", "drop nodes no output depends on (a graph holds only reachable nodes)")

@@ -12,7 +12,7 @@ import numpy as np
 from fusec.ir.graph import Graph, Node, make_node, rewrite
 from fusec.ir.interpret import evaluate_node
 from fusec.ir.ops import Kind
-from fusec.passes.manager import register
+from fusec.passes.registry import register
 
 
 def _fold(node: Node) -> Node:

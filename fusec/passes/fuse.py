@@ -51,8 +51,8 @@ from fusec.passes.canonicalize import keepdims_form, reduce_over_nothing, size_o
 from fusec.passes.gathers import sink_gather
 from fusec.passes.group_order import GroupOrder
 from fusec.passes.kept_values import sunk_rewrite
-from fusec.passes.manager import register
 from fusec.passes.recompute import Recomputation
+from fusec.passes.registry import register
 from fusec.passes.reshapes import check_reshapes, refine_reshapes
 from fusec.passes.views import sink_slice
 from fusec.passes.windows import sink_window

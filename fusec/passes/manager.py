@@ -9,35 +9,12 @@ graph after each one, and can hand each intermediate graph to a ``dump`` callbac
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
-from fusec.errors import FusecValueError
 from fusec.ir.graph import Graph
 from fusec.ir.verify import verify
-
-
-@dataclass(frozen=True)
-class Pass:
-    name: str
-    summary: str
-    run: Callable[[Graph], Graph]
-
-    def __call__(self, graph: Graph) -> Graph:
-        return self.run(graph)
-
-
-PASSES: dict[str, Pass] = {}
-
-
-def register(name: str, summary: str) -> Callable[[Callable[[Graph], Graph]], Callable[[Graph], Graph]]:
-    """Decorator: make ``fn`` the pass called ``name``."""
-
-    def wrap(fn: Callable[[Graph], Graph]) -> Callable[[Graph], Graph]:
-        PASSES[name] = Pass(name, summary, fn)
-        return fn
-
-    return wrap
-
+from fusec.passes import canonicalize, cse, dce, fold, fuse  # noqa: F401  (importing them registers their passes)
+from fusec.passes.registry import PASSES, Pass, register  # noqa: F401  (the names tests and passes import)
+from fusec.support.errors import FusecValueError
 
 # The default pipeline: cleanup first, then fusion.
 DEFAULT_PIPELINE = ("canonicalize", "fold", "cse", "dce", "fuse")
@@ -46,13 +23,7 @@ CLEANUP_PIPELINE = ("canonicalize", "fold", "cse", "dce")
 UNFUSED_PIPELINE = (*CLEANUP_PIPELINE, "unfuse")
 
 
-def _load_passes() -> None:
-    # Importing the modules registers their passes.
-    from fusec.passes import canonicalize, cse, dce, fold, fuse  # noqa: F401
-
-
 def get_pass(name: str) -> Pass:
-    _load_passes()
     try:
         return PASSES[name]
     except KeyError:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from fusec.errors import UnsupportedError
 from fusec.ir import windows
 from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.infer import slice_attrs, slice_bounds
@@ -51,7 +50,8 @@ from fusec.ir.reshape_math import (
     sub_extents,
 )
 from fusec.ir.union_find import find_root
-from fusec.passes.manager import register
+from fusec.passes.registry import register
+from fusec.support.errors import UnsupportedError
 
 Slot = tuple  # (node, axis), or for an argument read by a user: (argument, user, operand index, axis)
 Groups = list[tuple[int, ...]]  # per axis of a node, the extents of its sub-axes
@@ -443,7 +443,8 @@ def _refined(graph: Graph, read_back: dict[Node, str]) -> Graph:
 
 def _read_back_one_more(graph: Graph, read_back: dict[Node, str], conflict: _Conflict) -> dict[Node, str]:
     """``read_back`` and the reshape to read back for ``conflict`` (with why): the reshape that met it, else the
-    latest one whose cuts reached the conflicting axis, else the latest one; :class:`~fusec.errors.UnsupportedError`
+    latest one whose cuts reached the conflicting axis, else the latest one;
+    :class:`~fusec.support.errors.UnsupportedError`
     where there is none (only reshapes of constants or iotas left, which no kernel writes)."""
     def readable(n: Node) -> bool:
         return n.op == "reshape" and n not in read_back and (
@@ -466,7 +467,7 @@ def _read_back_one_more(graph: Graph, read_back: dict[Node, str], conflict: _Con
 
 def check_reshapes(graph: Graph) -> Graph:
     """``graph`` when each of its reshapes is a view of an argument or of a returned result (which the runtime
-    takes, :func:`~fusec.ir.reshape_math.outside_kernels`); else :class:`~fusec.errors.UnsupportedError` at the
+    takes, :func:`~fusec.ir.reshape_math.outside_kernels`); else :class:`~fusec.support.errors.UnsupportedError` at the
     reshape."""
     outside = outside_kernels(graph)
     for n in graph.nodes:

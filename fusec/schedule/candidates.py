@@ -14,7 +14,7 @@ dropped, duplicates too. What varies is what the heuristics guess at:
   extent across blocks or not, one pass or two.
 
 The heuristics' schedule is always the first candidate (the reference the others' results are checked
-against, and the winner of a tie). Nothing here times anything: :mod:`fusec.autotune` does, on a GPU.
+against, and the winner of a tie). Nothing here times anything: :mod:`fusec.runtime.autotune` does, on a GPU.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
-from fusec.errors import FusecValueError
+from fusec.support.errors import FusecValueError
 
 BLOCK = 256  # threads per block of the one-dimensional schedules
 WARP = 32

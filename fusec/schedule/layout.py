@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fusec.arrayspec import ArraySpec
-from fusec.errors import FusecValueError
+from fusec.ir.arrayspec import ArraySpec
+from fusec.support.errors import FusecValueError
 
 VECTOR_BYTES = 16  # vectorized loads/stores move this many bytes per array per thread
 

@@ -39,8 +39,8 @@ def test_compiler_bugs_accept_narrow_values_from_13_3(version: tuple[int, int]) 
 def test_compiler_bugs_are_checked_before_a_launcher_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
     """The launcher asks before it compiles: a float16 kernel on NVRTC 13.0 raises, and nothing is compiled."""
     import fusec
-    import fusec.runtime
-    from fusec.runtime import KernelLauncher
+    import fusec.runtime.launch
+    from fusec.runtime.launch import KernelLauncher
 
     class Device:
         compute_capability = "90"
@@ -57,10 +57,10 @@ def test_compiler_bugs_are_checked_before_a_launcher_compiles(monkeypatch: pytes
     class FakeCupy:  # what recipe() asks of CuPy before it compiles
         cuda = type("cuda", (), {"runtime": Runtime, "Device": Device})
 
-    monkeypatch.setattr(fusec.runtime, "cupy_module", lambda: FakeCupy)
+    monkeypatch.setattr(fusec.runtime.launch, "cupy_module", lambda: FakeCupy)
     from fusec.schedule.device import H200
 
-    monkeypatch.setattr(fusec.runtime, "device_properties", lambda device: H200)
+    monkeypatch.setattr(fusec.runtime.launch, "device_properties", lambda device: H200)
     launcher = KernelLauncher(compiler="nvrtc")
     launcher._compiler_version = ("NVRTC", (13, 0))
     compiled = []

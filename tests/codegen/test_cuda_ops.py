@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from fusec.codegen import cuda_ops, nvrtc, render, templates
-from fusec.errors import FusecTypeError, FusecValueError
 from fusec.ir import dtypes
 from fusec.ir.ops import OPS, Kind, elementwise_ops, reduction_identity, reduction_ops, ufunc_loops
+from fusec.support.errors import FusecTypeError, FusecValueError
 
 DTYPES = list(dtypes.SUPPORTED)
 ARCHS = ["sm_90", "sm_80"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fusec.codegen import nvrtc
-from fusec.errors import FusecError
+from fusec.support.errors import FusecError
 
 TRIVIAL = r"""
 #include <cuda_fp16.h>

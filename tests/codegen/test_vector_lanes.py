@@ -129,7 +129,7 @@ def test_vector_lanes_of_bytes_read_through_fs_lane_in_the_fuzz_2775_kernel() ->
     ``v.v[j]`` (their sources, and so their compile-cache keys, are unchanged)."""
     from fusec.codegen.kernel import generate
     from fusec.ir.text import parse
-    from fusec.plan import make_plan
+    from fusec.runtime.plan import make_plan
 
     graph = parse(FUZZ_2775_GRAPH)
     (kernel,) = make_plan(graph).kernels

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 import fusec
-from fusec.errors import TraceError
+from fusec.support.errors import TraceError
 from tests.helpers import random_array
 
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")

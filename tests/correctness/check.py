@@ -26,8 +26,8 @@ import pytest
 import fusec
 from fusec.codegen.kernel import generate
 from fusec.codegen.spec import KernelSpec
-from fusec.errors import FusecError
 from fusec.schedule import layouts_of
+from fusec.support.errors import FusecError
 from tests.correctness.cases import Call, Case
 from tests.helpers import TOLERANCES, assert_matches_numpy, seed_of
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec import runtime
+from fusec.runtime import launch as runtime
 from fusec.schedule.contract import ContractViolation
 from tests.contract_cases import (
     CASE_NAMES,

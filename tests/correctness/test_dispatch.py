@@ -1,4 +1,4 @@
-"""The dispatch fast path's parts, without a GPU (:mod:`fusec.dispatch`): a packed launch lays out every
+"""The dispatch fast path's parts, without a GPU (:mod:`fusec.runtime.dispatch`): a packed launch lays out every
 parameter where the driver reads it and writes the array pointers of each call; a recycler hands an
 output out again only once nothing but itself refers to the array, its memory pointer or its memory,
 and only on the stream it was last used on. The GPU side is in ``tests/gpu/test_dispatch_gpu.py``."""
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from fusec import dispatch
+from fusec.runtime import dispatch
 
 
 class _Function:

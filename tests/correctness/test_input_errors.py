@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.errors import FusecError
+from fusec.support.errors import FusecError
 from tests.helpers import assert_matches_numpy
 
 

@@ -1,4 +1,4 @@
-"""``fusec.runtime.run_plan``'s bookkeeping on the CPU: the GPU path's order of argument views, reshapes read
+"""``fusec.runtime.launch.run_plan``'s bookkeeping on the CPU: the GPU path's order of argument views, reshapes read
 back between kernels, kernel launches and returned views, with NumPy standing in for CuPy and each region run by
 the reference interpreter (seeing only its declared inputs, as a kernel does). The kernels themselves are the GPU
 tests' business (``tests/gpu``); this checks what happens around them on every machine.
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import fusec
-import fusec.runtime
+import fusec.runtime.launch
 from fusec.ir.interpret import run_nodes
 from tests.helpers import assert_matches_numpy, random_array, seed_of
 
@@ -59,14 +59,14 @@ def _updated(x):
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
 def test_run_plan_orders_views_and_kernels_as_numpy_computes(name: str, layout: str,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fusec.runtime, "cupy_module", lambda: np)
+    monkeypatch.setattr(fusec.runtime.launch, "cupy_module", lambda: np)
     fn = FUNCTIONS[name]
     rng = np.random.default_rng(seed_of("run_plan cpu", name, layout))
     x = random_array(rng, (6, 4), "float32") if layout == "contiguous" else random_array(rng, (4, 6), "float32").T
     plan = fusec.fuse(fn).plan(x)
     launcher = InterpreterLauncher()
     with np.errstate(all="ignore"):
-        (got,) = fusec.runtime.run_plan(plan, [x], launcher=launcher)
+        (got,) = fusec.runtime.launch.run_plan(plan, [x], launcher=launcher)
         want = fn(x)
     assert launcher.launched == [k.name for k in plan.kernels]
     assert_matches_numpy(got, want, rtol=1e-6, atol=1e-6)
@@ -81,11 +81,11 @@ def test_run_plan_max_min_with_initial_over_an_empty_axis_gives_initial(fn: Any,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The planned kernels of a max/min with ``initial=`` over an empty axis write the initial value (no
     reduction over the empty extent reaches a kernel)."""
-    monkeypatch.setattr(fusec.runtime, "cupy_module", lambda: np)
+    monkeypatch.setattr(fusec.runtime.launch, "cupy_module", lambda: np)
     x = np.zeros(shape, np.float32)
     plan = fusec.fuse(fn).plan(x)
     assert not any(n.op in ("max", "min") for k in plan.kernels for n in k.region.nodes)
-    (got,) = fusec.runtime.run_plan(plan, [x], launcher=InterpreterLauncher())
+    (got,) = fusec.runtime.launch.run_plan(plan, [x], launcher=InterpreterLauncher())
     assert_matches_numpy(got, fn(x), exact=True)
 
 
@@ -141,8 +141,8 @@ def test_run_gpu_bookkeeping_keeps_values_read_before_the_writes(name: str, monk
     writes after it) with NumPy arrays for CuPy's and the interpreter for kernels that write where they are told:
     a value read before a write keeps what it read; the arguments end as NumPy leaves them."""
     launcher = WritingLauncher()
-    monkeypatch.setattr(fusec.runtime, "cupy_module", lambda: np)
-    monkeypatch.setattr(fusec.runtime, "default_launcher", lambda: launcher)
+    monkeypatch.setattr(fusec.runtime.launch, "cupy_module", lambda: np)
+    monkeypatch.setattr(fusec.runtime.launch, "default_launcher", lambda: launcher)
     fn = IN_PLACE[name]
     rng = np.random.default_rng(seed_of("run_gpu bookkeeping", name))
     x, y = random_array(rng, (4, 5), "float32", special=False), random_array(rng, (4, 5), "float32", special=False)

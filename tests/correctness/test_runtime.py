@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec import cubin_cache, runtime
 from fusec.codegen.nvrtc import CompileError
 from fusec.ir.ops import Kind
+from fusec.runtime import cubin_cache
+from fusec.runtime import launch as runtime
 from tests.helpers import assert_matches_numpy, random_array
 
 SMALL_SOURCE = r"""
@@ -265,7 +266,7 @@ def test_cubin_cache_failed_write_leaves_no_temporary_file(tmp_path: Path) -> No
     script = (
         "import resource, signal, sys\n"
         "from pathlib import Path\n"
-        "from fusec.cubin_cache import owned_dir, write_private\n"
+        "from fusec.runtime.cubin_cache import owned_dir, write_private\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
         "d = owned_dir(Path(sys.argv[1]))\n"

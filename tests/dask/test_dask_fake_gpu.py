@@ -59,7 +59,7 @@ def test_dask_fake_gpu_output_broadcast_along_the_vector_axis_is_stored_without_
 
 
 def test_dask_fake_gpu_broadcast_output_kernel_refuses_inner_vector_with_the_reason():
-    from fusec.plan import make_plan
+    from fusec.runtime.plan import make_plan
     from fusec.schedule import ScheduleError, analyze, choose, resolve
 
     plan = make_plan(parse(BROADCAST_OUTPUT))

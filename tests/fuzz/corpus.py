@@ -56,7 +56,7 @@ blocks, rows regions as cols, tiled transposes, vectors along broadcast rows, wh
 non-contiguous views (:func:`layout_variants`, :func:`place`): transposed (ndim >= 2), every other element
 along the last axis of a larger buffer, or reversed along axis 0 (a negative stride, a pointer that is
 not 16-byte aligned). The kernel source depends on the layout class, so :func:`graph_sources` renders
-both, mirroring what ``fusec.runtime.run_plan`` does (graph inputs as given, intermediates fresh and
+both, mirroring what ``fusec.runtime.launch.run_plan`` does (graph inputs as given, intermediates fresh and
 C-contiguous, pointers 16-byte aligned unless offset).
 """
 
@@ -79,13 +79,13 @@ from hypothesis import strategies as st
 from fusec.codegen import kernel as codegen_kernel
 from fusec.codegen.render import render_kernel
 from fusec.codegen.spec import KernelSpec
-from fusec.errors import UnsupportedError
 from fusec.ir.graph import Graph, Node
 from fusec.ir.interpret import to_xp
 from fusec.ir.ops import OPS, Kind, ufunc_loops
 from fusec.ir.text import parse, print_graph
-from fusec.plan import Plan, make_plan
+from fusec.runtime.plan import Plan, make_plan
 from fusec.schedule import ArrayLayout, alignment, layouts_of
+from fusec.support.errors import UnsupportedError
 from tests.helpers import random_array
 from tests.strategies import graphs
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 import fusec
-from fusec.errors import FusecError
+from fusec.support.errors import FusecError
 
 DTYPES = ("float64", "float32", "int64")
 MAX_STATEMENTS = 9

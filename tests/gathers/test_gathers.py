@@ -10,11 +10,11 @@ import pytest
 
 import fusec
 from fusec.codegen import nvrtc
-from fusec.errors import FusecError, FusecIndexError, FusecValueError, UnsupportedError, VerifyError
 from fusec.ir.interpret import interpret
 from fusec.ir.text import parse, print_graph
 from fusec.ir.verify import verify
 from fusec.passes.manager import optimize_text
+from fusec.support.errors import FusecError, FusecIndexError, FusecValueError, UnsupportedError, VerifyError
 from tests.gathers.workloads import WORKLOADS
 from tests.helpers import assert_matches_numpy, random_arguments, seed_of
 
@@ -447,9 +447,9 @@ def test_gather_benchmark_cross_entropy_builder() -> None:
 
 
 def test_gather_in_place_update_leaves_the_argument_on_index_error() -> None:
-    """A function that gathers never writes its updates in place (``fusec.update.hazard``): an index out of
+    """A function that gathers never writes its updates in place (``fusec.frontend.update.hazard``): an index out of
     range raises before any argument changes, on both backends."""
-    from fusec.update import hazard
+    from fusec.frontend.update import hazard
 
     def step(p, g, i):
         p -= 0.5 * g[i]

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec import autotune
 from fusec.ir.interpret import to_xp
-from fusec.runtime import KernelLauncher, run_plan
+from fusec.runtime import autotune
+from fusec.runtime.launch import KernelLauncher, run_plan
 from tests.helpers import GPU_ONLY, assert_function_matches_numpy, assert_matches_numpy, random_array, seed_of
 from tests.test_autotune import col_sum, gelu, mean_var0, softmax, sum_squares, transpose_add  # the CPU tests' regions
 
@@ -98,7 +98,7 @@ def test_gpu_autotune_second_process_times_nothing(tune_dir) -> None:
 import json, sys
 sys.path.insert(0, {str(ROOT)!r})
 import cupy, numpy as np, fusec
-from fusec import autotune
+from fusec.runtime import autotune
 import tests.gpu.test_autotune_gpu as t
 x = cupy.asarray(np.random.default_rng(1).standard_normal((4096, 300)).astype(np.float32))
 y = fusec.fuse(t.softmax, autotune=True)(x)

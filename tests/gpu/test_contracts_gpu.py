@@ -85,7 +85,8 @@ def test_contracts_gpu_dask_output_broadcast_along_the_vector_axis(scheduler):
 @pytest.mark.parametrize("elements", (1, 2, 3))
 @pytest.mark.parametrize("name", ["axpy", "scale_shift", "softmax", "sum_abs"])
 def test_contracts_gpu_torch_tensors_at_odd_offsets_match_numpy(name, elements):
-    """Torch tensors (taken as CuPy views through DLPack, ``fusec/foreign.py``) starting 1, 2, 3 elements past an
+    """Torch tensors (taken as CuPy views through DLPack, ``fusec/frontend/foreign.py``) starting 1, 2, 3 elements
+    past an
     aligned address: the same contracts, checked on the same paths."""
     torch = pytest.importorskip("torch")
     import fusec

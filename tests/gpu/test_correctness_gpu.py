@@ -23,9 +23,10 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec import cubin_cache, runtime
 from fusec.codegen.nvrtc import CompileError
 from fusec.codegen.render import render_kernel
+from fusec.runtime import cubin_cache
+from fusec.runtime import launch as runtime
 from tests.correctness import test_runtime as cpu_runtime
 from tests.correctness.cases import CASES, Case
 from tests.correctness.check import kernel_specs, rng_of, run_case

@@ -1,4 +1,4 @@
-"""The dispatch fast path on the GPU (:mod:`fusec.dispatch`): ``pytest -m gpu tests/gpu/test_dispatch_gpu.py``.
+"""The dispatch fast path on the GPU (:mod:`fusec.runtime.dispatch`): ``pytest -m gpu tests/gpu/test_dispatch_gpu.py``.
 
 Repeat calls go through pre-packed driver launches and recycle small outputs. Each workload (pointwise, a
 one-block and a multi-block reduce-all, rows, several outputs, several kernels, an empty input) is called
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec import dispatch
+from fusec.runtime import dispatch
 from tests.helpers import GPU_ONLY, assert_matches_numpy
 
 cupy = pytest.importorskip("cupy")

@@ -37,7 +37,7 @@ def scaled_max_argmax(x):
 
 @pytest.fixture(scope="module")
 def launcher():
-    from fusec.runtime import KernelLauncher
+    from fusec.runtime.launch import KernelLauncher
 
     return KernelLauncher(poison=True, compiler="nvrtc")
 

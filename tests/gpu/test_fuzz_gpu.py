@@ -1,5 +1,5 @@
 """The differential GPU fuzzer: thousands of random graphs (``tests/fuzz/corpus.py``) planned, run on the GPU
-by ``fusec.runtime.run_plan`` and compared exactly with the NumPy reference interpreter.
+by ``fusec.runtime.launch.run_plan`` and compared exactly with the NumPy reference interpreter.
 
     python scripts/make_fuzz_corpus.py --count 5000 --out .fuzz/corpus.fir --cubins .fuzz/cubin   # on a CPU
     FUSEC_FUZZ_CORPUS=.fuzz/corpus.fir FUSEC_FUZZ_CUBINS=.fuzz/cubin pytest -m gpu -s tests/gpu/test_fuzz_gpu.py
@@ -90,8 +90,8 @@ def _known_failed(cubins: Path | None) -> dict[str, str]:
 def test_fuzz_corpus_matches_numpy_on_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     import cupy
 
-    from fusec.cubin_cache import cubin_path as _cubin_path
-    from fusec.runtime import KernelLauncher, run_plan
+    from fusec.runtime.cubin_cache import cubin_path as _cubin_path
+    from fusec.runtime.launch import KernelLauncher, run_plan
 
     start = time.perf_counter()
     cubins = _cubin_dir(monkeypatch)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.errors import FusecIndexError
-from fusec.runtime import KernelLauncher, run_plan
+from fusec.runtime.launch import KernelLauncher, run_plan
+from fusec.support.errors import FusecIndexError
 from tests.gathers.test_gathers import KEYS, SELECTING_VIEWS, I, J, K, _unread, _unread_in_tuple, _unread_then_update
 from tests.gathers.workloads import WORKLOADS
 from tests.helpers import GPU_ONLY, assert_function_matches_numpy, assert_matches_numpy, device_copy, seed_of
@@ -134,5 +134,5 @@ def test_gather_gpu_index_out_of_range_reads_nothing_when_unchecked(monkeypatch:
     x = cupy.arange(1, 5, dtype=np.float32)
     got = cupy.asnumpy(fusec.fuse(f)(x, cupy.asarray(np.array([1, 10**9, -1], np.int64))))
     assert got.tolist() == [2.0, 0.0, 4.0]
-    word = fusec.runtime.default_launcher()._error_word(cupy.cuda.runtime.getDevice())
+    word = fusec.runtime.launch.default_launcher()._error_word(cupy.cuda.runtime.getDevice())
     assert int(word.get()[0]) == 0  # the unchecked kernel had no error word to write

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.runtime import KernelLauncher, run_plan
+from fusec.runtime.launch import KernelLauncher, run_plan
 from tests.helpers import GPU_ONLY, assert_matches_numpy, random_array, seed_of
 
 cupy = pytest.importorskip("cupy")

@@ -13,8 +13,8 @@ import os
 
 import pytest
 
-import fusec.runtime
-from fusec.runtime import KernelLauncher
+import fusec.runtime.launch
+from fusec.runtime.launch import KernelLauncher
 from tests.fuzz import inplace_programs
 from tests.helpers import GPU_ONLY
 
@@ -28,7 +28,7 @@ SEED = int(os.environ.get("FUSEC_INPLACE_FUZZ_SEED", "0"))
 
 @pytest.fixture(autouse=True)
 def _poisoned_outputs(monkeypatch):
-    monkeypatch.setattr(fusec.runtime, "_DEFAULT", KernelLauncher(poison=True))
+    monkeypatch.setattr(fusec.runtime.launch, "_DEFAULT", KernelLauncher(poison=True))
 
 
 def test_inplace_programs_match_numpy_on_the_gpu() -> None:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec import runtime
+from fusec.runtime import launch as runtime
 from tests.helpers import GPU_ONLY, assert_matches_numpy, assert_reduction_matches_numpy, random_array
 from tests.ir.test_inplace import _adamw  # the in-place AdamW step of the CPU tests
 

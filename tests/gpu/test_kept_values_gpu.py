@@ -15,7 +15,7 @@ import fusec
 from benchmarks.compile_time import roll_stencil, shrinking_stencil
 from fusec.passes.kept_values import kept_in_memory
 from fusec.passes.manager import CLEANUP_PIPELINE, run_pipeline
-from fusec.runtime import KernelLauncher
+from fusec.runtime.launch import KernelLauncher
 from tests.helpers import GPU_ONLY, assert_function_matches_numpy, device_copy, seed_of
 from tests.passes.test_kept_values import _nine_views
 
@@ -70,6 +70,6 @@ def test_kept_values_gpu_match_numpy(name, dtype, layout):
     xd = device_copy(x)
     plan = fused.plan(xd)
     assert kept_in_memory(run_pipeline(fused.trace(xd), CLEANUP_PIPELINE)), "the case keeps no value"
-    got = fusec.runtime.run_plan(plan, [xd], launcher=KernelLauncher(poison=True))[0]
+    got = fusec.runtime.launch.run_plan(plan, [xd], launcher=KernelLauncher(poison=True))[0]
     rtol, atol = TOLERANCE[dtype]
     assert_function_matches_numpy(cupy.asnumpy(got), fn, x, rtol=rtol, atol=atol)

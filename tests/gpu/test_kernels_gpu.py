@@ -18,7 +18,7 @@ kernel never writes shows up) and compares with the NumPy reference interpreter 
   one reduction (sum, max, argmax) over more than 2**31 elements: int64 indexing.
 
 Every kernel source of the module is compiled first, in parallel processes
-(:func:`fusec.runtime.precompile`), so the suite takes a couple of minutes on an H200.
+(:func:`fusec.runtime.launch.precompile`), so the suite takes a couple of minutes on an H200.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.errors import FusecError
 from fusec.ir.interpret import interpret
+from fusec.support.errors import FusecError
 from tests.codegen.test_kernels import single_region
 from tests.helpers import GPU_ONLY, assert_matches_numpy, seed_of, special_values
 
@@ -368,7 +368,7 @@ def _region(case: Case, np_inputs):
 @pytest.fixture(scope="module")
 def launcher():
     """A poisoning launcher whose kernels are all compiled up front, in parallel."""
-    from fusec.runtime import KernelLauncher, precompile
+    from fusec.runtime.launch import KernelLauncher, precompile
 
     launcher = KernelLauncher(poison=True, compiler="nvrtc")
     arch = "sm_" + cupy.cuda.Device().compute_capability
@@ -565,7 +565,7 @@ def test_gpu_new_size_of_a_signature_reuses_the_kernel(launcher) -> None:
 
 def test_gpu_cupy_rawmodule_compiler() -> None:
     """The default compiler (cupy.RawModule, CuPy's disk cache) runs the same kernels."""
-    from fusec.runtime import KernelLauncher
+    from fusec.runtime.launch import KernelLauncher
 
     launcher = KernelLauncher(poison=True, compiler="cupy")
     rng = np.random.default_rng(2)

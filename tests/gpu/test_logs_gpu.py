@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec import runtime
+from fusec.runtime import launch as runtime
 from tests.helpers import GPU_ONLY
 
 pytestmark = GPU_ONLY

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import fusec
-import fusec.runtime
-from fusec.runtime import KernelLauncher
+import fusec.runtime.launch
+from fusec.runtime.launch import KernelLauncher
 from tests.helpers import GPU_ONLY, device_copy
 from tests.ir.test_numpy_functions import CASES, FLOAT_ONLY, _inputs, check_result
 
@@ -32,6 +32,6 @@ def test_numpy_function_gpu_matches_numpy(name: str, dtype: str) -> None:
         want = fn(x, y, w)
     args = [device_copy(a) for a in (x, y, w)]
     fused = fusec.fuse(fn)
-    got = fusec.runtime.run_plan(fused.plan(*args), args, launcher=KernelLauncher(poison=True))[0]
+    got = fusec.runtime.launch.run_plan(fused.plan(*args), args, launcher=KernelLauncher(poison=True))[0]
     for result in (got, fused(*args)):
         check_result(cupy.asnumpy(result), want, reordered, dtype, float16_rtol=4e-3)

@@ -11,7 +11,7 @@ import pytest
 
 import fusec
 from fusec.ir.interpret import to_xp
-from fusec.runtime import KernelLauncher, run_plan
+from fusec.runtime.launch import KernelLauncher, run_plan
 from tests.helpers import GPU_ONLY, seed_of
 
 cupy = pytest.importorskip("cupy")

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import fusec
-import fusec.runtime
-from fusec.runtime import KernelLauncher
+import fusec.runtime.launch
+from fusec.runtime.launch import KernelLauncher
 from tests.helpers import GPU_ONLY, assert_matches_numpy, device_copy
 from tests.ir.test_part_update import KEYS, SHAPE, VALUES, build
 from tests.schedule.test_view_accesses import _layouts
@@ -33,6 +33,6 @@ def test_part_update_gpu_matches_numpy(name: str, dtype: str, kind: str, layout:
             want = fn(x)
         dev = device_copy(x)
         fused = fusec.fuse(fn)
-        got = fusec.runtime.run_plan(fused.plan(dev), [dev], launcher=KernelLauncher(poison=True))[0]
+        got = fusec.runtime.launch.run_plan(fused.plan(dev), [dev], launcher=KernelLauncher(poison=True))[0]
         assert_matches_numpy(cupy.asnumpy(got), want, exact=True)
         assert_matches_numpy(cupy.asnumpy(fused(dev)), want, exact=True)  # the public call, its dispatch path

@@ -7,7 +7,7 @@ import pytest
 
 from fusec.ir.interpret import to_xp
 from fusec.ir.text import parse
-from fusec.plan import make_plan
+from fusec.runtime.plan import make_plan
 from tests.codegen.test_vector_lanes import FUZZ_2775_GRAPH
 from tests.helpers import GPU_ONLY
 from tests.schedule.test_scan_schedules import FUZZ_SCANS_OF_IOTAS
@@ -32,7 +32,7 @@ func @negative_zero(%x: i64[1]) -> (f16[], f64[1]) {
 
 
 def test_negative_zero_constant_output_keeps_its_sign() -> None:
-    from fusec.runtime import run_plan
+    from fusec.runtime.launch import run_plan
 
     graph = parse(NEGATIVE_ZERO_CONSTANT)
     plan = make_plan(graph)
@@ -87,7 +87,7 @@ FUZZ_2775_Y = [[[83, 3, 0, -1], [127, 126, -11, -127], [3, -17, 127, 19], [-128,
 
 def test_int8_nanmin_of_floordiv_in_a_vectorized_reduce_all_is_numpys() -> None:
     from fusec.ir.interpret import interpret
-    from fusec.runtime import run_plan
+    from fusec.runtime.launch import run_plan
     from tests.helpers import assert_matches_numpy
 
     graph = parse(FUZZ_2775_GRAPH)
@@ -140,7 +140,7 @@ SCAN_BESIDE_AN_IOTA = {  # the graphs (tests/schedule/test_scan_schedules.py), e
 @pytest.mark.parametrize("name", sorted(SCAN_BESIDE_AN_IOTA))
 def test_scan_beside_an_iota_compiles_and_matches_the_interpreter(name: str) -> None:
     from fusec.ir.interpret import interpret
-    from fusec.runtime import KernelLauncher, run_plan
+    from fusec.runtime.launch import KernelLauncher, run_plan
     from tests.fuzz.corpus import make_inputs, place
     from tests.helpers import assert_matches_numpy
 

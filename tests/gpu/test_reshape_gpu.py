@@ -12,7 +12,7 @@ import pytest
 
 import fusec
 from benchmarks.idioms_reshape import build_groupnorm, groupnorm_inputs
-from fusec.runtime import KernelLauncher
+from fusec.runtime.launch import KernelLauncher
 from tests.helpers import (
     GPU_ONLY,
     assert_function_matches_numpy,
@@ -44,7 +44,7 @@ def _check(fn, x: np.ndarray, one_kernel: bool = True) -> None:
     fused = fusec.fuse(fn)
     xd = device_copy(x)
     before = cupy.asnumpy(xd)
-    got = fusec.runtime.run_plan(fused.plan(xd), [xd], launcher=KernelLauncher(poison=True))[0]
+    got = fusec.runtime.launch.run_plan(fused.plan(xd), [xd], launcher=KernelLauncher(poison=True))[0]
     _compare(cupy.asnumpy(got), fn, x)
     _compare(cupy.asnumpy(fused(xd)), fn, x)  # the public call, its dispatch path
     assert np.array_equal(cupy.asnumpy(xd), before, equal_nan=True)  # the argument is never written
@@ -73,7 +73,7 @@ def test_reshape_groupnorm_gpu_matches_numpy_in_one_kernel(shape: tuple[int, int
     x, gamma, beta = groupnorm_inputs(np, shape, seed=seed_of("groupnorm gpu", shape))
     fused = fusec.fuse(build_groupnorm(cupy))
     args = [cupy.asarray(a) for a in (x, gamma, beta)]
-    got = fusec.runtime.run_plan(fused.plan(*args), args, launcher=KernelLauncher(poison=True))[0]
+    got = fusec.runtime.launch.run_plan(fused.plan(*args), args, launcher=KernelLauncher(poison=True))[0]
     want = build_groupnorm(np)(x.astype(np.float64), gamma.astype(np.float64), beta.astype(np.float64))
     np.testing.assert_allclose(cupy.asnumpy(got), want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(cupy.asnumpy(fused(*args)), want, rtol=1e-4, atol=1e-4)

@@ -14,7 +14,7 @@ import pytest
 
 import fusec
 from fusec.ir.interpret import to_xp
-from fusec.runtime import KernelLauncher, run_plan
+from fusec.runtime.launch import KernelLauncher, run_plan
 from tests.helpers import GPU_ONLY, assert_matches_numpy, random_array, seed_of
 from tests.schedule.test_row_buckets import layernorm, softmax
 

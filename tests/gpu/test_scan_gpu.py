@@ -25,7 +25,7 @@ import pytest
 
 import fusec
 from fusec.codegen.kernel import generate_plan
-from fusec.runtime import KernelLauncher, run_plan
+from fusec.runtime.launch import KernelLauncher, run_plan
 from tests.correctness.scan_cases import FORCED_SHAPES, SCHEDULES, scan_data, scan_depth
 from tests.helpers import (
     GPU_ONLY,

@@ -12,7 +12,7 @@ import pytest
 import fusec
 from fusec.ir import graph as ir_graph
 from fusec.ir.interpret import interpret, to_xp
-from fusec.runtime import KernelLauncher, default_launcher, run_plan
+from fusec.runtime.launch import KernelLauncher, default_launcher, run_plan
 from tests.helpers import GPU_ONLY, assert_matches_numpy, random_array, seed_of
 from tests.schedule.test_schedules import (
     channel_sum,

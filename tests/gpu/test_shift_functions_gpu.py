@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import fusec
-import fusec.runtime
-from fusec.runtime import KernelLauncher
+import fusec.runtime.launch
+from fusec.runtime.launch import KernelLauncher
 from tests.helpers import GPU_ONLY, assert_function_matches_numpy, assert_matches_numpy, device_copy
 from tests.ir.test_shift_functions import CASES
 from tests.schedule.test_view_accesses import _layouts
@@ -36,7 +36,7 @@ def test_shift_function_gpu_matches_numpy(name: str, dtype: str, layout: str) ->
             want = fn(x)
         dev = device_copy(x)
         fused = fusec.fuse(fn)
-        got = fusec.runtime.run_plan(fused.plan(dev), [dev], launcher=KernelLauncher(poison=True))[0]
+        got = fusec.runtime.launch.run_plan(fused.plan(dev), [dev], launcher=KernelLauncher(poison=True))[0]
         if name in REDUCING and dtype != "int32":
             # sums in fusec's order, float16 in float32: NumPy's tolerance, or that order's error bound from NumPy
             # with exact sums (tests.reference); NumPy's own float16 sum along a strided axis rounds every step

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import fusec
-import fusec.runtime
-from fusec.runtime import KernelLauncher
+import fusec.runtime.launch
+from fusec.runtime.launch import KernelLauncher
 from tests.helpers import GPU_ONLY, assert_result_matches_numpy, random_array, seed_of
 from tests.ir.test_slice_assign import CASES, READ_AFTER, _add, _set
 from tests.ir.test_views import KEYS, _ids
@@ -25,7 +25,7 @@ pytestmark = GPU_ONLY
 
 @pytest.fixture(autouse=True)
 def _poisoned_outputs(monkeypatch):
-    monkeypatch.setattr(fusec.runtime, "_DEFAULT", KernelLauncher(poison=True))
+    monkeypatch.setattr(fusec.runtime.launch, "_DEFAULT", KernelLauncher(poison=True))
 
 
 def _check(fn, big: np.ndarray, index: tuple, v: np.ndarray) -> None:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.errors import FusecTypeError
+from fusec.support.errors import FusecTypeError
 from tests.helpers import assert_matches_numpy, gpu_count, random_array
 from tests.ir.test_inplace import _adamw  # the in-place AdamW step of the CPU tests
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.runtime import KernelLauncher
+from fusec.runtime.launch import KernelLauncher
 from tests.helpers import GPU_ONLY, assert_function_matches_numpy, device_copy
 from tests.ir.test_views import KEYS, WORKLOADS, _ids
 from tests.schedule.test_view_accesses import _layouts
@@ -31,7 +31,7 @@ def _check(fn, x: np.ndarray, dtype: str) -> None:
     fused = fusec.fuse(fn)
     xd = device_copy(x)
     assert np.array_equal(cupy.asnumpy(xd), x)
-    got = fusec.runtime.run_plan(fused.plan(xd), [xd], launcher=KernelLauncher(poison=True))[0]
+    got = fusec.runtime.launch.run_plan(fused.plan(xd), [xd], launcher=KernelLauncher(poison=True))[0]
     rtol, atol = TOLERANCE.get(dtype, (1e-7, 1e-7))
     assert_function_matches_numpy(cupy.asnumpy(got), fn, x, rtol=rtol, atol=atol)
     assert len(fused.plan(xd).kernels) <= 1

@@ -1,4 +1,4 @@
-"""fusec's kernel launcher in build-only mode: everything :class:`fusec.runtime.KernelLauncher` does up to the
+"""fusec's kernel launcher in build-only mode: everything :class:`fusec.runtime.launch.KernelLauncher` does up to the
 launch is its own (the recipe: plan, schedule, lowering, source, the NVRTC compile for sm_90 through the cubin
 cache, the grid, the scalar arguments, the poisoned outputs, whatever the runtime checks before a launch), then
 the kernel it launches is checked against the launch's arrays (:func:`tests.gpu_build.contracts.check_launch`) and
@@ -28,7 +28,7 @@ from fusec.ir.graph import Node
 from fusec.ir.interpret import evaluate_node
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region
-from fusec.runtime import KernelLauncher, LaunchRecipe
+from fusec.runtime.launch import KernelLauncher, LaunchRecipe
 from tests.gpu_build import contracts, record
 from tests.gpu_build.standin import memory
 from tests.gpu_build.standin.array import ndarray
@@ -37,7 +37,7 @@ SOURCES = ("const", "size", "iota")  # region inputs that are no kernel argument
 
 
 class BuildOnlyLauncher(KernelLauncher):
-    """:class:`fusec.runtime.KernelLauncher` whose launches the interpreter runs (see the module docstring)."""
+    """:class:`fusec.runtime.launch.KernelLauncher` whose launches the interpreter runs (see the module docstring)."""
 
     def recipe(self, region: Region, arrays: list[Any], out: Any = None, schedule: Any = None,
                autotune: bool = False) -> LaunchRecipe:

@@ -43,7 +43,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _gpu_present() -> tuple[bool, str]:
     """Whether the real CuPy sees a GPU, and if not why, asked in a child process (this one must not import the
     real CuPy); a probe that cannot tell is a usage error (the mode must never run where a GPU might be)."""
-    probe = "from fusec.gpu import gpu_status; ok, why = gpu_status(); print(int(ok)); print(why)"
+    probe = "from fusec.runtime.gpu import gpu_status; ok, why = gpu_status(); print(int(ok)); print(why)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     lines = done.stdout.splitlines()
     if done.returncode or not lines or lines[0] not in ("0", "1"):

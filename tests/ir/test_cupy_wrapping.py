@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.ir.trace import CREATED, FUNCTIONS, wrapped_functions
+from fusec.frontend.trace import CREATED, FUNCTIONS, wrapped_functions
 
 
 class _Ufunc:

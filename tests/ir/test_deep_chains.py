@@ -18,7 +18,7 @@ from fusec.ir.text import parse, print_graph
 from fusec.ir.verify import verify
 from fusec.passes.canonicalize import canonicalize
 from fusec.passes.manager import CLEANUP_PIPELINE, run_pipeline
-from fusec.plan import make_plan
+from fusec.runtime.plan import make_plan
 from tests.ir.test_text import inp
 
 DEPTH = 10_000

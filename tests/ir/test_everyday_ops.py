@@ -1,7 +1,7 @@
 """The everyday ops of issue 17 item 5 against NumPy and SciPy themselves, on the NumPy backend.
 
 ``erf``/``erfc`` are op-table primitives (the op sweep in ``test_op_sweep.py`` covers every loop); the
-others trace into existing primitives (``fusec.ir.composite``). Each case runs on fresh random data
+others trace into existing primitives (``fusec.frontend.composite``). Each case runs on fresh random data
 with NaN, +-inf, -0.0 and integer boundaries, on odd and empty shapes and 0-d arrays, and compares
 values, dtype and shape with the NumPy/SciPy call, or checks that fusec raises NumPy's exception
 class where NumPy raises. Then: their NumPy, CuPy, ``scipy.special`` and ``cupyx.scipy.special``

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.errors import FusecOverflowError, FusecTypeError, FusecValueError, UnsupportedError
-from fusec.update import hazard
+from fusec.frontend.update import hazard
+from fusec.support.errors import FusecOverflowError, FusecTypeError, FusecValueError, UnsupportedError
 from tests.helpers import assert_matches_numpy, random_array
 
 

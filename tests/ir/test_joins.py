@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.errors import FusecError, FusecTypeError, FusecValueError, UnsupportedError
+from fusec.support.errors import FusecError, FusecTypeError, FusecValueError, UnsupportedError
 from tests.helpers import assert_matches_numpy, random_array, seed_of
 
 
@@ -332,7 +332,7 @@ def test_benchmark_torch_rope_matches_numpy() -> None:
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_join_plans_run_kernel_by_kernel(name: str, fusion: bool) -> None:
     """Each kernel of the plan (fused, and one op per kernel) sees only what it declares as inputs."""
-    from fusec.plan import execute_numpy
+    from fusec.runtime.plan import execute_numpy
 
     fn, _ = WORKLOADS[name]
     args = _args(name, "float32" if name != "onehot" else "int32")

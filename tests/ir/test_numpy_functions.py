@@ -1,4 +1,4 @@
-"""The everyday NumPy functions traced by ``fusec/ir/creation_functions.py``, ``elementwise_functions.py``,
+"""The everyday NumPy functions traced by ``fusec/frontend/creation_functions.py``, ``elementwise_functions.py``,
 ``contraction_functions.py``, the views of ``view_functions.py`` (``flipud``, ``rot90``, ``diagonal``, ...) and
 the ``where=``/``initial=`` arguments of reductions, through ``fusec.fuse`` on the NumPy backend against NumPy on
 fresh random data (NaN, infinities and extremes mixed in), in several dtypes: bit for bit where NumPy's steps
@@ -13,7 +13,7 @@ import pytest
 import scipy.special as sp
 
 import fusec
-from fusec.errors import FusecError, UnsupportedError
+from fusec.support.errors import FusecError, UnsupportedError
 from tests.helpers import assert_matches_numpy, random_array, seed_of
 
 

@@ -1,5 +1,5 @@
 """Assignment to part of a value computed in the function (issue 17, item 4): ``y[key] = v`` and ``y[key] op= v``
-for every kind of basic index, as a functional update (``fusec/ir/part_update.py``), against NumPy on fresh
+for every kind of basic index, as a functional update (``fusec/frontend/part_update.py``), against NumPy on fresh
 random data in several dtypes; one kernel where the update's consumer is one; the errors NumPy raises and the
 refusals (views that NumPy would write through). ``KEYS`` and ``build`` are shared with
 ``tests/gpu/test_part_update_gpu.py``.
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.errors import FusecError, UnsupportedError
+from fusec.support.errors import FusecError, UnsupportedError
 from tests.helpers import assert_matches_numpy, random_array, seed_of
 
 SHAPE = (7, 6)

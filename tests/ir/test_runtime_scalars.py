@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.errors import FusecOverflowError, FusecValueError
+from fusec.support.errors import FusecOverflowError, FusecValueError
 from tests.helpers import assert_matches_numpy, random_array
 
 
@@ -55,7 +55,7 @@ def test_runtime_scalars_training_loop_of_100_steps_traces_once_and_matches_nump
 
 def test_runtime_scalars_training_loop_compiles_once_on_the_nvrtc_path(tmp_path, monkeypatch):
     pytest.importorskip("cuda.bindings")
-    from fusec import cubin_cache
+    from fusec.runtime import cubin_cache
 
     monkeypatch.setenv("FUSEC_CUBIN_CACHE", str(tmp_path))
     fused, calls = _counted(_adam)
@@ -247,7 +247,7 @@ def test_runtime_scalars_with_a_shape_read_stay_runtime_for_a_new_size():
 
 
 def test_runtime_scalars_go_to_the_device_in_one_copy_of_aligned_slots():
-    from fusec import api
+    from fusec.frontend import api
 
     copies = []
 

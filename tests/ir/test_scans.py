@@ -14,10 +14,10 @@ import pytest
 
 import fusec
 from fusec import ArraySpec
-from fusec.errors import FusecError, FusecValueError
 from fusec.ir.graph import make_node
 from fusec.ir.interpret import interpret
 from fusec.ir.text import parse, print_graph
+from fusec.support.errors import FusecError, FusecValueError
 from tests.helpers import assert_matches_numpy, random_array, seed_of
 
 

@@ -1,4 +1,5 @@
-"""``roll``, ``diff``, ``tile`` and ``repeat`` (``fusec/ir/shift_functions.py``) through ``fusec.fuse`` on the NumPy
+"""``roll``, ``diff``, ``tile`` and ``repeat`` (``fusec/frontend/shift_functions.py``) through ``fusec.fuse`` on the
+NumPy
 backend against NumPy: shapes, axes, negative and oversized shifts, several axes, ``prepend``/``append``, booleans
 (``diff`` is ``!=``), empty arrays; one kernel with an elementwise consumer; NumPy's errors; and the CuPy names.
 ``CASES`` is shared with ``tests/gpu/test_shift_functions_gpu.py``.
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.errors import FusecError, UnsupportedError
+from fusec.support.errors import FusecError, UnsupportedError
 from tests.helpers import assert_matches_numpy, random_array, seed_of
 
 CASES = {

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.errors import FusecError, UnsupportedError
+from fusec.support.errors import FusecError, UnsupportedError
 from tests.helpers import assert_matches_numpy, random_array, seed_of
 from tests.ir.test_views import KEYS, _ids
 
@@ -239,7 +239,7 @@ def test_slice_assign_direct_write_only_where_nothing_else_touches_the_argument(
     """Which assigned parts a GPU kernel may write straight into the argument's view (``direct_parts``; NumPy
     arrays stand in for CuPy's here): the argument's only change, a computed value of the selection's shape that
     is not returned, no kernel reading the argument."""
-    from fusec.update import direct_parts
+    from fusec.frontend.update import direct_parts
 
     def direct(fn, *args):
         fused = fusec.fuse(fn)

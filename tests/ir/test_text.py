@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from fusec.errors import ParseError, VerifyError
 from fusec.ir.graph import Graph, make_node
 from fusec.ir.interpret import interpret
 from fusec.ir.region import make_regions
 from fusec.ir.text import node_names, parse, print_graph
 from fusec.passes.fold import fold
+from fusec.support.errors import ParseError, VerifyError
 from tests.strategies import graphs, partitioned_graphs
 
 SOFTMAX = """\

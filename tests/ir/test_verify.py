@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from fusec.errors import VerifyError
 from fusec.ir.dtypes import ir_dtype
 from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.region import Region, make_regions
 from fusec.ir.verify import verify
+from fusec.support.errors import VerifyError
 from tests.ir.test_text import inp, softmax_graph, softmax_region_graph
 from tests.strategies import graphs, partitioned_graphs
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.errors import FusecError, FusecIndexError, FusecTypeError, UnsupportedError
+from fusec.support.errors import FusecError, FusecIndexError, FusecTypeError, UnsupportedError
 from tests.helpers import assert_matches_numpy, random_array, seed_of
 
 KEYS = [
@@ -210,8 +210,8 @@ def test_view_text_round_trip_keeps_python_bounds_and_integer_indices() -> None:
     ("start=[none, 0], stop=[none, none], step=[0, 1]", "an integer index \\(step 0\\) needs a start"),
 ])
 def test_view_parse_rejects_bad_slice_attributes(attrs: str, message: str) -> None:
-    from fusec.errors import ParseError
     from fusec.ir.text import parse
+    from fusec.support.errors import ParseError
 
     text = f"func @f(%x: f32[4,5]) -> f32[1,5] {{\n  %0 = slice %x {{{attrs}}} : f32[1,5]\n  return %0\n}}\n"
     with pytest.raises(ParseError, match=message):

@@ -28,12 +28,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fusec.errors import FusecError
 from fusec.ir.graph import Graph
 from fusec.ir.interpret import interpret
 from fusec.ir.text import parse, print_graph
 from fusec.passes.manager import optimize_text
-from fusec.plan import execute_numpy, make_plan
+from fusec.runtime.plan import execute_numpy, make_plan
+from fusec.support.errors import FusecError
 from tests.helpers import assert_matches_numpy, random_arguments, seed_of
 
 CASES_DIR = Path(__file__).parent / "cases"

@@ -17,7 +17,7 @@ from fusec.ir.ops import Kind
 from fusec.ir.region import Refusal, region_space
 from fusec.ir.space_state import SpaceState, refusal_text
 from fusec.ir.text import parse
-from fusec.plan import execute_numpy, make_plan
+from fusec.runtime.plan import execute_numpy, make_plan
 from tests.helpers import assert_matches_numpy, random_array
 
 FUZZ_3727 = """func @fuzz3727_views(%x: i32[], %y: f32[], %z: i32[2,4]) -> (f16[2,2,2,4], f16[4,2,4]) {

@@ -28,7 +28,7 @@ from fusec.ir.graph import Graph
 from fusec.ir.interpret import interpret
 from fusec.ir.text import parse
 from fusec.passes.manager import DEFAULT_PIPELINE, run_pipeline
-from fusec.plan import execute_numpy, make_plan
+from fusec.runtime.plan import execute_numpy, make_plan
 from tests.helpers import assert_matches_numpy, random_array, seed_of
 from tests.strategies import graphs
 

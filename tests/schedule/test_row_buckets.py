@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec import cubin_cache
 from fusec.codegen import nvrtc
+from fusec.runtime import cubin_cache
 from fusec.schedule import RowSchedule, ScheduleError
 from tests.helpers import assert_matches_numpy, random_array
 
@@ -119,7 +119,7 @@ def test_row_buckets_numpy_backend_results_unchanged(fn, n) -> None:
 
 
 def _compiles(fn, lengths, monkeypatch, tmp_path) -> int:
-    """How many NVRTC compiles the runtime's path (the cubin cache, :func:`fusec.cubin_cache.cached_cubin`)
+    """How many NVRTC compiles the runtime's path (the cubin cache, :func:`fusec.runtime.cubin_cache.cached_cubin`)
     makes to run ``fn`` over rows of each of ``lengths`` (NVRTC replaced by a counter)."""
     calls = []
 

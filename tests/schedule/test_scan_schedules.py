@@ -327,7 +327,7 @@ FUZZ_SCANS_OF_IOTAS = {  # GPU fuzz runs of 2026-12-07 (fuzz-report.txt, fuzz-re
 @pytest.mark.parametrize("graph", sorted(FUZZ_SCANS_OF_IOTAS))
 def test_scan_fuzz_graphs_reading_iotas_compile_under_every_schedule(graph: str) -> None:
     from fusec.ir.text import parse
-    from fusec.plan import make_plan
+    from fusec.runtime.plan import make_plan
 
     plan = make_plan(parse(FUZZ_SCANS_OF_IOTAS[graph]))
     (kernel,) = [k for k in plan.kernels if k.kind == "scan"]

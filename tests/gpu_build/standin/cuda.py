@@ -15,7 +15,7 @@ import struct
 import threading
 from typing import Any
 
-from fusec.cubin_cache import elf_complete
+from fusec.runtime.cubin_cache import elf_complete
 from tests.gpu_build.standin import memory
 
 COMPUTE_CAPABILITY = "90"

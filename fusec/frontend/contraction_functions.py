@@ -1,0 +1,254 @@
+"""Contractions traced into elementwise products and sums: ``einsum``, and ``outer``, ``inner``, ``vecdot``, ``dot``,
+``matmul`` (``@``), ``tensordot`` and ``average`` written as one.
+
+``einsum`` takes each operand's axes to the positions of its letters (a repeated letter first takes the diagonal),
+broadcasts them against each other, multiplies in the operands' result type, and sums over the letters the output
+lacks in that type (as NumPy's ``einsum`` does: no integer widening). The product and the sum are one kernel: no
+operand is copied. A contraction whose loops outnumber the elements of every operand and of the result by more
+than :data:`LOOP_LIMIT` times is a matrix product in disguise, which a BLAS does far faster; it is refused with
+that hint (``x @ w`` for a vector ``w`` is a reduction and traces, ``a @ b`` of two matrices does not).
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from typing import Any
+
+import numpy as np
+
+from fusec.frontend import trace as _trace
+from fusec.frontend.trace import Tracer, _as_node, _node, cast, reduction
+from fusec.ir import dtypes
+from fusec.ir.graph import Node
+from fusec.support.errors import FusecValueError, UnsupportedError
+
+LOOP_LIMIT = 16  # loops per element of the largest operand or result a traced contraction may run
+
+
+def _parse(subscripts: str, ndims: list[int]) -> tuple[list[str], str]:
+    """Each operand's letters (``...`` expanded, right-aligned across operands as NumPy broadcasts it) and the
+    output's (implicit: the letters used once, in order, after the ellipsis's)."""
+    text = subscripts.replace(" ", "")
+    explicit = "->" in text
+    inputs, output = text.split("->") if explicit else (text, "")
+    terms = inputs.split(",")
+    if len(terms) != len(ndims):
+        raise FusecValueError("more operands provided to einstein sum function than specified in the subscripts "
+                              "string" if len(ndims) > len(terms) else "fewer operands provided to einstein sum "
+                              "function than specified in the subscripts string")
+    used = set(c for c in text if c.isalpha())
+    spare = [c for c in string.ascii_letters if c not in used]
+    widths = [n - len(t.replace("...", "")) if "..." in t else 0 for t, n in zip(terms, ndims)]
+    width = max(widths, default=0)
+    ell = "".join(spare[:width])
+    letters = []
+    for t, w, n in zip(terms, widths, ndims):
+        if any(not (c.isalpha() or c == ".") for c in t):
+            raise FusecValueError(f"invalid subscript in einstein sum subscripts string: {t!r}")
+        full = t.replace("...", ell[width - w:]) if "..." in t else t
+        if len(full) != n:
+            raise FusecValueError(f"einstein sum subscripts string contains too many subscripts for operand "
+                                  f"{len(letters)}" if len(full) > n else "operand has more dimensions than "
+                                  "subscripts given in einstein sum")
+        letters.append(full)
+    if explicit:
+        out = output.replace("...", ell)
+    else:
+        counts = {c: sum(term.count(c) for term in letters) for c in set("".join(letters))}
+        out = ell + "".join(sorted(c for c, k in counts.items() if k == 1 and c not in ell))
+    return letters, out
+
+
+def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None, order: str = "K",
+           casting: str = "safe", optimize: Any = False) -> Tracer:
+    """``numpy.einsum`` with a subscripts string (see the module docstring)."""
+    if out is not None:
+        raise UnsupportedError("the out= argument of einsum is not supported inside a fused function")
+    if not isinstance(subscripts, str):
+        raise UnsupportedError("einsum's sublist form is not traced", hint="write the subscripts as a string")
+    nodes = [_as_node(x, "einsum") for x in operands]
+    letters, out_letters = _parse(subscripts, [n.ndim for n in nodes])
+    extent: dict[str, int] = {}
+    for node, term in zip(nodes, letters):
+        for c, d in zip(term, node.shape):
+            if extent.get(c, d) != d and 1 not in (extent.get(c), d):
+                raise FusecValueError(f"operands could not be broadcast together: subscript {c!r} has extents "
+                                      f"{extent[c]} and {d}")
+            extent[c] = max(extent.get(c, d), d)
+    if len(set(out_letters)) != len(out_letters) or any(c not in extent for c in out_letters):
+        raise FusecValueError(f"invalid output subscripts {out_letters!r} in einstein sum")
+    summed = [c for c in extent if c not in out_letters]
+    order_ = list(out_letters) + summed
+    loops = math.prod(extent[c] for c in order_)
+    largest = max([n.size for n in nodes] + [math.prod(extent[c] for c in out_letters)])
+    if loops > LOOP_LIMIT * max(largest, 1):
+        raise UnsupportedError(
+            f"einsum {subscripts!r} runs {loops} loops for arrays of at most {largest} elements: a matrix product, "
+            "which fusec does not generate", hint="call np.matmul/np.einsum (or a BLAS) outside the fused function")
+    result_dt = dtypes.as_dtype(np.dtype(dtype)) if dtype is not None else dtypes.as_dtype(
+        np.result_type(*(n.dtype for n in nodes)))
+    placed = [_place(node, term, order_, result_dt) for node, term in zip(nodes, letters)]
+    product = placed[0]
+    for p in placed[1:]:
+        product = _node("mul", [product, p]) if product.dtype != dtypes.BOOL else _node("logical_and", [product, p])
+    if len(placed) == 1 and product.shape != tuple(extent[c] for c in order_):
+        product = _node("broadcast_to", [product], {"shape": [extent[c] for c in order_]})
+    if not summed:
+        return Tracer(product)
+    axes = tuple(range(len(out_letters), len(order_)))
+    if result_dt == dtypes.BOOL:
+        return reduction("any", Tracer(product), axes)
+    return reduction("sum", Tracer(product), axes, dtype=result_dt)
+
+
+def _place(node: Node, term: str, order: list[str], dt: np.dtype) -> Node:
+    """``node`` (axes lettered by ``term``) with its axes at their letters' positions in ``order`` (size 1 for the
+    letters it lacks), in dtype ``dt``; a repeated letter takes the diagonal first."""
+    from fusec.frontend.view_functions import diagonal
+
+    while len(set(term)) != len(term):
+        c = next(c for c in term if term.count(c) > 1)
+        p = term.index(c)
+        q = term.index(c, p + 1)
+        node = diagonal(Tracer(node), 0, p, q).node
+        term = "".join(x for k, x in enumerate(term) if k not in (p, q)) + c
+    node = cast(node, dt)
+    perm = sorted(range(len(term)), key=lambda k: order.index(term[k]))
+    if perm != list(range(len(term))):
+        node = _node("transpose", [node], {"perm": perm})
+    present = sorted(order.index(c) for c in term)
+    missing = [k for k in range(len(order)) if k not in present]
+    return _node("expand_dims", [node], {"axes": missing}) if missing else node
+
+
+def _letters(n: int, skip: str = "") -> str:
+    return "".join(c for c in string.ascii_lowercase if c not in skip)[:n]
+
+
+def outer(a: Any, b: Any, out: Any = None) -> Tracer:
+    x = _trace.FUNCTIONS["ravel"](Tracer(_as_node(a, "outer"))).node
+    y = _trace.FUNCTIONS["ravel"](Tracer(_as_node(b, "outer"))).node
+    return einsum("i,j->ij", Tracer(x), Tracer(y), out=out)
+
+
+def inner(a: Any, b: Any) -> Tracer:
+    """``numpy.inner``: the sum over the last axes (a product where either is 0-d)."""
+    x, y = _as_node(a, "inner"), _as_node(b, "inner")
+    if x.ndim == 0 or y.ndim == 0:
+        return _trace.apply_ufunc(np.multiply, (Tracer(x), Tracer(y)))
+    left = _letters(x.ndim - 1, "z") + "z"
+    right = _letters(y.ndim - 1, left) + "z"
+    return einsum(f"{left},{right}->{left[:-1]}{right[:-1]}", Tracer(x), Tracer(y))
+
+
+def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, **kwargs: Any) -> Tracer:
+    """``numpy.vecdot``: ``sum(x1 * x2, axis)`` over the broadcast operands (real dtypes)."""
+    product = _trace.apply_ufunc(np.multiply, (x1, x2))
+    return reduction("sum", product, axis, dtype=product.node.dtype)
+
+
+def dot(a: Any, b: Any, out: Any = None) -> Tracer:
+    """``numpy.dot``: a product with 0-d operands, else the sum over ``a``'s last axis and ``b``'s second-to-last
+    (its only one when 1-d)."""
+    x, y = _as_node(a, "dot"), _as_node(b, "dot")
+    if x.ndim == 0 or y.ndim == 0:
+        return _trace.apply_ufunc(np.multiply, (Tracer(x), Tracer(y)))
+    left = _letters(x.ndim - 1, "z") + "z"
+    if y.ndim == 1:
+        return einsum(f"{left},z->{left[:-1]}", Tracer(x), Tracer(y), out=out)
+    rest = _letters(y.ndim - 1, left)
+    right = rest[:-1] + "z" + rest[-1]
+    return einsum(f"{left},{right}->{left[:-1]}{rest}", Tracer(x), Tracer(y), out=out)
+
+
+def matmul(a: Any, b: Any, /, out: Any = None, **kwargs: Any) -> Tracer:
+    """``numpy.matmul`` (``@``): vectors promoted and their axis removed after, stacks broadcast."""
+    x, y = _as_node(a, "matmul"), _as_node(b, "matmul")
+    if x.ndim == 0 or y.ndim == 0:
+        raise FusecValueError("matmul: Input operand does not have enough dimensions")
+    if x.ndim == 1 and y.ndim == 1:
+        return einsum("z,z->", Tracer(x), Tracer(y), out=out)
+    if y.ndim == 1:
+        return einsum("...iz,z->...i", Tracer(x), Tracer(y), out=out)
+    if x.ndim == 1:
+        return einsum("z,...zk->...k", Tracer(x), Tracer(y), out=out)
+    return einsum("...iz,...zk->...ik", Tracer(x), Tracer(y), out=out)
+
+
+def tensordot(a: Any, b: Any, axes: Any = 2) -> Tracer:
+    """``numpy.tensordot``: the sum over ``axes`` (a count: ``a``'s last and ``b``'s first; or two lists)."""
+    x, y = _as_node(a, "tensordot"), _as_node(b, "tensordot")
+    if isinstance(axes, (int, np.integer)):
+        n = int(axes)
+        ax_a, ax_b = list(range(x.ndim - n, x.ndim)), list(range(n))
+    else:
+        ax_a, ax_b = ([axes[0]] if isinstance(axes[0], (int, np.integer)) else list(axes[0]),
+                      [axes[1]] if isinstance(axes[1], (int, np.integer)) else list(axes[1]))
+    ax_a = [k % x.ndim for k in ax_a]
+    ax_b = [k % y.ndim for k in ax_b]
+    if len(ax_a) != len(ax_b):
+        raise FusecValueError("shape-mismatch for sum")
+    left = list(_letters(x.ndim))
+    right = list(_letters(y.ndim, "".join(left)))
+    for i, j in zip(ax_a, ax_b):
+        right[j] = left[i]
+    kept = [c for k, c in enumerate(left) if k not in ax_a] + [c for k, c in enumerate(right) if k not in ax_b]
+    return einsum(f"{''.join(left)},{''.join(right)}->{''.join(kept)}", Tracer(x), Tracer(y))
+
+
+def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = False, *, keepdims: Any = False) -> Any:
+    """``numpy.average``: the mean, or NumPy's weighted steps (weights along ``axis`` or of ``a``'s shape; sums in
+    the result type, at least float64 for integer data). A zero weight sum gives inf or NaN (NumPy raises)."""
+    x = _as_node(a, "average")
+    keep = bool(keepdims) if keepdims is not np._NoValue else False
+    if weights is None:
+        avg = reduction("mean", Tracer(x), axis, keepdims=keep)
+        if not returned:
+            return avg
+        count = reduction("sum", _trace.FUNCTIONS["ones_like"](Tracer(x), dtype=avg.node.dtype), axis, keepdims=keep)
+        return avg, count
+    w = _as_node(weights, "average")
+    float_data = x.dtype.kind not in "biu"
+    result_dt = dtypes.as_dtype(np.result_type(x.dtype, w.dtype) if float_data else np.result_type(x.dtype, w.dtype,
+                                                                                                     "f8"))
+    if x.shape != w.shape:
+        if axis is None:
+            raise TypeError("Axis must be specified when shapes of a and weights differ.")
+        if w.ndim != 1:
+            raise TypeError("1D weights expected when shapes of a and weights differ.")
+        from fusec.ir.infer import normalize_axes
+
+        (ax,) = normalize_axes(axis, x.ndim, allow_tuple=False)
+        if w.shape[0] != x.shape[ax]:
+            raise FusecValueError("Length of weights not compatible with specified axis.")
+        others = [k for k in range(x.ndim) if k != ax]
+        w = _node("expand_dims", [w], {"axes": others}) if others else w
+    scale = reduction("sum", Tracer(_node("broadcast_to", [w], {"shape": list(x.shape)}) if w.shape != x.shape
+                                    else w), axis, dtype=result_dt, keepdims=keep)
+    product = _node("mul", [cast(x, result_dt), cast(w, result_dt)])
+    total = reduction("sum", Tracer(product), axis, dtype=result_dt, keepdims=keep)
+    avg = _trace.apply_ufunc(np.true_divide, (total, scale))
+    return (avg, scale) if returned else avg
+
+
+FUNCTIONS = {"einsum": einsum, "outer": outer, "inner": inner, "vecdot": vecdot, "dot": dot, "matmul": matmul,
+             "tensordot": tensordot, "average": average}
+DOCUMENTED = {"numpy": tuple(FUNCTIONS)}
+_trace.FUNCTIONS.update(FUNCTIONS)
+_trace.COMPOSITE_UFUNCS.update({"matmul": matmul, "vecdot": vecdot})  # NumPy's gufuncs
+
+
+def _matmul_operator(self: Tracer, other: Any) -> Tracer:
+    return matmul(self, other)
+
+
+def _rmatmul_operator(self: Tracer, other: Any) -> Tracer:
+    return matmul(other, self)
+
+
+Tracer.__matmul__ = _matmul_operator  # type: ignore[method-assign]
+Tracer.__rmatmul__ = _rmatmul_operator  # type: ignore[method-assign]
+Tracer.dot = lambda self, b, out=None: dot(self, b, out)  # type: ignore[attr-defined]
+
+__all__ = ["DOCUMENTED", "FUNCTIONS", "LOOP_LIMIT", "einsum"]

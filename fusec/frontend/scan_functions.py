@@ -1,0 +1,79 @@
+"""The cumulative functions traced into the scan ops: ``cumsum``, ``cumprod``, ``nancumsum``, ``nancumprod``
+(NumPy's, CuPy's, and the ``x.cumsum(axis)``/``x.cumprod(axis)`` methods).
+
+NumPy's rules: the result has the accumulator dtype of ``sum``/``prod`` (bool and small ints to int64, small
+unsigned ints to uint64, floats their own) or ``dtype=``, which the operand is cast to first (the ``cast``
+node before the op); ``axis=None`` scans the flattened array (traced where the flattening is a view fusec
+traces: at most one axis of more than one element), and a 0-d operand gives a 1-element array; the ``nan``
+forms replace NaN with the identity (0 or 1) first. The op itself keeps its operand's dtype and shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fusec.frontend import trace as _trace
+from fusec.frontend.hints import checked_method, keyword_hint
+from fusec.frontend.trace import Tracer, _as_node, _check_no_out, _const, _node, cast
+from fusec.ir import dtypes
+from fusec.ir.infer import normalize_axes
+from fusec.support.errors import FusecTypeError, UnsupportedError
+
+
+def cumulative(name: str, a: Any, axis: Any = None, dtype: Any = None, out: Any = None, **unknown: Any) -> Tracer:
+    """Trace ``np.<name>(a, axis, dtype)`` for ``cumsum``, ``cumprod``, ``nancumsum`` and ``nancumprod``."""
+    if unknown:
+        raise FusecTypeError(f"{name}() takes no keyword argument '{next(iter(unknown))}'",
+                             hint=keyword_hint(unknown))
+    _check_no_out(name, out=out)
+    x = _as_node(a, name)
+    op = "cumprod" if name.endswith("cumprod") else "cumsum"
+    acc = dtypes.as_dtype(dtype) if dtype is not None else dtypes.sum_dtype(x.dtype)
+    if acc.kind == "b":  # np.cumsum(b, dtype=bool) is logical_or.accumulate: not a scan fusec has
+        raise UnsupportedError(f"{name} with dtype=bool is not supported", hint="use dtype=np.int64 (the default)")
+    if name.startswith("nan") and x.dtype.kind == "f":  # NumPy's _replace_nan: NaN becomes the identity
+        x = _node("where", [_node("isnan", [x]), _const(1 if op == "cumprod" else 0, x.dtype), x])
+    if axis is None:
+        x = _flattened(name, x)
+        axis = 0
+    else:
+        (axis,) = normalize_axes(axis, x.ndim, allow_tuple=False)
+    x = cast(x, acc)
+    return Tracer(_node(op, [x], {"axis": axis}))
+
+
+def _flattened(name: str, x: Any) -> Any:
+    """``x`` as the 1-d array ``axis=None`` scans: ``x.ravel()`` (where axes merge, the reshapes pass reads that
+    reshape back between kernels: a scan along a merged axis is no index arithmetic)."""
+    if x.ndim == 1:
+        return x
+    if x.ndim == 0:
+        return _node("expand_dims", [x], {"axes": [0]})
+    return _trace.FUNCTIONS["ravel"](Tracer(x)).node
+
+
+def _function(name: str) -> Any:
+    def fn(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, **kwargs: Any) -> Tracer:
+        return cumulative(name, a, axis, dtype, out, **kwargs)
+
+    fn.__name__ = name
+    return fn
+
+
+def _method(name: str) -> Any:
+    def method(self: Tracer, axis: Any = None, dtype: Any = None, out: Any = None) -> Tracer:
+        return cumulative(name, self, axis, dtype, out)
+
+    method.__name__ = name
+    return method
+
+
+NAMES = ("cumsum", "cumprod", "nancumsum", "nancumprod")
+FUNCTIONS = {name: _function(name) for name in NAMES}
+# for the README (fusec.frontend.ops_doc): the functions traced into the scan ops
+DOCUMENTED = {"numpy": ("nancumsum", "nancumprod")}
+_trace.FUNCTIONS.update(FUNCTIONS)
+Tracer.cumsum = checked_method("cumsum", _method("cumsum"))  # type: ignore[attr-defined]
+Tracer.cumprod = checked_method("cumprod", _method("cumprod"))  # type: ignore[attr-defined]
+
+__all__ = ["DOCUMENTED", "FUNCTIONS", "NAMES", "cumulative"]

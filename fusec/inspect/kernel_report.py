@@ -1,0 +1,113 @@
+"""Readable inspections: ``cuda_source`` with the helper header folded, and ``ptxas`` as structured rows.
+
+:func:`folded_source` shows each kernel as rendered (:func:`fusec.codegen.render.render_body`) after one line
+naming the device-helper headers it includes and how many lines they hold, instead of the ~700 lines of
+helpers that start every translation unit, with its accumulator types and repeated blocks folded too
+(:mod:`fusec.inspect.source_fold`); ``full=True`` callers get the exact source instead.
+
+:class:`PtxasReport` is what ``Fused.ptxas`` returns: one :class:`PtxasRow` per kernel (registers, spills,
+stack, shared memory, threads per block and the blocks and occupancy per SM these allow), printed as a table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fusec.codegen.render import SCHEDULE_HEADER, render_body
+from fusec.inspect.source_fold import shown_body
+from fusec.schedule.device import H200, DeviceProperties
+
+COMMON_HEADERS = ("fusec_device.cuh", SCHEDULE_HEADER.removesuffix(".j2"))
+
+
+def fold_note(kernel: Any) -> str:
+    """The one line standing for the headers before ``kernel``'s body (a
+    :class:`fusec.codegen.kernel.GeneratedKernel`): their names and how many lines of its source they are."""
+    body = render_body(kernel.spec)
+    if not kernel.source.endswith(body):  # never: the source is the headers, then the body
+        raise ValueError(f"kernel {kernel.name}: its source does not end with its body")
+    folded = len(kernel.source.splitlines()) - len(body.splitlines())
+    names = ", ".join([*COMMON_HEADERS, *(n.removesuffix(".j2") for n in dict.fromkeys(kernel.spec.headers))])
+    return (f"// #include <fusec helpers: {names}> ({folded} lines folded; cuda_source(..., full=True) or "
+            "--full shows the exact source)")
+
+
+def folded_source(kernels: Iterable[Any]) -> str:
+    """Each generated kernel (:class:`fusec.codegen.kernel.GeneratedKernel`) as its header note and its body."""
+    return "\n".join(fold_note(k) + "\n" + shown_body(k.spec, render_body(k.spec)) for k in kernels)
+
+
+@dataclass(frozen=True)
+class PtxasRow:
+    """ptxas's report of one kernel, with the residency it allows on ``device``."""
+
+    kernel: str
+    arch: str
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    stack_frame: int
+    shared_memory: int  # static __shared__ bytes per block
+    threads: int  # per block
+    blocks_per_sm: int
+    occupancy: float  # resident warps / the SM's maximum, 0..1
+
+    @property
+    def spills(self) -> int:
+        return self.spill_stores + self.spill_loads
+
+
+def blocks_per_sm(registers: int, shared_memory: int, threads: int, device: DeviceProperties = H200) -> int:
+    """Blocks of ``threads`` threads resident per SM, limited by registers (allocated per warp in units of
+    256), shared memory (1 KiB reserved per block), threads and 32 blocks."""
+    warps = -(-threads // device.warp_size)
+    regs_per_warp = -(-max(registers, 1) * device.warp_size // 256) * 256
+    by_regs = device.registers_per_sm // (regs_per_warp * warps)
+    by_threads = device.max_threads_per_sm // threads
+    by_smem = device.shared_memory_per_sm // (shared_memory + 1024) if shared_memory else 32
+    return max(0, min(32, by_regs, by_threads, by_smem))
+
+
+class PtxasReport(list):
+    """The rows of ``Fused.ptxas`` (a list of :class:`PtxasRow`); ``str()`` is a table, ``row("k0")`` finds one."""
+
+    COLUMNS = ("kernel", "arch", "registers", "spills (st/ld B)", "stack B", "smem B", "threads", "blocks/SM",
+               "occupancy")
+
+    def row(self, name: str) -> PtxasRow:
+        for r in self:
+            if r.kernel == name or r.kernel.split("_")[0] == name:
+                return r
+        raise KeyError(f"no kernel {name!r}: the kernels are {', '.join(r.kernel for r in self)}")
+
+    def table(self) -> str:
+        cells = [self.COLUMNS] + [(r.kernel, r.arch, str(r.registers), f"{r.spill_stores}/{r.spill_loads}",
+                                   str(r.stack_frame), str(r.shared_memory), str(r.threads), str(r.blocks_per_sm),
+                                   f"{r.occupancy:.0%}") for r in self]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(self.COLUMNS))]
+        lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+                 for row in cells]
+        return "\n".join(line.rstrip() for line in lines)
+
+    def __str__(self) -> str:
+        return self.table() + "\n(blocks/SM and occupancy: registers, shared memory and threads on an H200)"
+
+    __repr__ = list.__repr__
+
+
+def ptxas_rows(kernels: Sequence[Any], reports: Sequence[Any], arch: str,
+               device: DeviceProperties = H200) -> PtxasReport:
+    """A :class:`PtxasReport` from generated kernels and their :class:`fusec.codegen.nvrtc.KernelResources`."""
+    out = PtxasReport()
+    for kernel, res in zip(kernels, reports):
+        threads = kernel.spec.block[0] * kernel.spec.block[1]
+        blocks = blocks_per_sm(res.registers, res.shared_memory, threads, device)
+        warps, most = blocks * -(-threads // device.warp_size), device.max_threads_per_sm // device.warp_size
+        out.append(PtxasRow(res.name, arch, res.registers, res.spill_stores, res.spill_loads, res.stack_frame,
+                            res.shared_memory, threads, blocks, warps / most))
+    return out
+
+
+__all__ = ["PtxasReport", "PtxasRow", "blocks_per_sm", "fold_note", "folded_source", "ptxas_rows"]
