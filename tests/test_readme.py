@@ -2,7 +2,7 @@
 is claimed by a test here (or in test_docs.py, for the demo, logging and explain outputs), which runs the command
 or the Python snippet and compares what it prints, allowing only for numbers that vary (times); a new block
 without a test fails :func:`test_every_readme_block_is_exercised_by_a_test`. The paths and commands the prose
-names exist."""
+names exist, every relative link leads to a file (and a heading) that exists, and the README stays short."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from tests.test_examples import load_example
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
+README_MAX_LINES = 250  # issue 31: the README is a front door; the rest is in docs/
 
 
 def pages() -> list[Path]:
@@ -447,6 +448,87 @@ def test_paths_the_readme_and_docs_name_exist():
     assert len(paths) > 20
     missing = sorted(p for p in paths if not (ROOT / p).exists() and not (ROOT / p.split(" ")[0]).exists())
     assert not missing, f"README.md or docs/ name paths that do not exist: {missing}"
+
+
+def github_slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: its text without markup, lower case, punctuation other than ``-`` and
+    ``_`` dropped, each space a ``-``."""
+    text = re.sub(r"`([^`]*)`", r"\1", heading)
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # a link: its text
+    text = re.sub(r"[*_]{1,2}([^*_]+)[*_]{1,2}", r"\1", text)  # emphasis
+    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+
+
+def _outside_code(text: str) -> str:
+    """``text`` with its fenced blocks blanked (their lines kept, empty) and each code span a placeholder."""
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if line.strip().startswith("```"):
+            fenced = not fenced
+            lines.append("")
+        else:
+            lines.append("" if fenced else line)
+    return re.sub(r"(`+)(?:(?!\1).)+?\1", "code", "\n".join(lines))
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors of a Markdown page's headings, GitHub's way (a repeated slug gets ``-1``, ``-2``, ...)."""
+    seen: dict[str, int] = {}
+    out = set()
+    lines = page.read_text(encoding="utf-8").splitlines()
+    fenced = False
+    for line in lines:
+        if line.strip().startswith("```"):
+            fenced = not fenced
+        m = None if fenced else re.match(r"#{1,6} (.+?)\s*#*$", line)
+        if m:
+            slug = github_slug(m.group(1))
+            out.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+            seen[slug] = seen.get(slug, 0) + 1
+    return out
+
+
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def test_github_slug_and_links_are_read_as_github_does(tmp_path):
+    assert github_slug("What `explain` shows") == "what-explain-shows"
+    assert github_slug("NVRTC 13.3 or later for 8- and 16-bit values") == "nvrtc-133-or-later-for-8--and-16-bit-values"
+    assert github_slug("Beyond one GPU: Dask arrays") == "beyond-one-gpu-dask-arrays"
+    page = tmp_path / "page.md"
+    page.write_text("# A b\n\n```python\n# not a heading\n```\n\n## A b\n\n[x](#a-b-1) `[y](nowhere.md)`\n")
+    assert anchors(page) == {"a-b", "a-b-1"}
+    assert _LINK.findall(_outside_code(page.read_text())) == ["#a-b-1"]
+
+
+LINKED_PAGES = ("examples/README.md", "benchmarks/README.md", "BENCHMARKS.md")  # beside README.md and docs/
+
+
+def test_every_relative_link_leads_to_a_file_and_heading_that_exist():
+    checked, broken = 0, []
+    for page in [*pages(), *(ROOT / name for name in LINKED_PAGES)]:
+        for target in _LINK.findall(_outside_code(page.read_text(encoding="utf-8"))):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            checked += 1
+            where = f"{page.relative_to(ROOT)}: ({target})"
+            if not file.exists():
+                broken.append(f"{where}: no {path}")
+            elif anchor and file.suffix == ".md" and anchor not in anchors(file):
+                broken.append(f"{where}: {file.relative_to(ROOT)} has no heading #{anchor}")
+    assert checked > 40
+    assert not broken, "links that lead nowhere:\n" + "\n".join(broken)
+
+
+def test_readme_is_a_front_door():
+    """Issue 31: under 250 lines, the rest in docs/, and every page of docs/ linked from the README."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) < README_MAX_LINES, f"README.md has {len(text.splitlines())} lines"
+    linked = {(README.parent / p.partition("#")[0]).resolve() for p in _LINK.findall(_outside_code(text))}
+    unlinked = [p.name for p in pages()[1:] if p.resolve() not in linked]
+    assert not unlinked, f"README.md's Read more lacks {unlinked}"
 
 
 OPS_DOC_COMMAND = "python -m fusec.frontend.ops_doc docs/ops.md docs/limitations.md"
