@@ -4,8 +4,8 @@ A pointwise region with several outputs: one kernel reads four arrays and writes
 unfused step runs a dozen elementwise kernels. The hyperparameters and ``step`` are Python numbers:
 left at their defaults they are compile-time constants of the kernel; passed in the call (a learning
 rate schedule, the step count of a training loop) they are runtime scalars, so new values neither trace
-nor compile again (README: "Scalars at run time"). Written in place (``m *= beta1; m += ...``), the same
-step updates param, m and v in their own buffers (README: "In-place updates").
+nor compile again (docs/scalars.md). Written in place (``m *= beta1; m += ...``), the same
+step updates param, m and v in their own buffers (docs/in-place.md).
 """
 
 import numpy as np

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Check the GPU in one call (scripts/gpu_check.py says what it runs): from the repository root on the GPU machine,
 #   OUT=/tmp/out bash scripts/gpu_check.sh [gpu_check.py's options, e.g. --no-bench, --files scan,joins]
-# Wheels carried in .whl/ (Dask and what it needs; see README "Checking the GPU") are installed first, into
+# Wheels carried in .whl/ (Dask and what it needs; see docs/tests.md, "Checking the GPU in one call") are installed first, into
 # /tmp/fusec-site, for the modules the machine's Python lacks; the checkout comes first on PYTHONPATH.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1

@@ -272,7 +272,7 @@ def gpu_count() -> int:
 
 
 # pytestmark of every GPU test module: selected by ``-m gpu``, skipped with the reason where there is no GPU
-# (one reason for every GPU test, conftest's too: the one the README quotes)
+# (one reason for every GPU test, conftest's too: the one docs/tests.md quotes)
 GPU_SKIP_REASON = "no CUDA GPU: run `pytest -m gpu` on a machine with one"
 GPU_ONLY = [pytest.mark.gpu, pytest.mark.skipif(gpu_count() == 0, reason=GPU_SKIP_REASON)]
 

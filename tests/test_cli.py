@@ -18,7 +18,7 @@ import pytest
 
 import fusec
 from fusec.__main__ import gpu_available, main, traffic, use_color
-from fusec.frontend.ops_doc import ops_markdown, readme_block
+from fusec.frontend.ops_doc import ops_block, ops_markdown
 from tests.conftest import cuda_gpu_present
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -731,13 +731,14 @@ def test_python_m_fusec_help():
         assert command in proc.stdout
 
 
-# --- README ------------------------------------------------------------------------------------
+# --- README, docs/ops.md ---------------------------------------------------------------------------
 
 
-def test_readme_ops_block_is_generated_from_the_op_table():
-    block = readme_block((ROOT / "README.md").read_text(encoding="utf-8"))
-    assert block is not None, "README.md lacks the <!-- ops:begin --> ... <!-- ops:end --> block"
-    assert block == ops_markdown(), "README.md's ops list is stale: run `python -m fusec.frontend.ops_doc README.md`"
+def test_docs_ops_block_is_generated_from_the_op_table():
+    block = ops_block((ROOT / "docs" / "ops.md").read_text(encoding="utf-8"))
+    assert block is not None, "docs/ops.md lacks the <!-- ops:begin --> ... <!-- ops:end --> block"
+    assert block == ops_markdown(), ("docs/ops.md's ops list is stale: run "
+                                     "`python -m fusec.frontend.ops_doc docs/ops.md docs/limitations.md`")
 
 
 def test_readme_quick_start_commands():

@@ -1,6 +1,9 @@
-"""The documentation stays true: the README's explain output is what the command prints, its ops and
-dtypes list is the op table's, the examples' plans and bytes are what ``plan`` says, and every public
-name has a docstring (``help(fusec.fuse)`` tells a user everything)."""
+"""The documentation stays true: the explain output of docs/explain.md is what the command prints, the ops and
+dtypes list of docs/ops.md is the op table's (and the list of what does not trace in docs/limitations.md the
+tracer's hints), the README's demo output and the logging example of docs/logs-and-caches.md are what they
+print, the examples' plans and bytes are what ``plan`` says, and every public name has a docstring
+(``help(fusec.fuse)`` tells a user everything). Each generated or checked block is found by its markers on
+whichever page of README.md and docs/ holds it."""
 
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ import pytest
 
 import fusec
 from fusec.__main__ import main
-from fusec.frontend.ops_doc import ops_markdown, readme_block, update_readme
+from fusec.frontend import hints
+from fusec.frontend.ops_doc import not_traced_block, not_traced_markdown, ops_block, ops_markdown, update_page
 from fusec.inspect.explain import Explanation, KernelTime, Timings
 from fusec.ir import dtypes
 from fusec.ir.ops import OPS
@@ -27,20 +31,36 @@ from tests.test_examples import load_example
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 EXAMPLES_README = ROOT / "examples" / "README.md"
 
 
-# --- README: explain output, ops list, picture -----------------------------------------------------------
+def _pages() -> list[Path]:
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def _marked_page(name: str) -> Path:
+    """The one page of README.md and docs/ holding the ``<!-- NAME:begin -->`` ... ``<!-- NAME:end -->`` block."""
+    holding = [p for p in _pages() if f"<!-- {name}:begin -->" in p.read_text(encoding="utf-8")]
+    assert len(holding) == 1, f"{len(holding)} pages of README.md and docs/ hold <!-- {name}:begin -->: {holding}"
+    return holding[0]
+
+
+def _page_text(name: str) -> str:
+    return _marked_page(name).read_text(encoding="utf-8")
+
+
+# --- docs/explain.md, docs/ops.md, docs/limitations.md: explain output, ops list, picture ------------------
 
 
 def _explain_block() -> tuple[str, str]:
-    m = re.search(r"<!-- explain:begin -->\n```\n\$ (.*?)\n(.*?)```\n<!-- explain:end -->",
-                  README.read_text(encoding="utf-8"), re.DOTALL)
-    assert m, "README.md lacks the <!-- explain:begin --> ```$ COMMAND\\nOUTPUT``` <!-- explain:end --> block"
+    m = re.search(r"<!-- explain:begin -->\n```\n\$ (.*?)\n(.*?)```\n<!-- explain:end -->", _page_text("explain"),
+                  re.DOTALL)
+    assert m, "the <!-- explain:begin --> block is not ```$ COMMAND\\nOUTPUT``` <!-- explain:end -->"
     return m.group(1), m.group(2)
 
 
-def test_readme_explain_output_is_what_the_command_prints(capsys, monkeypatch):
+def test_explain_page_output_is_what_the_command_prints(capsys, monkeypatch):
     command, shown = _explain_block()
     argv = shlex.split(command)
     assert argv[0] == "fusec"
@@ -49,11 +69,12 @@ def test_readme_explain_output_is_what_the_command_prints(capsys, monkeypatch):
     assert main(argv[1:]) == 0
     printed = capsys.readouterr().out
     assert shown.rstrip("\n") == printed.rstrip("\n"), (
-        f"README.md's explain output is stale: run `{command}` and paste its output into the block")
+        f"{_marked_page('explain').name}'s explain output is stale: run `{command}` and paste its output there")
 
 
-def test_readme_ops_list_covers_every_op_and_dtype():
-    block = readme_block(README.read_text(encoding="utf-8"))
+def test_ops_list_covers_every_op_and_dtype():
+    assert _marked_page("ops") == DOCS / "ops.md"  # where the README, ops_doc's default and its docstring say
+    block = ops_block(_page_text("ops"))
     assert block == ops_markdown()
     for name in OPS:
         assert f"`{name}`" in block, name
@@ -61,21 +82,38 @@ def test_readme_ops_list_covers_every_op_and_dtype():
         assert f"`{short}`" in block, short
 
 
-def test_readme_ops_list_update_fixes_a_stale_list(tmp_path):
-    stale = tmp_path / "README.md"
-    stale.write_text(README.read_text(encoding="utf-8").replace("`hypot`, ", ""), encoding="utf-8")
-    assert readme_block(stale.read_text()) != ops_markdown()  # what the README test would catch
-    assert update_readme(str(stale)) is True
-    assert readme_block(stale.read_text()) == ops_markdown()
-    assert update_readme(str(stale)) is False
+def test_not_traced_list_is_every_hint_of_the_tracer():
+    assert _marked_page("not-traced") == DOCS / "limitations.md"
+    block = not_traced_block(_page_text("not-traced"))
+    assert block == not_traced_markdown()
+    for name, hint in hints.FUNCTION_HINTS.items():
+        assert f"`{name}`" in block and hint in block, name
 
 
-def test_readme_picture_is_a_drawing_of_one_kernel():
-    readme = README.read_text(encoding="utf-8")
-    pictures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", readme)
-    assert pictures, "README.md shows no picture of the fused DAG"
+def test_ops_list_update_fixes_a_stale_list(tmp_path):
+    stale = tmp_path / "ops.md"
+    stale.write_text(_page_text("ops").replace("`hypot`, ", ""), encoding="utf-8")
+    assert ops_block(stale.read_text()) != ops_markdown()  # what the ops list test would catch
+    assert update_page(str(stale)) is True
+    assert ops_block(stale.read_text()) == ops_markdown()
+    assert update_page(str(stale)) is False
+    stale = tmp_path / "limitations.md"
+    stale.write_text(_page_text("not-traced").replace("  - `vdot`:", "  - `vdot`, `nothing`:"), encoding="utf-8")
+    assert update_page(str(stale)) is True
+    assert not_traced_block(stale.read_text()) == not_traced_markdown()
+
+
+def _pictures() -> list[Path]:
+    """Every picture of README.md and docs/, as the file it shows (relative to its page)."""
+    return [(page.parent / picture).resolve() for page in _pages()
+            for picture in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", page.read_text(encoding="utf-8"))]
+
+
+def test_explain_picture_is_a_drawing_of_one_kernel():
+    pictures = _pictures()
+    assert pictures, "README.md and docs/ show no picture of the fused DAG"
     for picture in pictures:
-        svg = (ROOT / picture).read_text(encoding="utf-8")
+        svg = picture.read_text(encoding="utf-8")
         assert "<svg" in svg and svg.count('class="cluster"') == 1
 
 
@@ -157,11 +195,20 @@ def test_help_fuse_tells_everything():
         assert needed in text, needed
 
 
+def _picture_command() -> re.Match:
+    m = re.search(r"`(fusec explain [^`]*--svg (\S+))` draws", _page_text("explain"))
+    assert m, "docs/explain.md does not say which command drew its picture"
+    return m
+
+
+def test_explain_picture_is_the_file_its_command_writes():
+    # the command runs from the repository root; the page shows the file it wrote
+    assert (ROOT / _picture_command().group(2)).resolve() in _pictures()
+
+
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' not found")
-def test_readme_picture_command_reproduces_the_picture(tmp_path, monkeypatch, capsys):
-    readme = README.read_text(encoding="utf-8")
-    m = re.search(r"`(fusec explain [^`]*--svg (\S+))` draws", readme)
-    assert m, "README.md does not say which command drew its picture"
+def test_explain_picture_command_reproduces_the_picture(tmp_path, monkeypatch, capsys):
+    m = _picture_command()
     monkeypatch.chdir(ROOT)
     argv = shlex.split(m.group(1))[1:]
     argv[argv.index("--svg") + 1] = str(tmp_path / "again.svg")
@@ -169,16 +216,17 @@ def test_readme_picture_command_reproduces_the_picture(tmp_path, monkeypatch, ca
     assert (tmp_path / "again.svg").read_text().count('class="cluster"') == 1
 
 
-# --- README: the demo's output, the logging example, the environment variables -------------------------
+# --- README: the demo's output; docs/logs-and-caches.md: the logging example, the environment variables ---
 
 
 def _block(name: str) -> str:
-    m = re.search(rf"<!-- {name}:begin -->\n(.*?)<!-- {name}:end -->", README.read_text(encoding="utf-8"), re.DOTALL)
-    assert m, f"README.md lacks the <!-- {name}:begin --> ... <!-- {name}:end --> block"
+    m = re.search(rf"<!-- {name}:begin -->\n(.*?)<!-- {name}:end -->", _page_text(name), re.DOTALL)
+    assert m, f"no page holds the <!-- {name}:begin --> ... <!-- {name}:end --> block"
     return m.group(1)
 
 
 def test_readme_demo_output_is_what_the_command_prints(capsys, monkeypatch):
+    assert _marked_page("demo") == README
     m = re.fullmatch(r"```\n\$ (.*?)\n(.*?)```\n", _block("demo"), re.DOTALL)
     assert m, "the demo block is ```$ COMMAND\\nOUTPUT```"
     argv = shlex.split(m.group(1))
@@ -195,7 +243,7 @@ def _seconds_elided(text: str) -> str:
     return re.sub(r" in \d+\.\d+ s", " in N s", text)
 
 
-def test_readme_logging_example_prints_what_the_readme_shows(tmp_path):
+def test_logging_example_prints_what_the_page_shows(tmp_path):
     m = re.fullmatch(r"```python\n(.*?)```\n\nprints\n\n```\n(.*?)```\n", _block("logs"), re.DOTALL)
     assert m, "the logs block is a ```python``` program, 'prints', and its output"
     script = tmp_path / "logs_example.py"
@@ -244,16 +292,17 @@ def _code_files() -> list[Path]:
     return files
 
 
-def test_readme_environment_table_lists_every_variable_the_code_reads_and_no_other():
+def test_environment_table_lists_every_variable_the_code_reads_and_no_other():
     table = _block("env")
     listed = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", "\n".join(
         line.split("|")[1] for line in table.splitlines() if line.startswith("| `"))))
     code = {p: p.read_text(encoding="utf-8", errors="replace") for p in _code_files()}
     read = set().union(*(environment_reads(text) for text in code.values()))
     fusec_read = {v for v in read if v.startswith("FUSEC_")}
-    assert not fusec_read - listed, f"read by the code but not in README.md's environment table: {fusec_read - listed}"
-    assert not listed - read, f"README.md's environment table lists what no code reads: {listed - read}"
+    assert not fusec_read - listed, f"read by the code but not in the environment table: {fusec_read - listed}"
+    assert not listed - read, f"the environment table lists what no code reads: {listed - read}"
     assert {"FUSEC_LOG", "FUSEC_COMPILER", "FUSEC_CUDA_INCLUDE", "FUSEC_TRACEBACK", "FUSEC_CUBIN_CACHE"} <= listed
-    # a FUSEC_ variable the README names anywhere (outside the ops list) is one of the table's
-    named = set(re.findall(r"\bFUSEC_[A-Z0-9_]+\b", README.read_text(encoding="utf-8")))
-    assert named <= listed, f"README.md names variables its table lacks: {named - listed}"
+    # a FUSEC_ variable that README.md or a page of docs/ names anywhere is one of the table's
+    for page in _pages():
+        named = set(re.findall(r"\bFUSEC_[A-Z0-9_]+\b", page.read_text(encoding="utf-8")))
+        assert named <= listed, f"{page.relative_to(ROOT)} names variables the table lacks: {named - listed}"

@@ -1,4 +1,4 @@
-"""``fusec.fuse`` of a function that is already fused (the README's ``fusec.fuse(softmax, schedules={...})`` on
+"""``fusec.fuse`` of a function that is already fused (docs/explain.md's ``fusec.fuse(softmax, schedules={...})`` on
 a ``@fusec.fuse`` softmax) compiles the same Python function with the options given, keeping the others."""
 
 from __future__ import annotations

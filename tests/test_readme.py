@@ -1,7 +1,8 @@
-"""Every command and every printed output of README.md is exercised: each fenced block is claimed by a test
-here (or in test_docs.py, for the demo, logging and explain outputs), which runs the command or the Python
-snippet and compares what it prints, allowing only for numbers that vary (times); a new block without a test
-fails :func:`test_every_readme_block_is_exercised_by_a_test`. The paths and commands the prose names exist."""
+"""Every command and every printed output of README.md and of the pages of docs/ is exercised: each fenced block
+is claimed by a test here (or in test_docs.py, for the demo, logging and explain outputs), which runs the command
+or the Python snippet and compares what it prints, allowing only for numbers that vary (times); a new block
+without a test fails :func:`test_every_readme_block_is_exercised_by_a_test`. The paths and commands the prose
+names exist, every relative link leads to a file (and a heading) that exists, and the README stays short."""
 
 from __future__ import annotations
 
@@ -30,38 +31,62 @@ from tests.test_examples import load_example
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+README_MAX_LINES = 250  # issue 31: the README is a front door; the rest is in docs/
+
+
+def pages() -> list[Path]:
+    """README.md, then every page of docs/: what the tests below keep true."""
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def page_text(name: str) -> str:
+    """The text of a page, ``name`` relative to the repository root (``docs/cli.md``)."""
+    return (ROOT / name).read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
 class Block:
+    page: Path  # the file that holds it
     line: int  # of the opening fence
     info: str  # the fence's language: bash, python, or "" for printed output
     text: str  # dedented, without the fences
 
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
 
-def blocks() -> list[Block]:
-    out, lines = [], README.read_text(encoding="utf-8").splitlines()
+
+def page_blocks(page: Path) -> list[Block]:
+    out, lines = [], page.read_text(encoding="utf-8").splitlines()
     start = info = None
     for i, line in enumerate(lines, 1):
         if line.strip().startswith("```"):
             if start is None:
                 start, info = i, line.strip()[3:]
             else:
-                out.append(Block(start, info, textwrap.dedent("\n".join(lines[start:i - 1])) + "\n"))
+                out.append(Block(page, start, info, textwrap.dedent("\n".join(lines[start:i - 1])) + "\n"))
                 start = None
-    assert start is None, "README.md has an unclosed code fence"
+    assert start is None, f"{page.relative_to(ROOT)} has an unclosed code fence"
     return out
 
 
+def blocks() -> list[Block]:
+    return [b for page in pages() for b in page_blocks(page)]
+
+
 def block(needle: str, after: int = 0) -> Block:
-    """The one block holding ``needle``; ``after=1``: the block after it (the output a snippet prints)."""
+    """The one block of README.md and docs/ holding ``needle``; ``after=1``: the block after it on its page (the
+    output a snippet prints)."""
     all_blocks = blocks()
     found = [i for i, b in enumerate(all_blocks) if needle in b.text]
-    assert len(found) == 1, f"README.md: {len(found)} blocks hold {needle!r}"
-    return all_blocks[found[0] + after]
+    assert len(found) == 1, f"README.md and docs/: {len(found)} blocks hold {needle!r}"
+    found_block, chosen = all_blocks[found[0]], all_blocks[found[0] + after]
+    assert chosen.page == found_block.page, f"no block follows {needle!r} on {found_block.page.relative_to(ROOT)}"
+    return chosen
 
 
-LOGS_TEST = "tests/test_docs.py::test_readme_logging_example_prints_what_the_readme_shows"
+LOGS_TEST = "tests/test_docs.py::test_logging_example_prints_what_the_page_shows"
 # the block each test covers: (needle, blocks after it) -> the test
 CLAIMS = {
     ('pip install -e ".[test]"    #', 0): "test_quick_start_commands_are_what_ci_runs_and_demo_runs_here",
@@ -72,7 +97,7 @@ CLAIMS = {
     ('fusec.set_logs("trace,recompile")', 0): LOGS_TEST,
     ('fusec.set_logs("trace,recompile")', 1): LOGS_TEST,
     ("$ fusec explain examples/softmax.py:softmax", 0):
-        "tests/test_docs.py::test_readme_explain_output_is_what_the_command_prints",
+        "tests/test_docs.py::test_explain_page_output_is_what_the_command_prints",
     ("e = softmax.explain(fusec.ArraySpec", 0): "test_explain_from_python_block_runs_as_its_comments_say",
     ('schedules={"k0": "rows:block_regs,threads=512"}', 0): "test_schedules_block_forces_the_schedule",
     ("--schedule k0=rows:block --source", 0): "test_schedule_command_forces_the_schedule_and_prints_the_source",
@@ -84,18 +109,26 @@ CLAIMS = {
     ("pytest -m gpu           #", 0): "test_tests_block_commands",
     ('@register("mypass"', 0): "test_extending_with_a_pass_block_registers_a_pass",
 }
+# blocks no test runs, each with the reason (a test fails when one of these is gone, so the list stays current)
+NOT_RUN = {
+    "from dask_cuda import LocalCUDACluster": "needs dask_cuda, GPUs and zarr files; tests/gpu/test_dask_gpu.py runs "
+                                              "fused functions on a LocalCUDACluster",
+    "time(stage) ~ max(": "a cost model, not a command: benchmarks/dask_bench.py measures its terms",
+}
 
 
 def test_every_readme_block_is_exercised_by_a_test():
     claimed = {}
     for (needle, after), test in CLAIMS.items():
         b = block(needle, after)
-        claimed[b.line] = test
+        claimed[b.where] = test
         path, _, name = test.rpartition("::")
         module = sys.modules[__name__] if not path else __import__(path[:-3].replace("/", "."), fromlist=["_"])
         assert callable(getattr(module, name or test, None)), f"{test} does not exist"
-    unclaimed = [f"line {b.line}: {b.text.splitlines()[0]}" for b in blocks() if b.line not in claimed]
-    assert not unclaimed, f"README.md blocks no test exercises (add one to CLAIMS): {unclaimed}"
+    for needle in NOT_RUN:
+        claimed[block(needle).where] = "not run"
+    unclaimed = [f"{b.where}: {b.text.splitlines()[0]}" for b in blocks() if b.where not in claimed]
+    assert not unclaimed, f"README.md and docs/ blocks no test exercises (add one to CLAIMS): {unclaimed}"
 
 
 def _run_main(capsys, argv: list[str]) -> tuple[int, str, str]:
@@ -134,10 +167,13 @@ def test_quick_start_commands_are_what_ci_runs_and_demo_runs_here(capsys, monkey
     assert differ[0][1].endswith("(--no-gpu given)") and differ[0][0].startswith("no CUDA GPU found: ")
 
 
-def _exec_printing(code: str, namespace: dict) -> str:
+def _exec_printing(snippet: Block, namespace: dict) -> str:
+    """Run a page's Python block, its lines numbered as on the page (so tracebacks, and fusec's source lookups,
+    read the page's own lines), and return what it printed."""
     out = io.StringIO()
+    code = compile("\n" * snippet.line + snippet.text, str(snippet.page), "exec")
     with contextlib.redirect_stdout(out):
-        exec(compile(code, str(README), "exec"), namespace)  # noqa: S102 - the README's own snippet
+        exec(code, namespace)  # noqa: S102 - the page's own snippet
     return out.getvalue()
 
 
@@ -145,7 +181,7 @@ def test_quick_start_snippet_prints_the_ir_shown():
     snippet, shown = block("print(softmax.trace("), block("print(softmax.trace(", 1)
     assert snippet.info == "python" and shown.info == ""
     namespace: dict = {}
-    printed = _exec_printing(snippet.text, namespace)
+    printed = _exec_printing(snippet, namespace)
     assert printed == shown.text
     x = namespace["x"]
     e = np.exp(x - x.max(axis=-1, keepdims=True))
@@ -271,8 +307,8 @@ def test_how_it_works_diagram_names_the_pipeline():
 
 def test_opt_output_block_is_what_fusec_opt_prints(tmp_path, capsys):
     shown = block("func @softmax(%x: f32[64,64])")
-    m = re.search(r"\(from `(fusec opt softmax\.fir -p\s+[a-z,]+)`\):", README.read_text(encoding="utf-8"))
-    assert m, "README.md does not say which command printed the fused IR"
+    m = re.search(r"\(from `(fusec opt softmax\.fir -p\s+[a-z,]+)`\):", shown.page.read_text(encoding="utf-8"))
+    assert m, f"{shown.page.relative_to(ROOT)} does not say which command printed the fused IR"
     argv = shlex.split(m[1].replace("\n", " "))
     softmax = load_example("softmax").softmax
     (tmp_path / "softmax.fir").write_text(str(softmax.trace(fusec.ArraySpec((64, 64), "float32"))))
@@ -291,7 +327,7 @@ def test_dask_block_runs_lazily_and_computes_softmax(capsys):
     softmax = load_example("softmax").softmax
     host_array = np.random.default_rng(2).standard_normal((2048, 2048), dtype=np.float32)
     namespace = {"softmax": softmax, "host_array": host_array}
-    printed = _exec_printing(snippet.text, namespace)
+    printed = _exec_printing(snippet, namespace)
     assert isinstance(namespace["y"], da.Array)  # "a lazy Dask array"
     assert "stage 0" in printed and "bytes moved" in printed  # "the stages, the tasks of each and the bytes"
     e = np.exp(host_array - host_array.max(axis=-1, keepdims=True))
@@ -403,28 +439,119 @@ def test_every_pass_case_runs_through_fusec_opt(capsys):
 # --- the prose ------------------------------------------------------------------------------------------------
 
 
-def test_paths_the_readme_names_exist():
-    text = README.read_text(encoding="utf-8")
-    paths = set(re.findall(r"`((?:\.ci|fusec|tests|templates|scripts|benchmarks|examples|docs)/[\w./-]*)`", text))
-    paths |= set(re.findall(r"\]\(((?:docs|examples)/[\w./-]+|[A-Z]+\.md)\)", text))
+def test_paths_the_readme_and_docs_name_exist():
+    """Paths in code spans are the repository root's (the commands run there), in every page."""
+    paths = set()
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        paths |= set(re.findall(r"`((?:\.ci|fusec|tests|templates|scripts|benchmarks|examples|docs)/[\w./-]*)`", text))
     assert len(paths) > 20
     missing = sorted(p for p in paths if not (ROOT / p).exists() and not (ROOT / p.split(" ")[0]).exists())
-    assert not missing, f"README.md names paths that do not exist: {missing}"
+    assert not missing, f"README.md or docs/ name paths that do not exist: {missing}"
+
+
+def github_slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: its text without markup, lower case, punctuation other than ``-`` and
+    ``_`` dropped, each space a ``-``."""
+    text = re.sub(r"`([^`]*)`", r"\1", heading)
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # a link: its text
+    text = re.sub(r"[*_]{1,2}([^*_]+)[*_]{1,2}", r"\1", text)  # emphasis
+    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+
+
+def _outside_code(text: str) -> str:
+    """``text`` with its fenced blocks blanked (their lines kept, empty) and each code span a placeholder."""
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if line.strip().startswith("```"):
+            fenced = not fenced
+            lines.append("")
+        else:
+            lines.append("" if fenced else line)
+    return re.sub(r"(`+)(?:(?!\1).)+?\1", "code", "\n".join(lines))
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors of a Markdown page's headings, GitHub's way (a repeated slug gets ``-1``, ``-2``, ...)."""
+    seen: dict[str, int] = {}
+    out = set()
+    lines = page.read_text(encoding="utf-8").splitlines()
+    fenced = False
+    for line in lines:
+        if line.strip().startswith("```"):
+            fenced = not fenced
+        m = None if fenced else re.match(r"#{1,6} (.+?)\s*#*$", line)
+        if m:
+            slug = github_slug(m.group(1))
+            out.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+            seen[slug] = seen.get(slug, 0) + 1
+    return out
+
+
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def test_github_slug_and_links_are_read_as_github_does(tmp_path):
+    assert github_slug("What `explain` shows") == "what-explain-shows"
+    assert github_slug("NVRTC 13.3 or later for 8- and 16-bit values") == "nvrtc-133-or-later-for-8--and-16-bit-values"
+    assert github_slug("Beyond one GPU: Dask arrays") == "beyond-one-gpu-dask-arrays"
+    page = tmp_path / "page.md"
+    page.write_text("# A b\n\n```python\n# not a heading\n```\n\n## A b\n\n[x](#a-b-1) `[y](nowhere.md)`\n")
+    assert anchors(page) == {"a-b", "a-b-1"}
+    assert _LINK.findall(_outside_code(page.read_text())) == ["#a-b-1"]
+
+
+LINKED_PAGES = ("examples/README.md", "benchmarks/README.md", "BENCHMARKS.md")  # beside README.md and docs/
+
+
+def test_every_relative_link_leads_to_a_file_and_heading_that_exist():
+    checked, broken = 0, []
+    for page in [*pages(), *(ROOT / name for name in LINKED_PAGES)]:
+        for target in _LINK.findall(_outside_code(page.read_text(encoding="utf-8"))):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            checked += 1
+            where = f"{page.relative_to(ROOT)}: ({target})"
+            if not file.exists():
+                broken.append(f"{where}: no {path}")
+            elif anchor and file.suffix == ".md" and anchor not in anchors(file):
+                broken.append(f"{where}: {file.relative_to(ROOT)} has no heading #{anchor}")
+    assert checked > 40
+    assert not broken, "links that lead nowhere:\n" + "\n".join(broken)
+
+
+def test_readme_is_a_front_door():
+    """Issue 31: under 250 lines, the rest in docs/, and every page of docs/ linked from the README."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) < README_MAX_LINES, f"README.md has {len(text.splitlines())} lines"
+    linked = {(README.parent / p.partition("#")[0]).resolve() for p in _LINK.findall(_outside_code(text))}
+    unlinked = [p.name for p in pages()[1:] if p.resolve() not in linked]
+    assert not unlinked, f"README.md's Read more lacks {unlinked}"
+
+
+OPS_DOC_COMMAND = "python -m fusec.frontend.ops_doc docs/ops.md docs/limitations.md"
 
 
 def test_ops_doc_command_regenerates_the_list_in_place(tmp_path):
-    assert "`python -m fusec.frontend.ops_doc README.md`" in README.read_text(encoding="utf-8")
-    copy = tmp_path / "README.md"
-    shutil.copy(README, copy)
+    for name in ("docs/ops.md", "docs/limitations.md", "docs/extending.md"):
+        assert f"`{OPS_DOC_COMMAND}`" in page_text(name), name
+    (tmp_path / "docs").mkdir()
+    for name in ("ops.md", "limitations.md"):
+        shutil.copy(DOCS / name, tmp_path / "docs" / name)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "fusec.frontend.ops_doc", str(copy)], capture_output=True, text=True,
-                          env=env, timeout=120)
-    assert done.returncode == 0 and done.stdout == f"{copy}: already current\n"
-    assert copy.read_text(encoding="utf-8") == README.read_text(encoding="utf-8")
+    for argv in (shlex.split(OPS_DOC_COMMAND), shlex.split(OPS_DOC_COMMAND)[:3]):  # the pages named; the default
+        done = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, env=env, cwd=tmp_path,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "docs/ops.md: already current\ndocs/limitations.md: already current\n"
+    for name in ("ops.md", "limitations.md"):
+        assert (tmp_path / "docs" / name).read_text(encoding="utf-8") == (DOCS / name).read_text(encoding="utf-8")
 
 
 def test_replay_sources_script_has_the_commands_the_readme_names():
-    assert "`python scripts/replay_sources.py record/compare`" in README.read_text(encoding="utf-8")
+    assert "`python scripts/replay_sources.py record/compare`" in page_text("docs/extending.md")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "scripts/replay_sources.py", "--help"], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=120)

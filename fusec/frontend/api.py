@@ -853,7 +853,7 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
     - ``f(*args)``: with CuPy arrays, runs the fused kernels on the GPU and returns CuPy arrays; with
       NumPy arrays, runs the NumPy reference backend on the CPU and returns NumPy arrays (a full
       reduction gives a 0-d array). Don't mix the two. Python and NumPy scalar arguments are runtime
-      scalars: new values neither trace nor compile again (README: "Scalars at run time").
+      scalars: new values neither trace nor compile again (docs/scalars.md).
     - ``f(*args, out=arrays)``: writes the results into ``out`` (one array, or a tuple for several
       results; same-kind casting, as NumPy's ``out=``) and returns them.
     - ``f.trace(*args)``: the traced IR :class:`Graph` (prints as IR text).

@@ -8,7 +8,7 @@ CORRECTNESS.md's transcendental tolerance where NumPy calls a C function of its 
 ``logaddexp``). They become ordinary elementwise ops and reductions, so they fuse like any others:
 ``logsumexp`` over the last axis is one rows kernel. Where a NumPy result depends on data in a way a
 kernel cannot raise (``nanargmax`` of an all-NaN slice raises ValueError in NumPy), the result is
-CuPy's (-1) and the README says so.
+CuPy's (-1) and docs/limitations.md says so.
 """
 
 from __future__ import annotations
@@ -475,7 +475,7 @@ FUNCTIONS = {
     "linalg.norm": norm, "isclose": isclose, "allclose": allclose,
     "logaddexp": logaddexp, "logaddexp2": logaddexp2, "expit": expit, "log_expit": log_expit,
 }
-# for the README (fusec.frontend.ops_doc): the functions traced into the op table's ops, by the module users call
+# for docs/ops.md (fusec.frontend.ops_doc): the functions traced into the op table's ops, by the module users call
 DOCUMENTED = {
     "numpy": ("mean", "var", "std", "nansum", "nanmean", "nanvar", "nanstd", "nanprod", "nanargmax", "nanargmin",
               "count_nonzero", "ptp", "round", "around", "clip", "logaddexp", "logaddexp2", "zeros_like", "ones_like",

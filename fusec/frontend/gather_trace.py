@@ -77,7 +77,7 @@ def unread_index_checks(reached: set[Node], gathers: list[Node], inputs: tuple[N
     """For each gather made while tracing that no result depends on (``reached`` holds what they do), and each of
     its index arrays that is an argument (or a whole view of one): ``(argument position, extent, axis, line)``,
     the check NumPy makes when it gathers (an unread gather is dropped with its kernel, its check is not). Index
-    arrays computed from arguments are not covered (README)."""
+    arrays computed from arguments are not covered (docs/limitations.md)."""
     checks = []
     for g in dict.fromkeys(gathers):
         if g in reached:

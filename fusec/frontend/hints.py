@@ -2,7 +2,8 @@
 keyword arguments fusec does not take, and :func:`call_checked`, which turns a call's argument
 mismatch into a :class:`~fusec.support.errors.FusecTypeError` (never Python's raw ``TypeError``).
 
-The tables here are the README's "what does not trace, and what to write instead", in data.
+The tables here are docs/limitations.md's "what does not trace, and what to write instead", in data
+(``python -m fusec.frontend.ops_doc`` writes that list from :data:`FUNCTION_HINTS`).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def unsupported_hint(name: str) -> str:
     """The hint for a function or method ``name`` fusec does not trace."""
     if name in FUNCTION_HINTS:
         return FUNCTION_HINTS[name]
-    return "see the README's list of supported ops"
+    return "see the list of supported ops in fusec's docs/ops.md"
 
 
 def attribute_hint(name: str) -> str:
@@ -74,8 +75,8 @@ def attribute_hint(name: str) -> str:
     if isinstance(ufunc, np.ufunc):
         return f"use np.{name}(x) (NumPy has no x.{name}() method)"
     if hasattr(np.ndarray, name):
-        return ("ndarray." + name + " is not supported inside a fused function; traced arrays have the methods "
-                "the README lists (sum, prod, max, min, mean, var, std, argmax, argmin, any, all, astype, clip, "
+        return ("ndarray." + name + " is not supported inside a fused function; traced arrays have these methods "
+                "(sum, prod, max, min, mean, var, std, argmax, argmin, any, all, astype, clip, "
                 "round, transpose, T, mT, squeeze, swapaxes, reshape, ravel, flatten, copy)")
     return f"NumPy arrays have no attribute '{name}'"
 

@@ -340,7 +340,7 @@ FUNCTIONS = {
     "arange": arange, "indices": indices, "concatenate": concatenate, "stack": stack, "hstack": hstack,
     "vstack": vstack, "dstack": dstack, "column_stack": column_stack, "append": append, "pad": pad,
 }
-# for the README (fusec.frontend.ops_doc): the functions traced into the op table's ops
+# for docs/ops.md (fusec.frontend.ops_doc): the functions traced into the op table's ops
 DOCUMENTED = {"numpy": ("arange", "indices", "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack",
                         "append", "pad")}
 # functions that make an array from numbers alone (no traced argument): called from the traced function's own

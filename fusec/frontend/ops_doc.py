@@ -1,10 +1,12 @@
-"""The supported dtypes and ops list of the README, rendered from :mod:`fusec.ir.dtypes` and the op
-table (:mod:`fusec.ir.ops`).
+"""The supported dtypes and ops list of the docs, rendered from :mod:`fusec.ir.dtypes` and the op
+table (:mod:`fusec.ir.ops`), and the list of what does not trace (:mod:`fusec.frontend.hints`).
 
-``README.md`` holds the output of :func:`ops_markdown` between ``<!-- ops:begin -->`` and
-``<!-- ops:end -->``; a test checks that it is current. After adding an op, refresh it with::
+``docs/ops.md`` holds the output of :func:`ops_markdown` between ``<!-- ops:begin -->`` and
+``<!-- ops:end -->``, ``docs/limitations.md`` that of :func:`not_traced_markdown` between
+``<!-- not-traced:begin -->`` and ``<!-- not-traced:end -->``; tests check that both are current. After
+adding an op or a hint, refresh them with::
 
-    python -m fusec.frontend.ops_doc README.md
+    python -m fusec.frontend.ops_doc docs/ops.md docs/limitations.md
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ from fusec.ir.ops import OPS, Kind
 
 BEGIN = "<!-- ops:begin -->"
 END = "<!-- ops:end -->"
+NOT_TRACED_BEGIN = "<!-- not-traced:begin -->"
+NOT_TRACED_END = "<!-- not-traced:end -->"
+# the pages that hold the generated lists, relative to the repository root (the command's default)
+PAGES = ("docs/ops.md", "docs/limitations.md")
 
 _KIND_TEXT = {
     Kind.ELEMENTWISE: "elementwise",
@@ -81,32 +87,51 @@ def not_traced_markdown() -> str:
 
 def ops_markdown() -> str:
     """The dtypes item, then one Markdown list item per op kind naming each op of that kind (IR names,
-    table order), then the functions traced into them."""
+    table order), then the functions traced into them. What does not trace is :func:`not_traced_markdown`."""
     lines = [dtypes_markdown()]
     for kind, title in _KIND_TEXT.items():
         names = [op.name for op in OPS.values() if op.kind is kind]
         lines.append(f"- **{title}** ({len(names)}; {_KIND_NOTE[kind]}): " + ", ".join(f"`{n}`" for n in names))
     lines.append(composites_markdown())
-    lines.append(not_traced_markdown())
     return "\n".join(lines)
 
 
-_BLOCK = re.compile(re.escape(BEGIN) + r"\n(.*?)\n?" + re.escape(END), re.DOTALL)
+def _pattern(begin: str, end: str) -> re.Pattern[str]:
+    return re.compile(re.escape(begin) + r"\n(.*?)\n?" + re.escape(end), re.DOTALL)
 
 
-def readme_block(text: str) -> str | None:
-    """The text between the ops markers of a README, or None when the markers are missing."""
-    m = _BLOCK.search(text)
+# each generated block: its markers, their pattern, and the function that renders it
+_BLOCKS = ((BEGIN, END, _pattern(BEGIN, END), ops_markdown),
+           (NOT_TRACED_BEGIN, NOT_TRACED_END, _pattern(NOT_TRACED_BEGIN, NOT_TRACED_END), not_traced_markdown))
+
+
+def ops_block(text: str) -> str | None:
+    """The text between the ops markers of a page, or None when the markers are missing."""
+    m = _BLOCKS[0][2].search(text)
     return m.group(1) if m else None
 
 
-def update_readme(path: str) -> bool:
-    """Rewrite the ops block of the README at ``path``; True if the file changed."""
+def not_traced_block(text: str) -> str | None:
+    """The text between the not-traced markers of a page, or None when the markers are missing."""
+    m = _BLOCKS[1][2].search(text)
+    return m.group(1) if m else None
+
+
+def update_page(path: str) -> bool:
+    """Rewrite the generated blocks (ops, not traced) the page at ``path`` holds; True if the file changed.
+    A page holding neither is an error."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    if readme_block(text) is None:
-        raise ValueError(f"{path} has no '{BEGIN}' ... '{END}' block")
-    new = _BLOCK.sub(lambda _: f"{BEGIN}\n{ops_markdown()}\n{END}", text, count=1)
+    new = text
+    found = False
+    for begin, end, pattern, render in _BLOCKS:
+        if pattern.search(new) is None:
+            continue
+        found = True
+        new = pattern.sub(lambda _, b=begin, e=end, r=render: f"{b}\n{r()}\n{e}", new, count=1)
+    if not found:
+        raise ValueError(f"{path} has no '{BEGIN}' ... '{END}' block, nor a '{NOT_TRACED_BEGIN}' ... "
+                         f"'{NOT_TRACED_END}' one")
     if new != text:
         with open(path, "w", encoding="utf-8") as f:
             f.write(new)
@@ -114,21 +139,26 @@ def update_readme(path: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fusec.frontend.ops_doc [README.md]``: regenerate the ops list in place; one-line errors."""
+    """``python -m fusec.frontend.ops_doc [PAGE ...]``: regenerate the lists in place; one-line errors."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m fusec.frontend.ops_doc",
-                                     description="Regenerate the dtypes and ops list between the README's "
-                                                 f"'{BEGIN}' and '{END}' lines from the op table.")
-    parser.add_argument("readme", nargs="?", default="README.md", help="the file to update (default: README.md)")
-    target = parser.parse_args(argv).readme
-    try:
-        changed = update_readme(target)
-    except (OSError, ValueError) as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
-        return 1
-    print(f"{target}: {'updated' if changed else 'already current'}")
-    return 0
+                                     description="Regenerate the dtypes and ops list between a page's "
+                                                 f"'{BEGIN}' and '{END}' lines from the op table, and the list "
+                                                 f"of what does not trace between '{NOT_TRACED_BEGIN}' and "
+                                                 f"'{NOT_TRACED_END}' from the tracer's hints.")
+    parser.add_argument("pages", nargs="*", default=list(PAGES), metavar="PAGE",
+                        help=f"the files to update (default: {' '.join(PAGES)}, from the repository root)")
+    status = 0
+    for target in parser.parse_args(argv).pages:
+        try:
+            changed = update_page(target)
+        except (OSError, ValueError) as exc:
+            print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        print(f"{target}: {'updated' if changed else 'already current'}")
+    return status
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ def _method(name: str) -> Any:
 
 NAMES = ("cumsum", "cumprod", "nancumsum", "nancumprod")
 FUNCTIONS = {name: _function(name) for name in NAMES}
-# for the README (fusec.frontend.ops_doc): the functions traced into the scan ops
+# for docs/ops.md (fusec.frontend.ops_doc): the functions traced into the scan ops
 DOCUMENTED = {"numpy": ("nancumsum", "nancumprod")}
 _trace.FUNCTIONS.update(FUNCTIONS)
 Tracer.cumsum = checked_method("cumsum", _method("cumsum"))  # type: ignore[attr-defined]

@@ -228,7 +228,7 @@ def apply_ufunc(ufunc: Any, args: tuple, kwargs: dict | None = None) -> Tracer:
     op = _UFUNC_OPS.get(name)
     if op is None or (op.module != module and module in ("numpy", "scipy.special")):
         raise UnsupportedError(f"{qualified} is not supported by fusec",
-                               hint="see the README's list of supported ops")
+                               hint="see the list of supported ops in fusec's docs/ops.md")
     if len(args) != op.arity:
         raise FusecTypeError(f"{qualified} takes {op.arity} arguments, got {len(args)}")
     if op.name == "pow" and len(args) == 2 and isinstance(args[1], Scalar):

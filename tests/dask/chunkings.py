@@ -42,7 +42,7 @@ def coarse_chunks(rng: np.random.Generator, shape: tuple[int, ...], most: int = 
 
 def dask_runs(graph) -> bool:
     """Whether the Dask path takes ``graph``: scans, gathers and reshapes (elements moving between chunks in ways
-    it has no chunk rule for) are refused with an error naming the op (README, "Beyond one GPU")."""
+    it has no chunk rule for) are refused with an error naming the op (docs/dask.md, "Beyond one GPU")."""
     from fusec.ir.ops import Kind
 
     return not any(n.kind in (Kind.SCAN, Kind.GATHER) or n.op == "reshape" for n in graph.nodes)
@@ -63,7 +63,7 @@ def fuzz_run(graphs: Sequence[Any], chunk: Callable[[np.ndarray, tuple], Any],
     ran: list[tuple[Any, list[Any]]] = []
     for i, graph in enumerate(graphs):
         if not dask_runs(graph):
-            continue  # scans, gathers and reshapes are refused on Dask arrays (README)
+            continue  # scans, gathers and reshapes are refused on Dask arrays (docs/dask.md, docs/limitations.md)
         seed = corpus.graph_seed(graph)
         inputs = corpus.make_inputs(graph, seed)
         want = interpret(graph, inputs)
