@@ -61,7 +61,7 @@ def check(a_bits: int = 23, chunk_bits: int = 16, log=print) -> dict:
 
     arch = "sm_" + cp.cuda.Device().compute_capability
     module = cp.cuda.function.Module()
-    module.load(compile_cubin(render.headers() + KERNEL, arch).cubin)
+    module.load(compile_cubin(render.include_block() + KERNEL, arch).cubin)
     fn = module.get_function("check_div_invariant")
     mismatches = cp.zeros(1, cp.uint64)
     not_fast = cp.zeros(1, cp.uint64)

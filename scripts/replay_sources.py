@@ -8,7 +8,8 @@ means to (as tinygrad's process replay does).
     python scripts/replay_sources.py record build/replay/after.jsonl.gz [--corpus N]
     python scripts/replay_sources.py compare build/replay/before.jsonl.gz build/replay/after.jsonl.gz
 
-The programs (each an id and the full sources of its kernels, in launch order):
+The programs (each an id and the full sources of its kernels, in launch order; each source as one
+translation unit, its helper headers inlined, so a change to a header shows in every program that includes it):
 
 - ``kernels/<workload>/<i>``: every variant of ``tests/codegen/test_kernels.py``'s workloads (one region over
   the whole function, each dtype and layout listed there), the cases the goldens come from;
@@ -108,6 +109,8 @@ def _corpus_programs(count: int, workdir: Path) -> Iterator[tuple[str, list[str]
 
 
 def record(out: Path, corpus: int) -> None:
+    from fusec.codegen.render import inline_headers
+
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     n = 0
@@ -116,6 +119,7 @@ def record(out: Path, corpus: int) -> None:
         for group in (_kernel_programs(), _example_programs(), _case_programs(),
                       _corpus_programs(corpus, out.parent)):
             for pid, sources in group:
+                sources = [inline_headers(src) for src in sources]  # translation units as compiled
                 f.write(json.dumps({"id": pid, "sources": sources}) + "\n")
                 digest.update(pid.encode() + b"\0" + "\0".join(sources).encode())
                 n += 1

@@ -18,6 +18,7 @@ import pytest
 
 import fusec
 from fusec.__main__ import gpu_available, main, traffic, use_color
+from fusec.codegen import render
 from fusec.frontend.ops_doc import ops_block, ops_markdown
 from tests.conftest import cuda_gpu_present
 
@@ -367,18 +368,23 @@ def test_blocks_per_sm_takes_the_tightest_limit(registers, smem, threads, blocks
     assert blocks_per_sm(registers, smem, threads) == blocks
 
 
-def test_explain_source_folds_the_helper_headers_and_full_shows_them(capsys) -> None:
+def test_explain_source_includes_the_helper_headers_and_full_inlines_them(capsys) -> None:
     code, out, err = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[8192,8192]", "--source")
     assert (code, err) == (0, "")
-    source = out[out.index("// #include <fusec helpers"):]
+    source = out[out.index("// fusec helper headers"):]
     assert len(source.splitlines()) < 150 and source.count('extern "C" __global__') == 1
+    assert '#include "fusec_device.cuh"' in source and '#include "schedule.cuh"' in source
     folded = sum(int(n) for n in re.findall(r"\((\d+) lines folded", source))
     notes = [line for line in source.splitlines() if "lines folded" in line or line.lstrip().startswith("//   ")]
     code, full_out, _ = run_cli(capsys, "explain", f"{SOFTMAX}:softmax", "--arg", "f32[8192,8192]", "--full")
-    full = full_out[full_out.index(out[:out.index("// #include")].splitlines()[-1]):]
-    assert "fusec helpers" not in full_out and len(full_out.splitlines()) > 600
-    assert len(full_out.splitlines()) == len(out.splitlines()) - len(notes) + folded, (
-        "the notes stand for exactly those lines")
+    report = out[:out.index("// fusec helper headers")]
+    full = full_out[len(report):]
+    assert full_out.startswith(report) and "#include \"fusec_device.cuh\"" not in full and len(full.splitlines()) > 600
+    headers = sum(len(render.header_text(line.split('"')[1]).splitlines()) + 1 for line in source.splitlines()
+                  if line.startswith("#include"))  # each header's lines, then a blank line
+    include_block = 1 + sum(line.startswith("#include") for line in source.splitlines()) + 1  # note, includes, blank
+    assert len(full.splitlines()) == len(source.splitlines()) - len(notes) + folded - include_block + headers, (
+        "the notes stand for exactly those lines, the include lines for the headers' text")
     assert full.rstrip().endswith(source.rstrip().splitlines()[-1])
 
 
@@ -388,11 +394,12 @@ def test_cuda_source_full_is_exactly_what_compiles_and_folded_ends_with_each_bod
     f = fusec.fuse(lambda x, y: ((x - y.mean(axis=0)) ** 2).sum(axis=0) + np.exp(x).max(), name="two")
     specs = (fusec.ArraySpec((33, 17), "float32"), fusec.ArraySpec((33, 17), "float32"))
     kernels = generate_plan(f.plan(*specs), dict(zip(f.plan(*specs).graph.inputs, specs)))
-    assert f.cuda_source(*specs, full=True) == "\n".join(k.source for k in kernels)
+    assert f.cuda_source(*specs, full=True) == "\n".join(render.inline_headers(k.source) for k in kernels)
     folded = f.cuda_source(*specs)
-    assert folded.count("// #include <fusec helpers") == len(kernels) >= 2
+    assert folded.count("// fusec helper headers") == len(kernels) >= 2
     for k in kernels:
         assert k.source.splitlines()[-1] in folded.splitlines()
+        assert folded.count(k.source.splitlines()[0]) >= 1  # each kernel's include block, as compiled
 
 
 def test_explain_scalar_sets_a_python_number_parameter(capsys, tmp_path) -> None:
@@ -633,7 +640,7 @@ def test_demo_on_this_machine_without_nvidia_driver_says_so(capsys):
 def test_demo_verbose_adds_each_kernels_folded_source(capsys):
     code, out, err = run_cli(capsys, "demo", "--no-gpu", "--verbose")
     assert (code, err) == (0, "")
-    assert out.count('extern "C" __global__') == 2 and out.count("// #include <fusec helpers") == 2
+    assert out.count('extern "C" __global__') == 2 and out.count("// fusec helper headers") == 2
     assert out.rstrip().endswith("result checked against NumPy: OK")
 
 

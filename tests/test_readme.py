@@ -267,9 +267,11 @@ def test_explain_from_python_block_runs_as_its_comments_say(tmp_path, monkeypatc
             html = value._repr_html_()
             assert "<table" in html and "k0_rows_max_sub_exp_sum_div" in html
         elif code.startswith("print(softmax.cuda_source(spec))"):
-            assert printed.startswith("// #include <fusec helpers") and "lines folded" in printed
+            assert printed.startswith("// fusec helper headers") and '#include "fusec_device.cuh"' in printed
+            assert "lines folded" in printed
         elif "full=True" in code:
             assert "lines folded" not in value and value.count('extern "C" __global__') == 1
+            assert "#include \"" not in value  # one translation unit, headers inlined
         elif code.startswith("print(report)"):
             assert printed.splitlines()[0].split()[:3] == ["kernel", "arch", "registers"]
         elif "report.row(" in code:

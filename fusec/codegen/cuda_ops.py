@@ -1,7 +1,7 @@
 """The CUDA side of the op table: C++ types, exact literals, and one C++ expression per op.
 
 Every elementwise op of :data:`fusec.ir.ops.OPS` has an entry in :data:`ELEMENTWISE` naming its device
-helper in ``templates/fusec_device.cuh.j2`` (namespace ``fc``), and every reduction an entry in
+helper in ``templates/fusec_device.cuh`` (namespace ``fc``), and every reduction an entry in
 :data:`REDUCTIONS`; ``tests/codegen/test_cuda_ops.py`` fails when an op lacks one. The helpers are C++
 overloads, so one name serves every dtype: the expression for ``add`` is ``fc::add(a, b)`` whatever the
 operands are. Operands must already have their C++ types (loaded values, or :func:`literal` constants).
@@ -21,10 +21,10 @@ from fusec.ir import dtypes
 from fusec.ir.ops import OPS, Kind, reduction_identity, ufunc_loops
 from fusec.support.errors import FusecTypeError, FusecValueError
 
-DEVICE_HEADER = "fusec_device.cuh.j2"  # templates/ name of the helper header every kernel starts with
-ONE_PASS_HEADER = "one_pass.cuh.j2"  # one-pass statistics' helpers, only in the sources of kernels using them
-SPECIAL_HEADER = "fusec_special.cuh.j2"  # helpers only the kernels that call them include (scipy.special ops)
-INDEX_HEADER = "index_views.cuh.j2"  # iota values and clamped indices, only in kernels reading iotas or windows
+DEVICE_HEADER = "fusec_device.cuh"  # templates/ name of the helper header every kernel starts with
+ONE_PASS_HEADER = "one_pass.cuh"  # one-pass statistics' helpers, only in the sources of kernels using them
+SPECIAL_HEADER = "fusec_special.cuh"  # helpers only the kernels that call them include (scipy.special ops)
+INDEX_HEADER = "index_views.cuh"  # iota values and clamped indices, only in kernels reading iotas or windows
 UPDATE_STATES = ("any", "first", "held")  # what a thread's partial holds when an element is folded in
 ACC_FIELD_BOUND = 16  # bytes an accumulator takes at most (argmax pairs: value + long long; Welford: its own)
 PAIR_INDEX_CTYPE = "index_t"  # argmax/argmin partials' index: the kernel's own index type (int or long long)
@@ -52,7 +52,7 @@ _CTYPES: dict[str, str] = {
 class CudaOp:
     """How an elementwise op is written in CUDA: ``fc::<helper>(operands)``."""
 
-    helper: str  # a device function in templates/fusec_device.cuh.j2 (or ``header``), namespace fc
+    helper: str  # a device function in templates/fusec_device.cuh (or ``header``), namespace fc
     out_type_arg: bool = False  # called as fc::<helper><out ctype>(...) (cast)
     header: str | None = None  # templates/ header defining the helper, when not the one every kernel has
 

@@ -36,7 +36,7 @@ from fusec.schedule.layout import VECTOR_BYTES
 from fusec.schedule.nest import declaration_order
 from fusec.schedule.scan import ScanNest
 
-SCAN_HEADER = "scan.cuh.j2"
+SCAN_HEADER = "scan.cuh"
 _SCAN_AS_REDUCTION = {"add": "sum", "mul": "prod", "maximum": "max", "minimum": "min"}
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fusec.codegen import templates
 from fusec.support import counters
 from fusec.support.errors import FusecError
 
@@ -168,9 +169,15 @@ def _find_include_dirs() -> tuple[str, ...]:
     return (found,) if found else ()
 
 
+def include_dirs() -> tuple[str, ...]:
+    """The include path fusec compiles with: its helper headers (``templates/``, the ``#include`` lines every
+    generated source starts with), then the directory that gives ``cuda_fp16.h``."""
+    return (templates.header_dir(), *cuda_include_dirs())
+
+
 def include_options() -> tuple[str, ...]:
-    """``-I`` options for CuPy's ``RawModule(options=...)`` so that it finds ``cuda_fp16.h`` the same way."""
-    return tuple(f"-I{d}" for d in cuda_include_dirs())
+    """``-I`` options for CuPy's ``RawModule(options=...)`` so that it finds the same headers."""
+    return tuple(f"-I{d}" for d in include_dirs())
 
 
 # ---- the ptxas report ------------------------------------------------------------------------------------
@@ -310,7 +317,7 @@ def compile_cubin(source: str, arch: str = "sm_90", name_expressions: Sequence[s
         arch=arch,
         std="c++17",
         ptxas_options=["-v"],
-        include_path=list(cuda_include_dirs()) or None,
+        include_path=list(include_dirs()),
     )
     log = io.StringIO()
     failure = None

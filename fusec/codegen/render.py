@@ -1,16 +1,21 @@
 """KernelSpec -> CUDA source, through the kernel kind's Jinja template.
 
-``render_kernel(spec)`` gives the complete source one module compiles: the op helpers
-(``templates/fusec_device.cuh.j2``), the schedule helpers (``templates/schedule.cuh.j2``), then the
-kernel (``templates/<kind>.cu.j2`` with the macros of ``templates/_kernel.cu.j2``). The text is a pure
-function of the spec's signature (never of its ``args``), so equal signatures give equal sources and
-the compile caches hit.
+``render_kernel(spec)`` gives the source one module compiles: ``#include`` lines for the helper headers it
+needs (the op helpers ``templates/fusec_device.cuh``, the schedule helpers ``templates/schedule.cuh``, and any
+of the kind's or ops' own), then the kernel (``templates/<kind>.cu.j2`` with the macros of
+``templates/_kernel.cu.j2``). The headers are plain files that NVRTC reads from ``templates/`` (its include
+path, :func:`fusec.codegen.templates.header_dir`); the first line names the SHA-256 of the included headers'
+text, so a source, and every cache keyed by it, changes when a header does. :func:`inline_headers` gives the
+self-contained translation unit (``cuda_source(..., full=True)``, the dumps of kernels that fail to compile).
+The text is a pure function of the spec's signature (never of its ``args``), so equal signatures give equal
+sources and the compile caches hit.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+import hashlib
+from collections.abc import Iterable, Sequence
 
 from fusec.codegen import cuda_ops, templates
 from fusec.codegen.spec import KernelSpec
@@ -22,7 +27,7 @@ TEMPLATES = {
     "cols": "reduce_cols.cu.j2",
     "scan": "scan_rows.cu.j2",
 }
-SCHEDULE_HEADER = "schedule.cuh.j2"
+SCHEDULE_HEADER = "schedule.cuh"
 
 
 def _tidy(text: str) -> str:
@@ -40,10 +45,48 @@ def _tidy(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-@functools.lru_cache(maxsize=1)
-def headers() -> str:
-    """The device helpers every kernel source starts with (op helpers, schedule helpers)."""
-    return templates.render(cuda_ops.DEVICE_HEADER) + "\n" + templates.render(SCHEDULE_HEADER)
+COMMON_HEADERS = (cuda_ops.DEVICE_HEADER, SCHEDULE_HEADER)  # every kernel includes these, first
+INCLUDE_NOTE = "// fusec helper headers, sha256 "  # the first line of a source: the digest of what it includes
+_INCLUDE = '#include "'
+
+
+@functools.lru_cache(maxsize=64)
+def header_text(name: str) -> str:
+    """The text of helper header ``templates/<name>`` (plain CUDA: no template markup)."""
+    return templates.source(name)
+
+
+@functools.lru_cache(maxsize=256)
+def _include_block(names: tuple[str, ...]) -> str:
+    digest = hashlib.sha256("\0".join(f"{n}\0{header_text(n)}" for n in names).encode()).hexdigest()[:16]
+    lines = [f"{INCLUDE_NOTE}{digest} (cuda_source(..., full=True) inlines them)"]
+    return "\n".join([*lines, *(f'{_INCLUDE}{n}"' for n in names)]) + "\n\n"
+
+
+def include_block(extra: Iterable[str] = ()) -> str:
+    """The lines a source starts with: the digest note, then ``#include`` of the common headers and of ``extra``
+    (each once, in order), then a blank line."""
+    return _include_block(tuple(dict.fromkeys((*COMMON_HEADERS, *extra))))
+
+
+def included_headers(source: str) -> tuple[str, ...]:
+    """The helper headers ``source`` (a :func:`render_kernel` or :func:`render_module` text) includes."""
+    names = []
+    for line in source.splitlines()[1:]:
+        if not line.startswith(_INCLUDE):
+            break
+        names.append(line[len(_INCLUDE):-1])
+    return tuple(names)
+
+
+def inline_headers(source: str) -> str:
+    """``source`` as one self-contained translation unit: its ``#include`` lines replaced by the headers' text.
+    A source that does not start with fusec's include block is returned as it is."""
+    if not source.startswith(INCLUDE_NOTE):
+        return source
+    names = included_headers(source)
+    body = source.split("\n", len(names) + 2)[-1]  # after the note, the includes and the blank line
+    return "".join(header_text(n) + "\n" for n in names) + body
 
 
 def render_body(spec: KernelSpec) -> str:
@@ -51,22 +94,15 @@ def render_body(spec: KernelSpec) -> str:
     return _tidy(templates.render(TEMPLATES[spec.kind], spec=spec))
 
 
-def extra_headers(names: Iterable[str]) -> str:
-    """The helper headers beyond the common ones (``KernelSpec.headers``), each once, in order; empty when
-    there are none, so kernels without them keep their source."""
-    return "".join(templates.render(name) + "\n" for name in dict.fromkeys(names))
-
-
 def render_kernel(spec: KernelSpec) -> str:
-    """The complete CUDA source of ``spec``: headers, then the kernel ``spec.name``."""
-    return headers() + "\n" + extra_headers(spec.headers) + render_body(spec)
+    """The CUDA source of ``spec``: its include block, then the kernel ``spec.name``."""
+    return include_block(spec.headers) + render_body(spec)
 
 
-def render_module(specs: Iterable[KernelSpec]) -> str:
+def render_module(specs: Sequence[KernelSpec] | Iterable[KernelSpec]) -> str:
     """One source holding several kernels (their names must differ), for compiling them together."""
     specs = list(specs)
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"kernel names repeat in one module: {names}")
-    return headers() + "\n" + extra_headers(h for s in specs for h in s.headers) + "\n".join(
-        render_body(s) for s in specs)
+    return include_block(h for s in specs for h in s.headers) + "\n".join(render_body(s) for s in specs)

@@ -262,7 +262,7 @@ class KernelSpec:
     # pointwise inner_vector: the loads that do not move along the innermost axis (one scalar per vector)
     inner_broadcast: tuple[str, ...] = ()
     # templates/ headers of device helpers beyond the common ones that the kernel needs
-    # (cuda_ops.extra_headers for the ops it calls, one_pass.cuh.j2 for one-pass statistics)
+    # (cuda_ops.extra_headers for the ops it calls, one_pass.cuh for one-pass statistics)
     headers: tuple[str, ...] = ()
     # gathers: (code, the user's line) of each gather that writes its code into the error word (parameter
     # ``err``) for an index out of range; empty when the kernel has no gather

@@ -47,3 +47,17 @@ def environment() -> jinja2.Environment:
 def render(template_name: str, **context: object) -> str:
     """Render ``templates/<template_name>`` with ``context``; a missing variable raises ``UndefinedError``."""
     return environment().get_template(template_name).render(**context)
+
+
+def source(template_name: str) -> str:
+    """The text of ``templates/<template_name>`` as it is on disk (a helper header: nothing to render)."""
+    text, _, _ = environment().loader.get_source(environment(), template_name)
+    return text
+
+
+def header_dir() -> str:
+    """The directory that holds the helper headers, for NVRTC's include path: ``templates/`` of a checkout, or the
+    installed ``fusec.templates`` package's own folder."""
+    if (_CHECKOUT_ROOT / "pyproject.toml").is_file() and _CHECKOUT_TEMPLATES.is_dir():
+        return str(_CHECKOUT_TEMPLATES)
+    return str(Path(str(importlib.resources.files("fusec.templates"))))

@@ -543,14 +543,16 @@ class Fused:
 
     def cuda_source(self, *args: Any, full: bool = False, **kwargs: Any) -> str:
         """The CUDA C source of every kernel for these arguments (arrays, whose layouts matter, or
-        :class:`fusec.ArraySpec`, taken as C-contiguous). No GPU needed. Each kernel's device-helper
-        headers (~700 lines) are folded to one ``// #include <fusec helpers: ...>`` note, its accumulator types
-        and any block repeating an earlier one but for a line or two to notes (:mod:`fusec.inspect.source_fold`);
-        ``full=True`` gives each kernel's exact translation unit, as compiled."""
+        :class:`fusec.ArraySpec`, taken as C-contiguous). No GPU needed. Each kernel's source starts with the
+        ``#include`` lines of the device-helper headers it needs (plain files in ``templates/``, ~700 lines that
+        NVRTC reads); its accumulator types and any block repeating an earlier one but for a line or two are
+        folded to notes (:mod:`fusec.inspect.source_fold`). ``full=True`` gives each kernel's exact translation
+        unit, headers inlined: one file that compiles as it is."""
+        from fusec.codegen.render import inline_headers
         from fusec.inspect.kernel_report import folded_source
 
         kernels = self._kernels(args, kwargs)
-        return "\n".join(k.source for k in kernels) if full else folded_source(kernels)
+        return "\n".join(inline_headers(k.source) for k in kernels) if full else folded_source(kernels)
 
     def ptxas(self, *args: Any, arch: str = "sm_90", **kwargs: Any) -> Any:
         """The compiler's resource report of each kernel, compiled with NVRTC for ``arch`` (no GPU needed):
@@ -772,7 +774,9 @@ def _compile_failure(fused: Fused, exc: Exception) -> FusecError:
     import hashlib
     import re
 
+    from fusec.codegen import templates
     from fusec.codegen.nvrtc import CompileError, numbered_source
+    from fusec.codegen.render import included_headers
     from fusec.runtime.cubin_cache import failed_sources_dir, write_private
 
     source = getattr(exc, "source", "") or ""
@@ -795,6 +799,8 @@ def _compile_failure(fused: Fused, exc: Exception) -> FusecError:
         try:
             path = write_private(directory, f"{fused.name}.{kernel}.{digest}.cu", source.encode())
             saved = f"; its full source ({len(source.splitlines())} lines) is in {path}"
+            if included_headers(source):  # the line numbers above are this file's
+                saved += f" (it includes fusec's helper headers from {templates.header_dir()})"
         except OSError:
             pass
     hint = getattr(exc, "hint", None) or ("a generated kernel that does not compile is a fusec bug: please "

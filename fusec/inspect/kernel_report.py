@@ -1,9 +1,9 @@
-"""Readable inspections: ``cuda_source`` with the helper header folded, and ``ptxas`` as structured rows.
+"""Readable inspections: ``cuda_source`` as shown, and ``ptxas`` as structured rows.
 
-:func:`folded_source` shows each kernel as rendered (:func:`fusec.codegen.render.render_body`) after one line
-naming the device-helper headers it includes and how many lines they hold, instead of the ~700 lines of
-helpers that start every translation unit, with its accumulator types and repeated blocks folded too
-(:mod:`fusec.inspect.source_fold`); ``full=True`` callers get the exact source instead.
+:func:`folded_source` shows each kernel's source: the lines that include its helper headers (plain files in
+``templates/``, read by NVRTC), then its body with the accumulator types and repeated blocks folded
+(:mod:`fusec.inspect.source_fold`); ``full=True`` callers get the exact translation unit instead, headers
+inlined (:func:`fusec.codegen.render.inline_headers`).
 
 :class:`PtxasReport` is what ``Fused.ptxas`` returns: one :class:`PtxasRow` per kernel (registers, spills,
 stack, shared memory, threads per block and the blocks and occupancy per SM these allow), printed as a table.
@@ -15,28 +15,23 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fusec.codegen.render import SCHEDULE_HEADER, render_body
+from fusec.codegen.render import render_body
 from fusec.inspect.source_fold import shown_body
 from fusec.schedule.device import H200, DeviceProperties
 
-COMMON_HEADERS = ("fusec_device.cuh", SCHEDULE_HEADER.removesuffix(".j2"))
 
-
-def fold_note(kernel: Any) -> str:
-    """The one line standing for the headers before ``kernel``'s body (a
-    :class:`fusec.codegen.kernel.GeneratedKernel`): their names and how many lines of its source they are."""
+def shown_source(kernel: Any) -> str:
+    """``kernel``'s source (a :class:`fusec.codegen.kernel.GeneratedKernel`) as ``cuda_source`` shows it: its
+    include lines as they are, its body with the accumulator types and repeated blocks folded into notes."""
     body = render_body(kernel.spec)
-    if not kernel.source.endswith(body):  # never: the source is the headers, then the body
+    if not kernel.source.endswith(body):  # never: the source is the include block, then the body
         raise ValueError(f"kernel {kernel.name}: its source does not end with its body")
-    folded = len(kernel.source.splitlines()) - len(body.splitlines())
-    names = ", ".join([*COMMON_HEADERS, *(n.removesuffix(".j2") for n in dict.fromkeys(kernel.spec.headers))])
-    return (f"// #include <fusec helpers: {names}> ({folded} lines folded; cuda_source(..., full=True) or "
-            "--full shows the exact source)")
+    return kernel.source[: len(kernel.source) - len(body)] + shown_body(kernel.spec, body)
 
 
 def folded_source(kernels: Iterable[Any]) -> str:
-    """Each generated kernel (:class:`fusec.codegen.kernel.GeneratedKernel`) as its header note and its body."""
-    return "\n".join(fold_note(k) + "\n" + shown_body(k.spec, render_body(k.spec)) for k in kernels)
+    """Each generated kernel (:class:`fusec.codegen.kernel.GeneratedKernel`) as :func:`shown_source` shows it."""
+    return "\n".join(shown_source(k) for k in kernels)
 
 
 @dataclass(frozen=True)
@@ -110,4 +105,4 @@ def ptxas_rows(kernels: Sequence[Any], reports: Sequence[Any], arch: str,
     return out
 
 
-__all__ = ["PtxasReport", "PtxasRow", "blocks_per_sm", "fold_note", "folded_source", "ptxas_rows"]
+__all__ = ["PtxasReport", "PtxasRow", "blocks_per_sm", "folded_source", "shown_source", "ptxas_rows"]

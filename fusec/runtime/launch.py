@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from fusec.codegen import templates
 from fusec.codegen.compiler_bugs import check_narrow_values
 from fusec.codegen.kernel import ForcedSchedules, check_forced, generate
 from fusec.codegen.lower import ERROR_PARAM
@@ -140,8 +141,8 @@ class KernelLauncher:
             from fusec.codegen.nvrtc import include_options
 
             includes = include_options()
-        except Exception:  # no cuda-bindings: CuPy finds CUDA's headers itself
-            includes = ()
+        except Exception:  # no cuda-bindings: CuPy finds CUDA's headers itself, fusec's are in templates/
+            includes = (f"-I{templates.header_dir()}",)
         return ("-std=c++17", *includes, *self.options)
 
     def compiler_version(self) -> tuple[str, tuple[int, int]]:

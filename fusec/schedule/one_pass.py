@@ -7,7 +7,7 @@ Two families, as NumPy code writes them:
   ``m2 = sum((x - s / n) ** 2)`` after ``s = sum(x)``. Welford's update folds one element into a (count,
   mean, M2) partial and Chan's formula combines two partials, so M2 comes out of the mean's own pass, at
   least as accurately as the two-pass form on badly conditioned data (the partial is kept relative to one
-  of its elements, see ``templates/one_pass.cuh.j2``).
+  of its elements, see ``templates/one_pass.cuh``).
 - **Softmax denominators.** ``sum(exp(x - max(x)))`` (softmax, logsumexp, cross-entropy) after ``max(x)``.
   The online form keeps a (running max, sum of exp(x - running max)) pair and rescales the sum when the max
   grows; two pairs combine the same way.

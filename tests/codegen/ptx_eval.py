@@ -25,7 +25,7 @@ def ptx(source: str, arch: str = "compute_90") -> str:
     err, prog = raw.nvrtcCreateProgram(source.encode(), b"ptx_eval.cu", 0, [], [])
     assert err == raw.nvrtcResult.NVRTC_SUCCESS, err
     try:
-        options = [f"-arch={arch}".encode(), b"-std=c++17"] + [f"-I{d}".encode() for d in nvrtc.cuda_include_dirs()]
+        options = [f"-arch={arch}".encode(), b"-std=c++17"] + [f"-I{d}".encode() for d in nvrtc.include_dirs()]
         (err,) = raw.nvrtcCompileProgram(prog, len(options), options)
         if err != raw.nvrtcResult.NVRTC_SUCCESS:
             _, size = raw.nvrtcGetProgramLogSize(prog)

@@ -259,8 +259,7 @@ def sweep_source(dt: np.dtype) -> str:
         store(r.result(acc), r.out_dtype, op.name)
     outputs = "".join(f", {cuda_ops.ctype(d)}* __restrict__ out_{dtypes.short(d)}" for d in DTYPES)
     return (
-        templates.render(cuda_ops.DEVICE_HEADER)
-        + render.extra_headers(cuda_ops.extra_headers(op.name for op in elementwise_ops()))
+        render.include_block(cuda_ops.extra_headers(op.name for op in elementwise_ops()))
         + "\ntemplate <class Want, class Got> __device__ __forceinline__ Want typed(Got v) {\n"
         + '  static_assert(fc::same<Want, Got>::value, "expression has the wrong C++ type");\n'
         + "  return v;\n}\n\n"
@@ -304,7 +303,9 @@ def test_cuda_ops_header_renders_unchanged(name: str) -> None:
 def test_cuda_ops_extra_headers_only_for_ops_that_need_them() -> None:
     assert cuda_ops.extra_headers(["add", "exp", "where"]) == ()
     assert cuda_ops.extra_headers(["add", "erf", "erfc"]) == (cuda_ops.SPECIAL_HEADER,)
-    assert render.extra_headers([]) == ""
+    common = [line for line in render.include_block().splitlines() if line.startswith("#include")]
+    assert common == ['#include "fusec_device.cuh"', '#include "schedule.cuh"']
+    assert render.include_block([cuda_ops.SPECIAL_HEADER]).splitlines()[-2] == '#include "fusec_special.cuh"'
 
 
 def test_templates_render_is_strict() -> None:

@@ -24,7 +24,7 @@ import pytest
 import fusec
 from fusec.codegen import nvrtc
 from fusec.codegen.kernel import generate
-from fusec.codegen.render import render_body, render_kernel, render_module
+from fusec.codegen.render import inline_headers, render_body, render_kernel, render_module
 from fusec.codegen.spec import MAX_GRID, KernelSpec
 from fusec.ir.graph import Graph
 from fusec.ir.ops import Kind
@@ -263,8 +263,11 @@ def test_kernels_compile_without_spills(workload: str, arch: str) -> None:
 def test_kernels_render_kernel_is_a_complete_source() -> None:
     spec = workload_specs("gelu")[0]
     source = render_kernel(spec)
-    assert source.startswith("// ---- fusec device helpers")
-    assert "namespace fs {" in source and source.endswith(render_body(spec))
+    assert source.startswith("// fusec helper headers, sha256 ") and source.endswith(render_body(spec))
+    assert '#include "fusec_device.cuh"' in source and "namespace fs {" not in source  # included, not pasted
+    whole = inline_headers(source)  # one translation unit
+    assert whole.startswith("// ---- fusec device helpers") and "namespace fs {" in whole
+    assert whole.endswith(render_body(spec)) and "#include \"" not in whole
     assert render_kernel(spec) == source  # deterministic
 
 

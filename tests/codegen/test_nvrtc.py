@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fusec.codegen import nvrtc
+from fusec.codegen import nvrtc, templates
 from fusec.support.errors import FusecError
 
 TRIVIAL = r"""
@@ -94,7 +94,7 @@ def test_nvrtc_rejects_a_bad_arch() -> None:
 def test_nvrtc_finds_cuda_fp16_header() -> None:
     dirs = nvrtc.cuda_include_dirs()
     assert dirs and os.path.isfile(os.path.join(dirs[0], "cuda_fp16.h"))
-    assert nvrtc.include_options() == (f"-I{dirs[0]}",)
+    assert nvrtc.include_options() == (f"-I{templates.header_dir()}", f"-I{dirs[0]}")  # fusec's headers first
 
 
 def test_nvrtc_parse_ptxas_report_reads_every_field() -> None:

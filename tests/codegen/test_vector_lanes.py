@@ -5,7 +5,7 @@ where NumPy gives -64. The kernel's source is right; NVRTC 13.5 miscompiles it: 
 one 16-byte vector, and where the kernel read lane j as ``v.v[j]``, NVVM widened the 8-bit arithmetic on the
 first byte of each 16-bit half to 16 bits without sign-extending that byte (``add.s16 r, half, x`` and then
 ``min.s16``: the next byte became the high bits; -128 // 2 came out as 0x..c040, stored as 64). The kernels now
-read 1-byte lanes through ``fs::lane`` (``templates/schedule.cuh.j2``), whose ``bfe`` extends them first.
+read 1-byte lanes through ``fs::lane`` (``templates/schedule.cuh``), whose ``bfe`` extends them first.
 
 Each case here is the loop body a vectorized kernel runs (the template's lane read, the op table's CUDA
 expression, the reduction's update), compiled by NVRTC to PTX and evaluated for one thread on the CPU
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from fusec.codegen import cuda_ops, templates
-from fusec.codegen.render import headers
+from fusec.codegen.render import include_block
 from fusec.codegen.spec import Access
 from tests.codegen import ptx_eval
 
@@ -84,7 +84,7 @@ CASES = [(f"k_{dt}_{name}_{red}", np.dtype(dt), op, operand, red)
 @pytest.fixture(scope="module")
 def compiled() -> str:
     """Every case's kernel in one module, NVRTC's PTX of it."""
-    return ptx_eval.ptx(headers() + "".join(_kernel(*case) for case in CASES))
+    return ptx_eval.ptx(include_block() + "".join(_kernel(*case) for case in CASES))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0][2:] for c in CASES])

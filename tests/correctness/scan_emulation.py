@@ -1,4 +1,4 @@
-"""The float arithmetic of fusec's scan kernels (``templates/scan_rows.cu.j2``, ``templates/scan.cuh.j2``), emulated
+"""The float arithmetic of fusec's scan kernels (``templates/scan_rows.cu.j2``, ``templates/scan.cuh``), emulated
 in NumPy float32 operation for operation, so that the CPU tests can put what a schedule computes through the GPU
 tests' checks. A sum scan combines with ``a + b`` from the identity -0.0 (``lower_scan.scan_identity``); float16
 values are lifted to float32 and every prefix is rounded once to the result's dtype afterwards.

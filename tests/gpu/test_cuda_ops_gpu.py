@@ -1,5 +1,5 @@
 """On a GPU: every elementwise op x dtype loop, every cast and every reduction combine of
-``fusec.codegen.cuda_ops`` (with the helpers of ``templates/fusec_device.cuh.j2``) against NumPy.
+``fusec.codegen.cuda_ops`` (with the helpers of ``templates/fusec_device.cuh``) against NumPy.
 
 Each (op, loop) runs in its own tiny kernel ``out[i] = <expression>(x0[i], x1[i], ...)`` on fresh inputs:
 the cross product of the dtype's special values (NaN of both signs, +-inf, +-0.0, subnormals, integer
@@ -126,7 +126,7 @@ def _ew_name(op_name: str) -> str:
 def elementwise_source(dt: np.dtype) -> str:
     """One kernel per elementwise op whose loop has inputs of ``dt``, and one per cast from ``dt``."""
     ops = [op.name for op in elementwise_ops()]
-    parts = [templates.render(cuda_ops.DEVICE_HEADER) + render.extra_headers(cuda_ops.extra_headers(ops))]
+    parts = [render.include_block(cuda_ops.extra_headers(ops))]
     for op in elementwise_ops():
         if op.name == "cast":
             for to in DTYPES:
