@@ -86,16 +86,16 @@ def extra_headers(op_names: Iterable[str]) -> tuple[str, ...]:
     return tuple(h for h in (SPECIAL_HEADER,) if h in needed)
 
 
-def iota_expression(index: str, start: Any, nxt: Any, dtype: Any) -> str:
+def iota_expression(index: str, start: Any, nxt: Any, dtype: np.dtype) -> str:
     """The C++ value of an iota (``numpy.arange``: :mod:`fusec.ir.iota`) of ``dtype`` at the element offset
     ``index`` (an expression), with NumPy's fill arithmetic.
 
-    >>> iota_expression("ld0", 0.0, 0.1, "f32")
+    >>> iota_expression("ld0", 0.0, 0.1, dtypes.FLOAT32)
     'fc::iota_float((long long)(ld0), 0x0.0p+0f, 0x1.99999a0000000p-4f, 0x1.99999a0000000p-4f)'
     """
     from fusec.ir import iota
 
-    dt = dtypes.ir_dtype(dtype)
+    dt = dtype
     i = f"(long long)({index})"
     if dt.kind == "f":
         delta = iota.delta(start, nxt, dt)
@@ -146,18 +146,17 @@ REDUCTIONS: dict[str, CudaCombine] = {
 # ---- types and literals ------------------------------------------------------------------------------------
 
 
-def ctype(dtype: Any) -> str:
+def ctype(dtype: np.dtype) -> str:
     """The C++ storage type of a dtype: ``bool``, ``signed char``, ..., ``__half``, ``float``, ``double``."""
-    return _CTYPES[dtypes.short(dtypes.ir_dtype(dtype))]
+    return _CTYPES[dtypes.short(dtype)]
 
 
-def accumulator_dtype(dtype: Any) -> np.dtype:
+def accumulator_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype reductions (and float16 math) accumulate in: float32 for float16, else the dtype."""
-    dt = dtypes.ir_dtype(dtype)
-    return dtypes.FLOAT32 if dt == dtypes.FLOAT16 else dt
+    return dtypes.FLOAT32 if dtype == dtypes.FLOAT16 else dtype
 
 
-def accumulator_ctype(dtype: Any) -> str:
+def accumulator_ctype(dtype: np.dtype) -> str:
     """``float`` for float16, else :func:`ctype`."""
     return ctype(accumulator_dtype(dtype))
 
@@ -196,17 +195,18 @@ def _int_literal(value: int, dt: np.dtype) -> str:
     return f"({text})" if text.startswith("-") else text
 
 
-def literal(value: Any, dtype: Any) -> str:
+def literal(value: Any, dtype: np.dtype) -> str:
     """An exact C++ constant of ``dtype``: hex floats, bit casts for NaN/inf/-0.0, typed integers.
 
-    >>> literal(0.1, "f32")
+    >>> literal(0.1, dtypes.FLOAT32)
     '0x1.99999a0000000p-4f'
-    >>> literal(float("-inf"), "f64")
+    >>> literal(float("-inf"), dtypes.FLOAT64)
     '__longlong_as_double((long long)0xfff0000000000000ULL)'
-    >>> literal(-2**31, "i32"), literal(2**64 - 1, "u64"), literal(-3, "i8")
+    >>> i32, u64, i8 = (np.dtype(t) for t in ("int32", "uint64", "int8"))
+    >>> literal(-2**31, i32), literal(2**64 - 1, u64), literal(-3, i8)
     ('(-2147483647 - 1)', '18446744073709551615ULL', '((signed char)-3)')
     """
-    dt = dtypes.ir_dtype(dtype)
+    dt = dtype
     if dtypes.is_bool(dt):
         return "true" if bool(value) else "false"
     if dtypes.is_float(dt):
@@ -241,12 +241,14 @@ def _check_loop(op_name: str, operand_dtypes: tuple[np.dtype, ...], out_dtype: n
                              hint="cast the operands to one dtype first (the tracer inserts cast nodes)")
 
 
-def expression(op_name: str, operand_exprs: Sequence[str], operand_dtypes: Sequence[Any], out_dtype: Any) -> str:
+def expression(op_name: str, operand_exprs: Sequence[str], operand_dtypes: Sequence[np.dtype],
+               out_dtype: np.dtype) -> str:
     """The C++ expression computing elementwise op ``op_name`` on ``operand_exprs``.
 
-    >>> expression("add", ["a", "b"], ["f32", "f32"], "f32")
+    >>> f16, f32, f64 = dtypes.FLOAT16, dtypes.FLOAT32, dtypes.FLOAT64
+    >>> expression("add", ["a", "b"], [f32, f32], f32)
     'fc::add(a, b)'
-    >>> expression("cast", ["x"], ["f64"], "f16")
+    >>> expression("cast", ["x"], [f64], f16)
     'fc::cast<__half>(x)'
 
     Raises FusecTypeError for an operand/result dtype combination that is not one of NumPy's loops.
@@ -259,16 +261,16 @@ def expression(op_name: str, operand_exprs: Sequence[str], operand_dtypes: Seque
         raise FusecValueError(f"elementwise op {op_name!r} has no CUDA entry in fusec/codegen/cuda_ops.py")
     if len(operand_exprs) != op.arity or len(operand_dtypes) != op.arity:
         raise FusecValueError(f"{op_name} takes {op.arity} operands, got {len(operand_exprs)}")
-    in_dts = tuple(dtypes.ir_dtype(d) for d in operand_dtypes)
-    out_dt = dtypes.ir_dtype(out_dtype)
+    in_dts = tuple(operand_dtypes)
+    out_dt = out_dtype
     _check_loop(op_name, in_dts, out_dt)
     template_arg = f"<{ctype(out_dt)}>" if cuda.out_type_arg else ""
     return f"fc::{cuda.helper}{template_arg}({', '.join(operand_exprs)})"
 
 
-def cast_expression(expr: str, from_dtype: Any, to_dtype: Any) -> str:
+def cast_expression(expr: str, from_dtype: np.dtype, to_dtype: np.dtype) -> str:
     """``expr`` converted from ``from_dtype`` to ``to_dtype`` (``expr`` itself when they are equal)."""
-    if dtypes.ir_dtype(from_dtype) == dtypes.ir_dtype(to_dtype):
+    if from_dtype == to_dtype:
         return expr
     return expression("cast", [expr], [from_dtype], to_dtype)
 
@@ -352,7 +354,7 @@ class CudaReduction:
         return cast_expression(acc, self.acc_dtype, self.out_dtype)
 
 
-def reduction(op_name: str, dtype: Any) -> CudaReduction:
+def reduction(op_name: str, dtype: np.dtype) -> CudaReduction:
     """The CUDA pieces (accumulator type, identity, lift, combine, result) of reduction ``op_name``.
 
     ``dtype`` is the dtype of the elements reduced (the tracer has already cast small integers to the
@@ -364,7 +366,7 @@ def reduction(op_name: str, dtype: Any) -> CudaReduction:
     cuda = REDUCTIONS.get(op_name)
     if cuda is None:
         raise FusecValueError(f"reduction {op_name!r} has no CUDA entry in fusec/codegen/cuda_ops.py")
-    dt = dtypes.ir_dtype(dtype)
+    dt = dtype
     if op.accepts is not None and dt.kind not in op.accepts:
         raise FusecTypeError(f"{op_name} reduces {op.accepts!r}-kind dtypes, not {dt}")
     acc_dt = accumulator_dtype(dt)
@@ -453,11 +455,11 @@ class CudaExpSum(CudaMoments):
         return cast_expression(f"fc::exp_sum_value({acc})", self.acc_dtype, self.out_dtype)
 
 
-def one_pass(kind: str, dtype: Any, out_dtype: Any) -> CudaMoments:
+def one_pass(kind: str, dtype: np.dtype, out_dtype: np.dtype) -> CudaMoments:
     """The CUDA pieces of a one-pass statistic (``moments``: a variance's M2; ``exp_sum``: a softmax
     denominator) over elements of ``dtype`` stored as ``out_dtype`` (both floats); the accumulator is the
     result's accumulator dtype, or the elements' when wider."""
-    dt, out = dtypes.ir_dtype(dtype), dtypes.ir_dtype(out_dtype)
+    dt, out = dtype, out_dtype
     if dt.kind != "f" or out.kind != "f":
         raise FusecTypeError(f"a one-pass statistic reduces floats, not {dt} into {out}")
     acc = accumulator_dtype(out)

@@ -19,6 +19,8 @@ from fusec.ir import dtypes
 from fusec.ir.ops import OPS, Kind, elementwise_ops, reduction_identity, reduction_ops, ufunc_loops
 from fusec.support.errors import FusecTypeError, FusecValueError
 
+ir = dtypes.ir_dtype  # the dtype an IR short name ("f16", "i8" = int8) spells; cuda_ops takes np.dtype values
+
 DTYPES = list(dtypes.SUPPORTED)
 ARCHS = ["sm_90", "sm_80"]
 
@@ -71,23 +73,24 @@ def test_cuda_ops_every_loop_has_an_expression(op) -> None:
 def test_cuda_ops_expression_spells_helpers() -> None:
     f32, f16 = dtypes.FLOAT32, dtypes.FLOAT16
     assert cuda_ops.expression("add", ["a", "b"], [f32, f32], f32) == "fc::add(a, b)"
-    assert cuda_ops.expression("maximum", ["a", "b"], ["f16", "f16"], "f16") == "fc::maximum(a, b)"
-    assert cuda_ops.expression("where", ["c", "a", "b"], ["bool", "i8", "i8"], "i8") == "fc::where(c, a, b)"
-    assert cuda_ops.expression("cast", ["x"], [f16], "u64") == "fc::cast<unsigned long long>(x)"
+    assert cuda_ops.expression("maximum", ["a", "b"], [ir("f16"), ir("f16")], ir("f16")) == "fc::maximum(a, b)"
+    i8 = ir("i8")
+    assert cuda_ops.expression("where", ["c", "a", "b"], [ir("bool"), i8, i8], i8) == "fc::where(c, a, b)"
+    assert cuda_ops.expression("cast", ["x"], [f16], ir("u64")) == "fc::cast<unsigned long long>(x)"
     assert cuda_ops.cast_expression("x", f32, f32) == "x"
 
 
 def test_cuda_ops_expression_rejects_what_numpy_has_no_loop_for() -> None:
     with pytest.raises(FusecTypeError, match="not one of NumPy's loops"):
-        cuda_ops.expression("div", ["a", "b"], ["i32", "i32"], "i32")  # NumPy: int / int -> float64
+        cuda_ops.expression("div", ["a", "b"], [ir("i32"), ir("i32")], ir("i32"))  # NumPy: int / int -> float64
     with pytest.raises(FusecTypeError):
-        cuda_ops.expression("add", ["a", "b"], ["f32", "f64"], "f64")  # operands are cast first
+        cuda_ops.expression("add", ["a", "b"], [ir("f32"), ir("f64")], ir("f64"))  # operands are cast first
     with pytest.raises(FusecTypeError):
-        cuda_ops.expression("bitwise_and", ["a", "b"], ["f32", "f32"], "f32")
+        cuda_ops.expression("bitwise_and", ["a", "b"], [ir("f32"), ir("f32")], ir("f32"))
     with pytest.raises(FusecValueError, match="takes 2 operands"):
-        cuda_ops.expression("add", ["a"], ["f32"], "f32")
+        cuda_ops.expression("add", ["a"], [ir("f32")], ir("f32"))
     with pytest.raises(FusecValueError, match="not an elementwise op"):
-        cuda_ops.expression("sum", ["a"], ["f32"], "f32")
+        cuda_ops.expression("sum", ["a"], [ir("f32")], ir("f32"))
 
 
 def test_cuda_ops_ctype_of_every_dtype() -> None:
@@ -97,9 +100,9 @@ def test_cuda_ops_ctype_of_every_dtype() -> None:
         "f16": "__half", "f32": "float", "f64": "double",
     }
     assert {dtypes.short(dt): cuda_ops.ctype(dt) for dt in DTYPES} == expected
-    assert cuda_ops.accumulator_ctype("f16") == "float"
-    assert cuda_ops.accumulator_ctype("f32") == "float"
-    assert cuda_ops.accumulator_ctype("i8") == "signed char"
+    assert cuda_ops.accumulator_ctype(ir("f16")) == "float"
+    assert cuda_ops.accumulator_ctype(ir("f32")) == "float"
+    assert cuda_ops.accumulator_ctype(ir("i8")) == "signed char"
 
 
 def _parse_float_literal(text: str, dt: np.dtype) -> np.ndarray:
@@ -130,7 +133,7 @@ def test_cuda_ops_float_literals_are_bit_exact(dt: np.dtype, rng: np.random.Gene
         assert _parse_float_literal(text, dt) == np.array(v, dtype=dt).view(uint), (v, text)
     # a NaN payload survives
     payload = np.array(0x7FC00123, dtype=np.uint32).view(np.float32)[()]
-    assert cuda_ops.literal(payload, "f32") == "__int_as_float((int)0x7fc00123U)"
+    assert cuda_ops.literal(payload, ir("f32")) == "__int_as_float((int)0x7fc00123U)"
 
 
 def test_cuda_ops_integer_literals_are_exact_and_typed() -> None:
@@ -151,11 +154,11 @@ def test_cuda_ops_integer_literals_are_exact_and_typed() -> None:
         (3.0, "u8"): "((unsigned char)3)",
     }
     for (value, dt), text in cases.items():
-        assert cuda_ops.literal(value, dt) == text
+        assert cuda_ops.literal(value, ir(dt)) == text
     with pytest.raises(FusecValueError):
-        cuda_ops.literal(256, "u8")
+        cuda_ops.literal(256, ir("u8"))
     with pytest.raises(FusecValueError):
-        cuda_ops.literal(1.5, "i32")
+        cuda_ops.literal(1.5, ir("i32"))
 
 
 @pytest.mark.parametrize("op", reduction_ops(), ids=lambda op: op.name)
@@ -184,20 +187,20 @@ def test_cuda_ops_reduction_pieces(op) -> None:
             else:
                 assert r.combine("a", "b") == f"fc::{cuda_ops.ELEMENTWISE[op.combine].helper}(a, b)"
             assert r.update("a", "x") == f"a = {r.combine('a', r.lift('x'))};"
-    half_sum = cuda_ops.reduction("sum", "f16")
+    half_sum = cuda_ops.reduction("sum", ir("f16"))
     assert half_sum.acc_ctype == "float"
     assert half_sum.lift("x") == "fc::cast<float>(x)" and half_sum.result("a") == "fc::cast<__half>(a)"
 
 
 def test_cuda_ops_reduction_identities_are_right() -> None:
     # max([-inf, -inf]) == -inf: the identity of max must not be finite (cupy#8180, #7424, #8876)
-    assert cuda_ops.reduction("max", "f32").identity == "__int_as_float((int)0xff800000U)"
-    assert cuda_ops.reduction("min", "f64").identity == "__longlong_as_double((long long)0x7ff0000000000000ULL)"
-    assert cuda_ops.reduction("nanmax", "f16").identity == "__int_as_float((int)0x7fc00000U)"  # fmax ignores it
-    assert cuda_ops.reduction("max", "i8").identity == "((signed char)-128)"
-    assert cuda_ops.reduction("min", "u64").identity == "18446744073709551615ULL"
-    assert cuda_ops.reduction("prod", "f16").identity == "0x1.0000000000000p+0f"
-    assert cuda_ops.reduction("all", "bool").identity == "true"
+    assert cuda_ops.reduction("max", ir("f32")).identity == "__int_as_float((int)0xff800000U)"
+    assert cuda_ops.reduction("min", ir("f64")).identity == "__longlong_as_double((long long)0x7ff0000000000000ULL)"
+    assert cuda_ops.reduction("nanmax", ir("f16")).identity == "__int_as_float((int)0x7fc00000U)"  # fmax ignores it
+    assert cuda_ops.reduction("max", ir("i8")).identity == "((signed char)-128)"
+    assert cuda_ops.reduction("min", ir("u64")).identity == "18446744073709551615ULL"
+    assert cuda_ops.reduction("prod", ir("f16")).identity == "0x1.0000000000000p+0f"
+    assert cuda_ops.reduction("all", ir("bool")).identity == "true"
 
 
 # ---- the header and every expression compile with NVRTC ----------------------------------------------
@@ -323,3 +326,10 @@ def test_cuda_ops_kinds_of_table_ops() -> None:
     for op in OPS.values():
         if op.kind in (Kind.SOURCE, Kind.LAYOUT):
             assert op.name not in cuda_ops.ELEMENTWISE
+
+
+def test_cuda_ops_docstring_examples_hold() -> None:
+    import doctest
+
+    result = doctest.testmod(cuda_ops)
+    assert result.attempted >= 8 and result.failed == 0

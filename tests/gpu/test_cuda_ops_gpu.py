@@ -386,8 +386,8 @@ def test_cupy_rawmodule_flushes_float32_subnormals() -> None:
 
     source = templates.render(cuda_ops.DEVICE_HEADER) + (
         'extern "C" __global__ void k(const float* a, const float* b, float* out, const double* c, double* out64) {\n'
-        f"  out[0] = {cuda_ops.expression('add', ['a[0]', 'b[0]'], ['f32', 'f32'], 'f32')};\n"
-        f"  out64[0] = {cuda_ops.expression('add', ['c[0]', 'c[0]'], ['f64', 'f64'], 'f64')};\n}}\n"
+        f"  out[0] = {cuda_ops.expression('add', ['a[0]', 'b[0]'], [dtypes.FLOAT32] * 2, dtypes.FLOAT32)};\n"
+        f"  out64[0] = {cuda_ops.expression('add', ['c[0]', 'c[0]'], [dtypes.FLOAT64] * 2, dtypes.FLOAT64)};\n}}\n"
     )
     kernel = cupy.RawModule(code=source, options=nvrtc.include_options()).get_function("k")
     tiny = np.float32(np.finfo(np.float32).smallest_subnormal)
