@@ -16,6 +16,7 @@ import math
 import sys
 import threading
 import time
+import tokenize
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -784,7 +785,7 @@ def _compile_failure(fused: Fused, exc: Exception) -> FusecError:
     kernel = getattr(exc, "kernel", None) or "?"  # the runtime (or ptxas) names the kernel it compiled
     try:
         where = f" (defined at {inspect.getsourcefile(fused.fn)}:{inspect.getsourcelines(fused.fn)[1]})"
-    except (OSError, TypeError):
+    except (OSError, TypeError, SyntaxError, tokenize.TokenError):  # no source, or another file under its name
         where = ""
     if isinstance(exc, FusecError):
         detail = exc.message

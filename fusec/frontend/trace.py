@@ -18,6 +18,7 @@ import inspect
 import operator
 import sys
 import textwrap
+import tokenize
 import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -1151,7 +1152,7 @@ def return_site(fn: Callable[..., Any], *, returning_dict: bool = False) -> str 
     try:
         lines, first = inspect.getsourcelines(fn)
         tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError):
+    except (OSError, TypeError, SyntaxError, tokenize.TokenError):  # the file under its name is not its source
         return fallback
     defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if not defs:

@@ -455,3 +455,18 @@ def test_trace_broadcast_to_2_64_elements_is_a_clear_error() -> None:
     spec_col, spec_row = fusec.ArraySpec((2**32, 1), "float32"), fusec.ArraySpec((1, 2**32), "float32")
     with pytest.raises(fusec.FusecValueError, match="the result of add of shape .* is too big"):
         fusec.fuse(lambda x, y: x + y).plan(spec_col, spec_row)
+
+
+def test_function_compiled_under_a_file_that_is_not_its_source_traces(tmp_path) -> None:
+    """A function whose code names a file that holds other text (code run by ``exec`` under a real file name,
+    a file edited since it was imported): reading its source to find the return line raised
+    ``tokenize.TokenError`` from inside fusec. It runs, and its errors still name the file and line."""
+    path = tmp_path / "edited.py"
+    path.write_text("x = (\n  1,\n")  # an unfinished statement: tokenizing from line 1 reaches EOF inside it
+    namespace: dict[str, Any] = {}
+    source = "def f(a):\n    return a * 2\n\ndef g(a):\n    if a.sum() > 0:\n        return a\n    return -a\n"
+    exec(compile(source, str(path), "exec"), namespace)
+    np.testing.assert_array_equal(fusec.fuse(namespace["f"])(np.arange(3.0)), [0.0, 2.0, 4.0])
+    with pytest.raises(fusec.TraceError) as info:
+        fusec.fuse(namespace["g"])(np.arange(3.0))
+    assert str(path) in str(info.value)
