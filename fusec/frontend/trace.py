@@ -18,8 +18,8 @@ import inspect
 import operator
 import sys
 import textwrap
-import tokenize
 import threading
+import tokenize
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
