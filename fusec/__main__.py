@@ -287,10 +287,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def _raised_in_user_code(exc: BaseException) -> str | None:
     """``file:line`` where ``exc`` was raised when that is the user's code (not fusec, NumPy or CuPy);
     None when it came from inside fusec (a bug, reported as an internal error)."""
-    from fusec.support.errors import _skipped
+    from fusec.support.errors import library_file
 
     frames = traceback.extract_tb(exc.__traceback__)
-    if not frames or _skipped(frames[-1].filename):
+    if not frames or library_file(frames[-1].filename):
         return None
     return f"{frames[-1].filename}:{frames[-1].lineno}"
 

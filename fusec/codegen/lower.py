@@ -107,7 +107,7 @@ class LoadHeld:
 Statement = Compute | StoreHeld | LoadHeld
 
 
-class _Lowering:
+class Lowering:
     """One nest under one schedule (see the module docstring)."""
 
     def __init__(self, nest: LoopNest, schedule: Schedule):
@@ -256,7 +256,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         from fusec.codegen.lower_scan import lower_scan
 
         return lower_scan(nest, schedule, name)  # type: ignore[arg-type]
-    lo = _Lowering(nest, schedule)
+    lo = Lowering(nest, schedule)
     kind = nest.kind
     region = nest.region
 
@@ -392,7 +392,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
     )
 
 
-def extents_and_accesses(lo: _Lowering, nest: LoopNest, axes: list[Axis],
+def extents_and_accesses(lo: Lowering, nest: LoopNest, axes: list[Axis],
                          scalar_params: list[tuple[Param, Any]]) -> dict[str, Access]:
     """Every access of ``nest`` by variable, appending to ``scalar_params`` the axes' extents (where the loop is
     not one flat contiguous index) and then each access's stride and offset parameters."""
@@ -419,7 +419,7 @@ def size_params(nest: LoopNest) -> list[tuple[Param, Any]]:
             for node in nest.sizes]
 
 
-def _access(lo: _Lowering, nest: LoopNest, i: int, info: AccessInfo, axes: list[Axis],
+def _access(lo: Lowering, nest: LoopNest, i: int, info: AccessInfo, axes: list[Axis],
             scalar_params: list[tuple[Param, Any]], index_ctype: str, index_np: Any) -> Access:
     """Access ``i`` with its offset expressions over the kept and the loop axes (stride parameters added
     to ``scalar_params`` as needed)."""

@@ -2,7 +2,7 @@
 :class:`KernelSpec` for ``templates/scan_rows.cu.j2``.
 
 Every member is computed per element, in member order, as a :class:`ScanStep`: an elementwise member is its
-line from the op table (:meth:`_Lowering.line`, the same as every other kernel's), a scan is its reduction's
+line from the op table (:meth:`Lowering.line`, the same as every other kernel's), a scan is its reduction's
 CUDA pieces (``cumsum`` folds like ``sum``, ``cumprod`` like ``prod``: :func:`fusec.codegen.cuda_ops.reduction`,
 so float16 accumulates in float32 and integers wrap as NumPy's do). A float16 scan keeps its running value in
 float32 in every schedule, ``sequential`` too, and rounds each prefix once to float16: NumPy's ``cumsum`` rounds
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from fusec.codegen import cuda_ops
-from fusec.codegen.lower import _Lowering, extents_and_accesses, kernel_label, size_params, slice_pointers
+from fusec.codegen.lower import Lowering, extents_and_accesses, kernel_label, size_params, slice_pointers
 from fusec.codegen.spec import Axis, KernelSpec, LaunchPolicy, Param, ScanStep, Store
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
@@ -56,7 +56,7 @@ def scan_identity(node: Node, red: cuda_ops.CudaReduction) -> str:
 
 def lower_scan(nest: ScanNest, schedule: ScanSchedule, name: str | None = None) -> KernelSpec:
     """The :class:`KernelSpec` of ``nest``'s scan region under ``schedule`` (checked against it)."""
-    lo = _Lowering(nest, schedule)
+    lo = Lowering(nest, schedule)
     rows = schedule.mapping in ("rows", "split", "columns")
     region = nest.region
     index_ctype = nest.index_ctype
@@ -95,7 +95,7 @@ def lower_scan(nest: ScanNest, schedule: ScanSchedule, name: str | None = None) 
     steps = []
     for n in nest.members:
         if n.kind is Kind.LAYOUT:
-            continue  # index arithmetic: its readers read through it (_Lowering.value)
+            continue  # index arithmetic: its readers read through it (Lowering.value)
         var = nest.var[n]
         if n.kind is Kind.SCAN:
             k = len([s for s in steps if s.scan])

@@ -56,7 +56,7 @@ _Block = tuple[Region | None, list[Node]]
 # --- printing ----------------------------------------------------------------------------------
 
 
-def _layout(graph: Graph) -> tuple[list[_Block], dict[Node, str], str | None]:
+def block_layout(graph: Graph) -> tuple[list[_Block], dict[Node, str], str | None]:
     """The printed blocks (region or None for top level, its nodes), the names, and a problem if the
     regions cannot be printed in the order given (a block reads a node printed after it)."""
     index = {n: i for i, n in enumerate(graph.nodes)}
@@ -98,7 +98,7 @@ def _layout(graph: Graph) -> tuple[list[_Block], dict[Node, str], str | None]:
         for n in nodes:
             late = [o for o in n.operands if o not in defined]
             if late and problem is None:
-                where = f"kernel {_global(r.name)}" if r else "top level"
+                where = f"kernel {global_name(r.name)}" if r else "top level"
                 problem = (f"regions are not in dependency order: {names[n]} ({n.op}) in {where} reads "
                            f"{names.get(late[0], '?')}, which is printed after it")
             defined.add(n)
@@ -108,14 +108,14 @@ def _layout(graph: Graph) -> tuple[list[_Block], dict[Node, str], str | None]:
 def node_names(graph: Graph) -> dict[Node, str]:
     """Each node's text name: ``%x`` for an input named ``x``, ``%0, %1, ...`` for the others in
     printed order (``graph.nodes`` order when there are no regions)."""
-    return _layout(graph)[1]
+    return block_layout(graph)[1]
 
 
 def _type(dt: np.dtype, shape: Shape) -> str:
     return f"{dtypes.short(dt)}[{','.join(map(str, shape))}]"
 
 
-def _global(name: str) -> str:
+def global_name(name: str) -> str:
     return "@" + (name if _BARE_GLOBAL.match(name) else json.dumps(name))
 
 
@@ -157,13 +157,13 @@ def _line(node: Node, names: dict[Node, str]) -> str:
 
 def print_graph(graph: Graph) -> str:
     """The canonical text of ``graph`` (no trailing newline)."""
-    blocks, names, problem = _layout(graph)
+    blocks, names, problem = block_layout(graph)
     if problem:
-        raise VerifyError(problem, loc=f"func {_global(graph.name)}")
+        raise VerifyError(problem, loc=f"func {global_name(graph.name)}")
     sig = ", ".join(f"{names[n]}: {_type(n.dtype, n.shape)}{_attrs(n.attrs, ('name', 'index'))}"
                     for n in graph.inputs)
     outs = [_type(n.dtype, n.shape) for n in graph.outputs]
-    lines = [f"func {_global(graph.name)}({sig}) -> "
+    lines = [f"func {global_name(graph.name)}({sig}) -> "
              f"{outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'} {{"]
     placed: set[Node] = set()
     for region, nodes in blocks:
@@ -171,7 +171,7 @@ def print_graph(graph: Graph) -> str:
             lines += ["  " + _line(n, names) for n in nodes]
             continue
         again = [names[n] for n in dict.fromkeys(region.nodes) if n in placed]
-        lines.append(f"  kernel {_global(region.name)} {region.kind}"
+        lines.append(f"  kernel {global_name(region.name)} {region.kind}"
                      + (" recomputes " + ", ".join(again) if again else "") + " {")
         lines += ["    " + _line(n, names) for n in nodes]
         lines.append("  }")
@@ -411,7 +411,7 @@ def parse(text: str, filename: str | None = None) -> Graph:
     regions = make_regions(specs, graph.users, graph.outputs)
     for region, ln in zip(regions, kernel_lines):
         if region.kind in REGION_KINDS and (problem := kind_problem(region)):
-            raise ln.error(f"kernel {_global(region.name)} {problem}")
+            raise ln.error(f"kernel {global_name(region.name)} {problem}")
     return Graph(name, graph.inputs, graph.outputs, regions)
 
 

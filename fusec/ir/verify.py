@@ -38,7 +38,7 @@ from fusec.ir.infer import infer
 from fusec.ir.ops import OPS, VARIADIC, Kind, arity_ok
 from fusec.ir.region import Region, kind_problem, make_regions
 from fusec.ir.reshape_math import outside_kernels
-from fusec.ir.text import REGION_KINDS, _global, _layout
+from fusec.ir.text import REGION_KINDS, block_layout, global_name
 from fusec.support.errors import FusecError, VerifyError
 
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
@@ -57,7 +57,7 @@ class _Names(Mapping[Node, str]):
 
     def _get(self) -> dict[Node, str]:
         if self._names is None:
-            _, self._names, self._order_problem = _layout(self.graph)
+            _, self._names, self._order_problem = block_layout(self.graph)
         return self._names
 
     def order_problem(self) -> str | None:
@@ -93,7 +93,7 @@ def verify(graph: Graph) -> None:
     if problems:
         count = f"{len(problems)} problem{'s' if len(problems) > 1 else ''}"
         raise VerifyError(f"{count} in the IR:\n  " + "\n  ".join(problems),
-                          loc=f"func {_global(graph.name)}")
+                          loc=f"func {global_name(graph.name)}")
 
 
 def _label(node: Node, names: Mapping[Node, str]) -> str:
@@ -199,7 +199,7 @@ def _region_problems(graph: Graph, names: Mapping[Node, str]) -> list[str]:
     member_of: dict[Node, list[Region]] = {}
     seen_names: set[str] = set()
     for r in graph.regions:
-        label = f"region {_global(r.name)}"
+        label = f"region {global_name(r.name)}"
         if r.kind not in REGION_KINDS:
             problems.append(f"{label}: unknown kind {r.kind!r} (kinds: {', '.join(REGION_KINDS)})")
         if r.name in seen_names:
@@ -220,7 +220,7 @@ def _region_problems(graph: Graph, names: Mapping[Node, str]) -> list[str]:
     expected_regions = make_regions([(r.name, r.kind, r.nodes) for r in graph.regions], graph.users,
                                     graph.outputs)
     for r, expected in zip(graph.regions, expected_regions):
-        label = f"region {_global(r.name)}"
+        label = f"region {global_name(r.name)}"
         for part in ("inputs", "outputs"):
             got, want = getattr(r, part), getattr(expected, part)
             if got != want:
@@ -234,7 +234,7 @@ def _region_problems(graph: Graph, names: Mapping[Node, str]) -> list[str]:
         if not regions and node.kind is not Kind.SOURCE and node not in after:
             problems.append(f"{_label(node, names)}: is in no region")
         if len(regions) > 1 and node.kind not in (Kind.ELEMENTWISE, Kind.LAYOUT, Kind.SOURCE):
-            held = ", ".join(_global(r.name) for r in regions)
+            held = ", ".join(global_name(r.name) for r in regions)
             problems.append(f"{_label(node, names)}: is in regions {held}; only elementwise, layout and "
                             "source nodes may be recomputed")
     return problems + _quotient_problems(graph, names, member_of)
@@ -253,7 +253,7 @@ def _quotient_problems(graph: Graph, names: Mapping[Node, str],
     def groups(n: Node) -> list[tuple[str, object]]:
         return [("region", id(r)) for r in member_of[n]] if n in member_of else [("node", n)]
 
-    label = {("region", id(r)): f"region {_global(r.name)}" for r in graph.regions or ()}
+    label = {("region", id(r)): f"region {global_name(r.name)}" for r in graph.regions or ()}
     quotient = nx.DiGraph()
     for node in graph.nodes:
         if node.op == "input":

@@ -62,7 +62,7 @@ def _is_identity(n: Node, bounds: Bounds) -> bool:
     return all(b == (0, 1, d) or (d == 0 and b[2] == 0) for b, d in zip(bounds, n.shape))
 
 
-def _operand_bounds(y: Node, bounds: Bounds) -> list[tuple[Node, Bounds | None]] | None:
+def operand_bounds(y: Node, bounds: Bounds) -> list[tuple[Node, Bounds | None]] | None:
     """Each operand of ``y`` with the bounds that select what ``y[bounds]`` reads of it (None: the operand
     as it is, a 0-d value), or None when the slice cannot move below ``y``."""
     if y.kind is Kind.ELEMENTWISE or y.op == "broadcast_to":
@@ -216,8 +216,8 @@ def sink_slice(node: Node) -> Node | None:
     if 0 in node.shape:
         zero = make_node("const", (), {"value": 0}, dtype=node.dtype, loc=node.loc)
         return make_node("broadcast_to", [zero], {"shape": list(node.shape)}, loc=node.loc)
-    if _operand_bounds(x, root) is None and not _is_identity(x, root):  # on an array already: canonical bounds
+    if operand_bounds(x, root) is None and not _is_identity(x, root):  # on an array already: canonical bounds
         canonical = make_node("slice", [x], slice_attrs(list(root)), loc=node.loc)
         return None if canonical is node else canonical
-    return sink_through(x, root, _is_identity, _operand_bounds,
+    return sink_through(x, root, _is_identity, operand_bounds,
                         lambda y, bounds: make_node("slice", [y], slice_attrs(list(bounds)), loc=node.loc))

@@ -15,13 +15,13 @@ from fusec.ir import windows
 from fusec.ir.graph import Node, make_node
 from fusec.ir.infer import slice_attrs, slice_bounds
 from fusec.ir.windows import AxisWindow
-from fusec.passes.views import _operand_bounds, sink_through
+from fusec.passes.views import operand_bounds, sink_through
 
 Bounds = tuple[AxisWindow, ...]
 
 
 def _as_window(bounds: tuple, shape: tuple[int, ...]) -> Bounds:
-    """Bounds from :func:`fusec.passes.views._operand_bounds` (windows passed through, slices' whole axes as
+    """Bounds from :func:`fusec.passes.views.operand_bounds` (windows passed through, slices' whole axes as
     ``(0, 1, n)``) as windows."""
     return tuple(b if len(b) == 5 else windows.of_slice(b[0], b[1], b[2], n) for b, n in zip(bounds, shape))
 
@@ -59,7 +59,7 @@ def below(x: Node, bounds: Bounds) -> tuple[Node, Bounds]:
 
 def children(y: Node, bounds: Bounds) -> list[tuple[Node, Bounds | None]] | None:
     """Each operand of ``y`` with the window it is read through, composed into the slices and windows it is."""
-    kids = None if y.op in ("slice", "window") else _operand_bounds(y, bounds)
+    kids = None if y.op in ("slice", "window") else operand_bounds(y, bounds)
     if kids is None:
         return None
     return [(o, None) if ob is None else below(o, _as_window(ob, o.shape)) for o, ob in kids]
