@@ -190,8 +190,8 @@ class _Builder:
         """``y[key] = v`` on an earlier node ``y`` as the tracer makes it (:mod:`fusec.frontend.part_update`): a random
         basic index (integers, slices of any step, None, ``...``), ``v`` a constant or a basic index of another
         earlier node of ``y``'s shape (cast to ``y``'s dtype), sometimes with size-1 axes to broadcast."""
+        from fusec.frontend.indexing import basic_index
         from fusec.frontend.part_update import updated
-        from fusec.frontend.trace import basic_index
 
         y = self.pick()
         if y.ndim == 0:

@@ -28,11 +28,6 @@ KNOWN_CYCLES: set[tuple[str, ...]] = {
     ("fusec.codegen.lower", "fusec.codegen.lower_scan"),
     # Graph.__str__ prints through ir/text.py, which parses regions over graphs
     ("fusec.ir.graph", "fusec.ir.region", "fusec.ir.text"),
-    # the tracer and the NumPy functions it dispatches to, which call back into it: a function registry
-    tuple(f"fusec.frontend.{m}" for m in (
-        "composite", "contraction_functions", "creation_functions", "elementwise_functions", "gather_trace",
-        "inplace", "join_functions", "part_update", "scalars", "scan_functions", "shift_functions", "slice_assign",
-        "trace", "view_functions")),
 }
 
 
@@ -154,6 +149,40 @@ def test_architecture_no_new_import_cycle() -> None:
     assert not new, "import cycles: " + "; ".join(" <-> ".join(c) for c in sorted(new))
     gone = KNOWN_CYCLES - cycles
     assert not gone, f"cycles listed in KNOWN_CYCLES that are gone (remove them): {sorted(gone)}"
+
+
+def test_architecture_frontend_functions_register_in_one_place() -> None:
+    """The frontend's function modules register their implementations with ``@implements`` where they define them,
+    and ``fusec/frontend/trace.py`` imports every such module (so all are registered before anything traces);
+    nothing else writes the registry's tables, and nothing assigns to ``Tracer`` outside its class body (its methods
+    and operators are all there)."""
+    tables = {"FUNCTIONS", "UFUNCS", "CREATORS"}
+    registering, writes = set(), []
+    for module in (m for m in modules() if m.startswith("fusec.frontend.") and m != "fusec.frontend.registry"):
+        tree = ast.parse(modules()[module].read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("implements", "implements_ufunc"):
+                registering.add(module)
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                base = t.value if isinstance(t, (ast.Attribute, ast.Subscript)) else t
+                name = getattr(base, "id", getattr(base, "attr", ""))
+                if name == "Tracer" or (name in tables and module != "fusec.frontend.registry"):
+                    writes.append(f"{module}:{node.lineno}")
+            if isinstance(node, ast.Call):
+                owner = node.func.value if isinstance(node.func, ast.Attribute) else None
+                if getattr(owner, "id", getattr(owner, "attr", "")) in tables and node.func.attr in (
+                        "update", "setdefault", "append", "extend"):
+                    writes.append(f"{module}:{node.lineno}")
+                if getattr(node.func, "id", "") == "setattr" and getattr(node.args[0], "id", "") == "Tracer":
+                    writes.append(f"{module}:{node.lineno}")
+    assert {"fusec.frontend.composite", "fusec.frontend.tracer", "fusec.frontend.view_functions"} <= registering
+    imported = imported_modules("fusec.frontend.trace", runtime_only=True)
+    assert not registering - imported - {"fusec.frontend.tracer"}, "function modules trace.py does not import: " \
+        f"{sorted(registering - imported)}"
+    assert "fusec.frontend.tracer" in imported
+    assert not writes, f"the registry's tables or Tracer's attributes written outside their place: {writes}"
 
 
 def test_architecture_finds_a_cycle_and_an_upward_import(tmp_path: Path) -> None:

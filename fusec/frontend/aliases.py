@@ -1,11 +1,11 @@
 """Which traced arrays are views of which while tracing, so that in-place updates follow NumPy's aliasing.
 
-A :class:`fusec.frontend.trace.Tracer` stands for an array by its current node, and an in-place update rebinds it
-(:mod:`fusec.frontend.inplace`). NumPy's views share memory with the array they view: a write to the array shows in
-each view, a write through a view shows in the array. The tracer records each view it makes (:func:`note`) as a
-:class:`View`: its *root* (the array, itself no view, whose memory it shares) and how to make the view again from
-a new value of the root; a view's node is always that, made from the root's current node, so it reads the root
-through layout ops alone.
+A :class:`fusec.frontend.tracer.Tracer` stands for an array by its current node, and an in-place update rebinds it
+(:func:`fusec.frontend.slice_assign.assign`). NumPy's views share memory with the array they view: a write to the
+array shows in each view, a write through a view shows in the array. The tracer records each view it makes
+(:func:`note`) as a :class:`View`: its *root* (the array, itself no view, whose memory it shares) and how to make the
+view again from a new value of the root; a view's node is always that, made from the root's current node, so it
+reads the root through layout ops alone.
 
 - After an update of a root, :func:`rebind` gives each of its live views its new value, made again from the
   root's: ``t = x[:, 0]; x[0] = 5; t * 2`` sees the 5, as in NumPy, whatever made the view (indexing, ``.T``,
@@ -35,8 +35,8 @@ VIEW = "view"  # NumPy's result is a view of the (first) argument
 MAYBE_VIEW = "maybe a view"  # a view or a copy, depending on the argument's memory layout
 EACH = "a view of each"  # result i is a view of argument i (np.broadcast_arrays, np.atleast_2d(a, b))
 
-# the functions of fusec.frontend.trace.FUNCTIONS whose results are views in NumPy (a name absent here makes a new
-# array)
+# the functions of the registry (fusec.frontend.registry.FUNCTIONS) whose results are views in NumPy (a name absent
+# here makes a new array)
 FUNCTION_KINDS: dict[str, str] = {
     **dict.fromkeys(("transpose", "matrix_transpose", "swapaxes", "moveaxis", "rollaxis", "squeeze", "expand_dims",
                      "broadcast_to", "flip", "flipud", "fliplr", "rot90", "split", "array_split", "diagonal"), VIEW),
@@ -47,8 +47,8 @@ FUNCTION_KINDS: dict[str, str] = {
 
 
 def kind_of(name: str, args: Sequence[Any], result: Any) -> str | None:
-    """How the result of ``FUNCTIONS[name](*args)`` relates to its arguments: :data:`VIEW`, :data:`MAYBE_VIEW`,
-    :data:`EACH`, or None for a new array."""
+    """How the result of the function registered as ``name``, called with ``args``, relates to its arguments:
+    :data:`VIEW`, :data:`MAYBE_VIEW`, :data:`EACH`, or None for a new array."""
     kind = FUNCTION_KINDS.get(name)
     first = getattr(args[0], "node", None) if args else None
     if first is None or kind is None:

@@ -25,11 +25,12 @@ import numpy as np
 
 from fusec.frontend import arguments, foreign, lazy_arrays
 from fusec.frontend.aliases import check_unread
-from fusec.frontend.gather_trace import unread_index_checks
+from fusec.frontend.indexing import unread_index_checks
 from fusec.frontend.recompile import RecompileTracker
 from fusec.frontend.scalars import NeedsConcrete, Scalar, is_runtime_candidate, scalar_class
 from fusec.frontend.slice_assign import PartialUpdate
-from fusec.frontend.trace import Tracer, output_node, return_site, trace_function
+from fusec.frontend.trace import output_node, return_site, trace_function
+from fusec.frontend.tracer import Tracer
 from fusec.frontend.update import check_updated, commit, direct_writes
 from fusec.inspect.explain import Explanation
 from fusec.ir import dtypes
@@ -57,7 +58,7 @@ class TracedFunction:
     by_shapes: dict[tuple, TracedFunction] = field(default_factory=dict)  # this trace for each set of shapes
     parts: tuple[PartialUpdate, ...] = ()  # assignments to part of an argument: the graph's very last outputs
     # (argument position, extent, axis, line) of each argument used as the indices of a gather no result reads:
-    # checked before a call as NumPy checks them (fusec.frontend.gather_trace.unread_index_checks)
+    # checked before a call as NumPy checks them (fusec.frontend.indexing.unread_index_checks)
     index_checks: tuple[tuple[int, int, int, str | None], ...] = ()
 
     @property

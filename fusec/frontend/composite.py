@@ -1,4 +1,4 @@
-"""Everyday functions traced into the op table's primitives, the way :mod:`fusec.frontend.trace` traces
+"""Everyday functions traced into the op table's primitives, the way :mod:`fusec.frontend.tracer` traces
 ``mean`` and ``var``: ``logaddexp``, ``expit``, ``logsumexp``, ``softmax``, ``count_nonzero``, the
 ``nan*`` statistics, ``ptp``, ``round``, ``*_like``, ``linalg.norm`` and ``isclose``.
 
@@ -18,21 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from fusec.frontend import trace as _trace
-from fusec.frontend.trace import (
-    Tracer,
-    _as_node,
-    _const,
-    _node,
-    _operand,
-    _squeeze,
-    _to_dtype,
-    _Weak,
-    apply_ufunc,
-    cast,
-    reduction,
-    where,
-)
+from fusec.frontend.nodes import cast, const, new_node, squeeze_axes
+from fusec.frontend.registry import implements, implements_ufunc
+from fusec.frontend.tracer import Tracer, WeakScalar, as_node, call_ufunc, operand, reduction, to_dtype, where
 from fusec.ir import dtypes
 from fusec.ir.graph import Node
 from fusec.ir.infer import normalize_axes, reduced_shape
@@ -47,9 +35,7 @@ def _t(node: Node) -> Tracer:
     return Tracer(node)
 
 
-def _u(ufunc: np.ufunc, *args: Any) -> Tracer:
-    """``ufunc(*args)`` traced with NumPy's loop selection (weak Python scalars included; nodes as tracers)."""
-    return apply_ufunc(ufunc, tuple(_t(a) if isinstance(a, Node) else a for a in args))
+_u = call_ufunc  # ufunc(*args) traced, nodes as tracers: short, for the steps below
 
 
 def _no_extra(name: str, **kwargs: Any) -> None:
@@ -60,16 +46,16 @@ def _no_extra(name: str, **kwargs: Any) -> None:
 
 def _shape_full(value: Any, dt: np.dtype, shape: tuple[int, ...]) -> Tracer:
     """``value`` (a constant) spread over ``shape``."""
-    c = _const(value, dt)
-    return _t(_node("broadcast_to", [c], {"shape": list(shape)}) if shape else c)
+    c = const(value, dt)
+    return _t(new_node("broadcast_to", [c], {"shape": list(shape)}) if shape else c)
 
 
 # --- binary and unary ufuncs traced into several ops ----------------------------------------------
-def _float_loop(ufunc: np.ufunc, name: str, *args: Any) -> tuple[list[Node], np.dtype, np.dtype]:
+def float_loop(ufunc: np.ufunc, name: str, *args: Any) -> tuple[list[Node], np.dtype, np.dtype]:
     """The operands of ``ufunc``'s NumPy loop, as nodes, in the dtype to compute in (float32 for a
     float16 loop, which NumPy computes in float and rounds once), with the loop's result dtype."""
-    xs = [_operand(a, f"argument of {name}") for a in args]
-    probe = tuple(type(x.probe) if isinstance(x, _Weak) else x.dtype for x in xs)
+    xs = [operand(a, f"argument of {name}") for a in args]
+    probe = tuple(type(x.probe) if isinstance(x, WeakScalar) else x.dtype for x in xs)
     try:
         loop = ufunc.resolve_dtypes(probe + (None,))
     except TypeError:
@@ -77,23 +63,27 @@ def _float_loop(ufunc: np.ufunc, name: str, *args: Any) -> tuple[list[Node], np.
                              hint="cast the operands to a float dtype first") from None
     out = loop[-1]
     compute = dtypes.FLOAT32 if out == dtypes.FLOAT16 else out
-    nodes = [(_const(x.value, compute) if x.scalar is None else _to_dtype(x, compute)) if isinstance(x, _Weak)
+    nodes = [(const(x.value, compute) if x.scalar is None else to_dtype(x, compute)) if isinstance(x, WeakScalar)
              else cast(cast(x, dt), compute)
              for x, dt in zip(xs, loop[:-1])]
     return nodes, compute, out
 
 
+@implements("logaddexp")
+@implements_ufunc("logaddexp")
 def logaddexp(x1: Any, x2: Any) -> Tracer:
     """``numpy.logaddexp`` as NumPy's ``npy_logaddexp``: ``x + log(2)`` where ``x == y`` (infinities of
     one sign), else ``max(x, y) + log1p(exp(-|x - y|))`` (NaN in, NaN out)."""
-    (x, y), compute, out = _float_loop(np.logaddexp, "logaddexp", x1, x2)
+    (x, y), compute, out = float_loop(np.logaddexp, "logaddexp", x1, x2)
     return _log_add(x, y, compute, out, lambda d: _u(np.log1p, _u(np.exp, d)), _LN2)
 
 
+@implements("logaddexp2")
+@implements_ufunc("logaddexp2")
 def logaddexp2(x1: Any, x2: Any) -> Tracer:
     """``numpy.logaddexp2`` as NumPy's ``npy_logaddexp2``: ``x + 1`` where ``x == y``, else
     ``max(x, y) + log1p(exp2(-|x - y|)) / log(2)``."""
-    (x, y), compute, out = _float_loop(np.logaddexp2, "logaddexp2", x1, x2)
+    (x, y), compute, out = float_loop(np.logaddexp2, "logaddexp2", x1, x2)
     return _log_add(x, y, compute, out, lambda d: _u(np.multiply, _u(np.log1p, _u(np.exp2, d)), _LOG2E), 1.0)
 
 
@@ -101,23 +91,27 @@ def _log_add(x: Node, y: Node, compute: np.dtype, out: np.dtype, log_1p_exp: Any
     tx, ty = _t(x), _t(y)
     minus_gap = _u(np.negative, _u(np.absolute, _u(np.subtract, tx, ty)))
     general = _u(np.add, _u(np.maximum, tx, ty), log_1p_exp(minus_gap))
-    equal = _u(np.add, tx, _const(equal_term, compute))
+    equal = _u(np.add, tx, const(equal_term, compute))
     result = where(_u(np.equal, tx, ty), equal, general)
     return _t(cast(result.node, out))
 
 
+@implements("expit")
+@implements_ufunc("expit")
 def expit(x: Any) -> Tracer:
     """``scipy.special.expit``: ``1 / (1 + exp(-x))`` in float32 for float32, else float64."""
-    node = _as_node(x, "expit")
+    node = as_node(x, "expit")
     node = cast(node, scipy_float_dtype(node.dtype))
-    one = _const(1.0, node.dtype)
+    one = const(1.0, node.dtype)
     return _u(np.true_divide, _t(one), _u(np.add, _t(one), _u(np.exp, _u(np.negative, _t(node)))))
 
 
+@implements("log_expit")
+@implements_ufunc("log_expit")
 def log_expit(x: Any) -> Tracer:
     """``scipy.special.log_expit``: ``-log1p(exp(-x))`` for x >= 0, ``x - log1p(exp(x))`` below (no
     overflow either way), in float32 for float32, else float64."""
-    node = _as_node(x, "log_expit")
+    node = as_node(x, "log_expit")
     t = _t(cast(node, scipy_float_dtype(node.dtype)))
     positive = _u(np.negative, _u(np.log1p, _u(np.exp, _u(np.negative, t))))
     negative = _u(np.subtract, t, _u(np.log1p, _u(np.exp, t)))
@@ -127,14 +121,15 @@ def log_expit(x: Any) -> Tracer:
 # --- softmax family (scipy.special signatures) ----------------------------------------------------
 def _floating(x: Any, name: str) -> Node:
     """``x`` as SciPy's ``xp_promote(force_floating=True)`` leaves it: floats kept, others float64."""
-    node = _as_node(x, name)
+    node = as_node(x, name)
     return node if node.dtype.kind == "f" else cast(node, dtypes.FLOAT64)
 
 
 def _finite_or_zero(m: Tracer) -> Tracer:
-    return where(_u(np.isfinite, m), m, _t(_const(0, m.dtype)))
+    return where(_u(np.isfinite, m), m, _t(const(0, m.dtype)))
 
 
+@implements("logsumexp")
 def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, return_sign: bool = False) -> Tracer:
     """``scipy.special.logsumexp``: ``log(sum(b * exp(a - m))) + m`` with ``m`` the finite maximum (0 where
     the maximum is infinite or NaN), so all ``-inf`` gives ``-inf``, a ``+inf`` gives ``inf``, a NaN NaN, and
@@ -144,13 +139,13 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
                                hint="compute the signed sum yourself: s = (b * np.exp(a - m)).sum(axis)")
     x = _floating(a, "logsumexp")
     if x.ndim == 0:
-        x = _node("expand_dims", [x], {"axes": [0]})
+        x = new_node("expand_dims", [x], {"axes": [0]})
     axes = normalize_axes(axis, x.ndim)
     if b is not None:
-        weights = _operand(b, "weight of logsumexp")
+        weights = operand(b, "weight of logsumexp")
         bt = _t(weights) if isinstance(weights, Node) else weights.value
-        x = where(_u(np.equal, bt, 0), _t(_const(-np.inf, x.dtype)), _t(x)).node
-        weight = _u(np.multiply, bt, _t(_const(1, x.dtype)))  # b promoted as SciPy promotes a and b
+        x = where(_u(np.equal, bt, 0), _t(const(-np.inf, x.dtype)), _t(x)).node
+        weight = _u(np.multiply, bt, _t(const(1, x.dtype)))  # b promoted as SciPy promotes a and b
         if weight.dtype != x.dtype:
             x = cast(x, weight.dtype)
     if any(x.shape[k] == 0 for k in axes):
@@ -162,21 +157,23 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
         e = _u(np.multiply, weight, e)
     s = reduction("sum", e, axes, keepdims=True)
     out = _u(np.add, _u(np.log, s), m)
-    return out if keepdims else _t(_squeeze(out.node, axes))
+    return out if keepdims else _t(squeeze_axes(out.node, axes))
 
 
+@implements("softmax")
 def softmax(x: Any, axis: Any = None) -> Tracer:
     """``scipy.special.softmax``: ``e / e.sum(axis)`` with ``e = exp(x - x.max(axis))``."""
-    t = _t(_as_node(x, "softmax"))
+    t = _t(as_node(x, "softmax"))
     axes = normalize_axes(axis, t.ndim)
     e = _u(np.exp, _u(np.subtract, t, reduction("max", t, axes, keepdims=True)))
     return _u(np.true_divide, e, reduction("sum", e, axes, keepdims=True))
 
 
+@implements("log_softmax")
 def log_softmax(x: Any, axis: Any = None) -> Tracer:
     """``scipy.special.log_softmax``: ``t - log(sum(exp(t)))`` with ``t = x - m`` and ``m`` the maximum over
     ``axis``, 0 where that is not finite."""
-    t = _t(_as_node(x, "log_softmax"))
+    t = _t(as_node(x, "log_softmax"))
     axes = normalize_axes(axis, t.ndim)
     shifted = _u(np.subtract, t, _finite_or_zero(reduction("max", t, axes, keepdims=True)))
     total = reduction("sum", _u(np.exp, shifted), axes, keepdims=True)
@@ -184,21 +181,23 @@ def log_softmax(x: Any, axis: Any = None) -> Tracer:
 
 
 # --- counting and NaN-ignoring statistics ---------------------------------------------------------
+@implements("count_nonzero")
 def count_nonzero(a: Any, axis: Any = None, *, keepdims: bool = False) -> Tracer:
     """``numpy.count_nonzero``: the number of true (nonzero; NaN counts) elements, as int64 (intp)."""
-    truth = cast(_as_node(a, "count_nonzero"), dtypes.BOOL)
+    truth = cast(as_node(a, "count_nonzero"), dtypes.BOOL)
     return reduction("sum", _t(truth), axis, dtype=dtypes.INT64, keepdims=keepdims)
 
 
 def _nan_mask(a: Any, name: str) -> tuple[Node, Tracer | None]:
-    node = _as_node(a, name)
+    node = as_node(a, name)
     return node, (_u(np.isnan, _t(node)) if node.dtype.kind == "f" else None)
 
 
 def _replace(node: Node, mask: Tracer, value: float) -> Tracer:
-    return where(mask, _t(_const(value, node.dtype)), _t(node))
+    return where(mask, _t(const(value, node.dtype)), _t(node))
 
 
+@implements("nanmean")
 def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = False,
             *, where: Any = None) -> Tracer:
     """``numpy.nanmean``: the sum of the non-NaN elements over their count (NaN for none), as NumPy's
@@ -219,6 +218,7 @@ def _divide(total: Tracer, count: Tracer) -> Tracer:
     return _t(cast(_u(np.true_divide, total, count).node, total.dtype))
 
 
+@implements("nanvar")
 def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: Any = False,
            *, where: Any = None, mean: Any = None, correction: Any = None) -> Tracer:
     """``numpy.nanvar`` as NumPy's ``_nanvar``: deviations from the non-NaN mean (rounded to the input's
@@ -228,6 +228,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: A
     return _nan_variance("nanvar", a, axis, dtype, ddof, keepdims, take_sqrt=False)
 
 
+@implements("nanstd")
 def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: Any = False,
            *, where: Any = None, mean: Any = None, correction: Any = None) -> Tracer:
     """``numpy.nanstd``: the square root of :func:`nanvar`."""
@@ -251,11 +252,11 @@ def _nan_variance(name: str, a: Any, axis: Any, dtype: Any, ddof: Any, keepdims:
     total = reduction("sum", squares, axes, dtype=dtype, keepdims=True)
     dof = _u(np.subtract, count, int(ddof))
     var = _divide(total, dof)
-    var = where(_u(np.less_equal, dof, 0), _t(_const(np.nan, var.dtype)), var)
+    var = where(_u(np.less_equal, dof, 0), _t(const(np.nan, var.dtype)), var)
     if take_sqrt:
         var = _u(np.sqrt, var)
     keep = bool(keepdims) and keepdims is not np._NoValue
-    return var if keep else _t(_squeeze(var.node, axes))
+    return var if keep else _t(squeeze_axes(var.node, axes))
 
 
 def _nan_arg(name: str, a: Any, axis: Any, out: Any, keepdims: Any) -> Tracer:
@@ -271,17 +272,20 @@ def _nan_arg(name: str, a: Any, axis: Any, out: Any, keepdims: Any) -> Tracer:
     index = reduction(arg, filled, axis, keepdims=keep)
     axes = normalize_axes(axis, node.ndim, allow_tuple=False)
     all_nan = reduction("all", mask, axes, keepdims=keep)
-    return where(all_nan, _t(_const(-1, dtypes.INT64)), index)
+    return where(all_nan, _t(const(-1, dtypes.INT64)), index)
 
 
+@implements("nanargmax")
 def nanargmax(a: Any, axis: Any = None, out: Any = None, *, keepdims: Any = False) -> Tracer:
     return _nan_arg("nanargmax", a, axis, out, keepdims)
 
 
+@implements("nanargmin")
 def nanargmin(a: Any, axis: Any = None, out: Any = None, *, keepdims: Any = False) -> Tracer:
     return _nan_arg("nanargmin", a, axis, out, keepdims)
 
 
+@implements("nanprod")
 def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = False,
             initial: Any = None, where: Any = None) -> Tracer:
     """``numpy.nanprod``: the product with NaN as 1."""
@@ -291,15 +295,17 @@ def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     return reduction("prod", x, axis, dtype=dtype, keepdims=keepdims)
 
 
+@implements("ptp")
 def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: Any = False) -> Tracer:
     """``numpy.ptp``: ``max - min`` with ``numpy.subtract`` (integers wrap; bool is a TypeError)."""
     _no_extra("ptp", out=out)
-    t = _t(_as_node(a, "ptp"))
+    t = _t(as_node(a, "ptp"))
     keep = bool(keepdims) and keepdims is not np._NoValue
     return _u(np.subtract, reduction("max", t, axis, keepdims=keep), reduction("min", t, axis, keepdims=keep))
 
 
 # --- rounding ---------------------------------------------------------------------------------------
+@implements("round", "around", "round_")
 def round_(a: Any, decimals: Any = 0, out: Any = None) -> Tracer:
     """``numpy.round``/``around`` (NumPy's ``PyArray_Round``): floats ``rint`` (half to even) of
     ``x * 10**decimals`` divided back (``x / 10**-decimals`` multiplied back for negative decimals), in the
@@ -309,7 +315,7 @@ def round_(a: Any, decimals: Any = 0, out: Any = None) -> Tracer:
     if isinstance(decimals, (bool, np.bool_)) or not isinstance(decimals, (int, np.integer)):
         raise FusecTypeError(f"decimals of round must be an integer, got {decimals!r}")
     decimals = int(decimals)
-    node = _as_node(a, "round")
+    node = as_node(a, "round")
     if node.dtype.kind == "b":  # not an integer to NumPy: rint's bool loop gives float16; a scale cannot cast back
         if decimals:
             raise FusecTypeError("Cannot cast ufunc 'multiply' output from dtype('float64') to dtype('bool')",
@@ -328,11 +334,12 @@ def round_(a: Any, decimals: Any = 0, out: Any = None) -> Tracer:
 
 
 # --- arrays of one value ----------------------------------------------------------------------------
+@implements("full_like")
 def full_like(a: Any, fill_value: Any, dtype: Any = None, order: Any = "K", subok: Any = True,
               shape: Any = None, *, device: Any = None) -> Tracer:
     """``numpy.full_like``: ``fill_value`` (cast unsafely, as NumPy's ``copyto``) over ``a``'s shape (or
     ``shape``), of ``a``'s dtype (or ``dtype``)."""
-    node = _as_node(a, "full_like")
+    node = as_node(a, "full_like")
     if shape is None:
         target = node.shape
     else:
@@ -340,25 +347,28 @@ def full_like(a: Any, fill_value: Any, dtype: Any = None, order: Any = "K", subo
     filled = fill_node(fill_value, dtype if dtype is not None else node.dtype, "full_like")
     if filled.shape == target:
         return _t(filled)
-    return _t(_node("broadcast_to", [filled], {"shape": list(target)}))
+    return _t(new_node("broadcast_to", [filled], {"shape": list(target)}))
 
 
+@implements("zeros_like")
 def zeros_like(a: Any, dtype: Any = None, order: Any = "K", subok: Any = True, shape: Any = None,
                *, device: Any = None) -> Tracer:
     return full_like(a, 0, dtype=dtype, shape=shape)
 
 
+@implements("ones_like")
 def ones_like(a: Any, dtype: Any = None, order: Any = "K", subok: Any = True, shape: Any = None,
               *, device: Any = None) -> Tracer:
     return full_like(a, 1, dtype=dtype, shape=shape)
 
 
 # --- norms and closeness ----------------------------------------------------------------------------
+@implements("linalg.norm")
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Tracer:  # noqa: A002
     """``numpy.linalg.norm`` for vector norms (``ord`` None/2, 1, inf, -inf, 0 or another number) along
     one axis or of a whole array (``ord`` None: the 2-norm of all elements), and the matrix norms that
     are reductions (``'fro'``, 1, -1, inf, -inf over two axes). Integers and bool are float64 first."""
-    node = _as_node(x, "linalg.norm")
+    node = as_node(x, "linalg.norm")
     if node.dtype.kind != "f":
         node = cast(node, dtypes.FLOAT64)
     t = _t(node)
@@ -421,16 +431,17 @@ def _matrix_norm(t: Tracer, ord: Any, axes: tuple[int, int], keepdims: bool) -> 
     else:
         raise UnsupportedError(f"linalg.norm with ord={ord!r} over two axes needs singular values, "
                                "which fusec does not compute", hint="call numpy.linalg.norm outside the function")
-    return result if keepdims else _t(_squeeze(result.node, tuple(sorted(axes))))
+    return result if keepdims else _t(squeeze_axes(result.node, tuple(sorted(axes))))
 
 
+@implements("isclose")
 def isclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Tracer:
     """``numpy.isclose`` as NumPy 2 writes it: ``y`` as ``result_type(y, 1.0)``, then
     ``(|x - y| <= atol + rtol * |y|) & isfinite(y) | (x == y)``, or'ed with both-NaN for ``equal_nan``."""
-    xt = _operand(a, "argument of isclose")
-    yt = _operand(b, "argument of isclose")
-    x = xt.value if isinstance(xt, _Weak) else _t(xt)
-    if isinstance(yt, _Weak):
+    xt = operand(a, "argument of isclose")
+    yt = operand(b, "argument of isclose")
+    x = xt.value if isinstance(xt, WeakScalar) else _t(xt)
+    if isinstance(yt, WeakScalar):
         y = float(yt.value) if isinstance(yt.value, int) else yt.value
     else:
         y = _t(cast(yt, dtypes.as_dtype(np.result_type(yt.dtype, 1.0))))
@@ -448,33 +459,24 @@ def isclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: boo
 def fill_node(fill_value: Any, dtype: Any, what: str) -> Node:
     """``fill_value`` as ``dtype`` (None: the fill value's own, NumPy's for a Python number), cast unsafely as
     NumPy's ``copyto`` (a Python int that does not fit: OverflowError)."""
-    value = _operand(fill_value, f"fill value of {what}")
+    value = operand(fill_value, f"fill value of {what}")
     if dtype is None:
-        dt = dtypes.as_dtype(np.asarray(value.probe).dtype) if isinstance(value, _Weak) else value.dtype
+        dt = dtypes.as_dtype(np.asarray(value.probe).dtype) if isinstance(value, WeakScalar) else value.dtype
     else:
         dt = dtypes.as_dtype(np.dtype(dtype))
-    if not isinstance(value, _Weak):
+    if not isinstance(value, WeakScalar):
         return cast(value, dt)
     if isinstance(value.value, int) and dt.kind in "iu" and not dtypes.fits(value.value, dt):
         raise FusecOverflowError(f"Python integer {value.value} out of bounds for {dt}")
-    return _const(value.value, dt) if dt.kind != "b" else _const(bool(value.value), dt)
+    return const(value.value, dt) if dt.kind != "b" else const(bool(value.value), dt)
 
 
+@implements("allclose")
 def allclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Tracer:
     """``numpy.allclose``: ``all(isclose(...))``, as a 0-d bool array (NumPy returns a Python bool)."""
     return reduction("all", isclose(a, b, rtol, atol, equal_nan), None)
 
 
-# registered with the tracer: functions by NumPy name (``linalg.norm`` by its submodule), ufuncs by name
-FUNCTIONS = {
-    "logsumexp": logsumexp, "softmax": softmax, "log_softmax": log_softmax,
-    "count_nonzero": count_nonzero, "nanmean": nanmean, "nanvar": nanvar, "nanstd": nanstd,
-    "nanargmax": nanargmax, "nanargmin": nanargmin, "nanprod": nanprod, "ptp": ptp,
-    "round": round_, "around": round_, "round_": round_,
-    "zeros_like": zeros_like, "ones_like": ones_like, "full_like": full_like,
-    "linalg.norm": norm, "isclose": isclose, "allclose": allclose,
-    "logaddexp": logaddexp, "logaddexp2": logaddexp2, "expit": expit, "log_expit": log_expit,
-}
 # for docs/ops.md (fusec.frontend.ops_doc): the functions traced into the op table's ops, by the module users call
 DOCUMENTED = {
     "numpy": ("mean", "var", "std", "nansum", "nanmean", "nanvar", "nanstd", "nanprod", "nanargmax", "nanargmin",
@@ -483,6 +485,3 @@ DOCUMENTED = {
     "numpy.linalg": ("norm",),
     "scipy.special": ("expit", "log_expit", "logsumexp", "softmax", "log_softmax"),
 }
-UFUNCS = {"logaddexp": logaddexp, "logaddexp2": logaddexp2, "expit": expit, "log_expit": log_expit}
-_trace.FUNCTIONS.update(FUNCTIONS)
-_trace.COMPOSITE_UFUNCS.update(UFUNCS)

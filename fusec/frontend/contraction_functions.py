@@ -17,8 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from fusec.frontend import trace as _trace
-from fusec.frontend.trace import Tracer, _as_node, _node, cast, reduction
+from fusec.frontend.composite import ones_like
+from fusec.frontend.nodes import cast, new_node
+from fusec.frontend.registry import implements, implements_ufunc
+from fusec.frontend.tracer import Tracer, apply_ufunc, as_node, reduction
+from fusec.frontend.view_functions import diagonal, ravel
 from fusec.ir import dtypes
 from fusec.ir.graph import Node
 from fusec.support.errors import FusecValueError, UnsupportedError
@@ -60,6 +63,7 @@ def _parse(subscripts: str, ndims: list[int]) -> tuple[list[str], str]:
     return letters, out
 
 
+@implements("einsum")
 def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None, order: str = "K",
            casting: str = "safe", optimize: Any = False) -> Tracer:
     """``numpy.einsum`` with a subscripts string (see the module docstring)."""
@@ -67,7 +71,7 @@ def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None, 
         raise UnsupportedError("the out= argument of einsum is not supported inside a fused function")
     if not isinstance(subscripts, str):
         raise UnsupportedError("einsum's sublist form is not traced", hint="write the subscripts as a string")
-    nodes = [_as_node(x, "einsum") for x in operands]
+    nodes = [as_node(x, "einsum") for x in operands]
     letters, out_letters = _parse(subscripts, [n.ndim for n in nodes])
     extent: dict[str, int] = {}
     for node, term in zip(nodes, letters):
@@ -91,9 +95,9 @@ def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None, 
     placed = [_place(node, term, order_, result_dt) for node, term in zip(nodes, letters)]
     product = placed[0]
     for p in placed[1:]:
-        product = _node("mul", [product, p]) if product.dtype != dtypes.BOOL else _node("logical_and", [product, p])
+        product = new_node("mul" if product.dtype != dtypes.BOOL else "logical_and", [product, p])
     if len(placed) == 1 and product.shape != tuple(extent[c] for c in order_):
-        product = _node("broadcast_to", [product], {"shape": [extent[c] for c in order_]})
+        product = new_node("broadcast_to", [product], {"shape": [extent[c] for c in order_]})
     if not summed:
         return Tracer(product)
     axes = tuple(range(len(out_letters), len(order_)))
@@ -105,8 +109,6 @@ def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None, 
 def _place(node: Node, term: str, order: list[str], dt: np.dtype) -> Node:
     """``node`` (axes lettered by ``term``) with its axes at their letters' positions in ``order`` (size 1 for the
     letters it lacks), in dtype ``dt``; a repeated letter takes the diagonal first."""
-    from fusec.frontend.view_functions import diagonal
-
     while len(set(term)) != len(term):
         c = next(c for c in term if term.count(c) > 1)
         p = term.index(c)
@@ -116,44 +118,49 @@ def _place(node: Node, term: str, order: list[str], dt: np.dtype) -> Node:
     node = cast(node, dt)
     perm = sorted(range(len(term)), key=lambda k: order.index(term[k]))
     if perm != list(range(len(term))):
-        node = _node("transpose", [node], {"perm": perm})
+        node = new_node("transpose", [node], {"perm": perm})
     present = sorted(order.index(c) for c in term)
     missing = [k for k in range(len(order)) if k not in present]
-    return _node("expand_dims", [node], {"axes": missing}) if missing else node
+    return new_node("expand_dims", [node], {"axes": missing}) if missing else node
 
 
 def _letters(n: int, skip: str = "") -> str:
     return "".join(c for c in string.ascii_lowercase if c not in skip)[:n]
 
 
+@implements("outer")
 def outer(a: Any, b: Any, out: Any = None) -> Tracer:
-    x = _trace.FUNCTIONS["ravel"](Tracer(_as_node(a, "outer"))).node
-    y = _trace.FUNCTIONS["ravel"](Tracer(_as_node(b, "outer"))).node
+    x = ravel(Tracer(as_node(a, "outer"))).node
+    y = ravel(Tracer(as_node(b, "outer"))).node
     return einsum("i,j->ij", Tracer(x), Tracer(y), out=out)
 
 
+@implements("inner")
 def inner(a: Any, b: Any) -> Tracer:
     """``numpy.inner``: the sum over the last axes (a product where either is 0-d)."""
-    x, y = _as_node(a, "inner"), _as_node(b, "inner")
+    x, y = as_node(a, "inner"), as_node(b, "inner")
     if x.ndim == 0 or y.ndim == 0:
-        return _trace.apply_ufunc(np.multiply, (Tracer(x), Tracer(y)))
+        return apply_ufunc(np.multiply, (Tracer(x), Tracer(y)))
     left = _letters(x.ndim - 1, "z") + "z"
     right = _letters(y.ndim - 1, left) + "z"
     return einsum(f"{left},{right}->{left[:-1]}{right[:-1]}", Tracer(x), Tracer(y))
 
 
+@implements("vecdot")
+@implements_ufunc("vecdot")  # NumPy's gufunc
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, **kwargs: Any) -> Tracer:
     """``numpy.vecdot``: ``sum(x1 * x2, axis)`` over the broadcast operands (real dtypes)."""
-    product = _trace.apply_ufunc(np.multiply, (x1, x2))
+    product = apply_ufunc(np.multiply, (x1, x2))
     return reduction("sum", product, axis, dtype=product.node.dtype)
 
 
+@implements("dot")
 def dot(a: Any, b: Any, out: Any = None) -> Tracer:
     """``numpy.dot``: a product with 0-d operands, else the sum over ``a``'s last axis and ``b``'s second-to-last
     (its only one when 1-d)."""
-    x, y = _as_node(a, "dot"), _as_node(b, "dot")
+    x, y = as_node(a, "dot"), as_node(b, "dot")
     if x.ndim == 0 or y.ndim == 0:
-        return _trace.apply_ufunc(np.multiply, (Tracer(x), Tracer(y)))
+        return apply_ufunc(np.multiply, (Tracer(x), Tracer(y)))
     left = _letters(x.ndim - 1, "z") + "z"
     if y.ndim == 1:
         return einsum(f"{left},z->{left[:-1]}", Tracer(x), Tracer(y), out=out)
@@ -162,9 +169,11 @@ def dot(a: Any, b: Any, out: Any = None) -> Tracer:
     return einsum(f"{left},{right}->{left[:-1]}{rest}", Tracer(x), Tracer(y), out=out)
 
 
+@implements("matmul")
+@implements_ufunc("matmul")  # NumPy's gufunc
 def matmul(a: Any, b: Any, /, out: Any = None, **kwargs: Any) -> Tracer:
     """``numpy.matmul`` (``@``): vectors promoted and their axis removed after, stacks broadcast."""
-    x, y = _as_node(a, "matmul"), _as_node(b, "matmul")
+    x, y = as_node(a, "matmul"), as_node(b, "matmul")
     if x.ndim == 0 or y.ndim == 0:
         raise FusecValueError("matmul: Input operand does not have enough dimensions")
     if x.ndim == 1 and y.ndim == 1:
@@ -176,9 +185,10 @@ def matmul(a: Any, b: Any, /, out: Any = None, **kwargs: Any) -> Tracer:
     return einsum("...iz,...zk->...ik", Tracer(x), Tracer(y), out=out)
 
 
+@implements("tensordot")
 def tensordot(a: Any, b: Any, axes: Any = 2) -> Tracer:
     """``numpy.tensordot``: the sum over ``axes`` (a count: ``a``'s last and ``b``'s first; or two lists)."""
-    x, y = _as_node(a, "tensordot"), _as_node(b, "tensordot")
+    x, y = as_node(a, "tensordot"), as_node(b, "tensordot")
     if isinstance(axes, (int, np.integer)):
         n = int(axes)
         ax_a, ax_b = list(range(x.ndim - n, x.ndim)), list(range(n))
@@ -197,18 +207,19 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Tracer:
     return einsum(f"{''.join(left)},{''.join(right)}->{''.join(kept)}", Tracer(x), Tracer(y))
 
 
+@implements("average")
 def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = False, *, keepdims: Any = False) -> Any:
     """``numpy.average``: the mean, or NumPy's weighted steps (weights along ``axis`` or of ``a``'s shape; sums in
     the result type, at least float64 for integer data). A zero weight sum gives inf or NaN (NumPy raises)."""
-    x = _as_node(a, "average")
+    x = as_node(a, "average")
     keep = bool(keepdims) if keepdims is not np._NoValue else False
     if weights is None:
         avg = reduction("mean", Tracer(x), axis, keepdims=keep)
         if not returned:
             return avg
-        count = reduction("sum", _trace.FUNCTIONS["ones_like"](Tracer(x), dtype=avg.node.dtype), axis, keepdims=keep)
+        count = reduction("sum", ones_like(Tracer(x), dtype=avg.node.dtype), axis, keepdims=keep)
         return avg, count
-    w = _as_node(weights, "average")
+    w = as_node(weights, "average")
     float_data = x.dtype.kind not in "biu"
     result_dt = dtypes.as_dtype(np.result_type(x.dtype, w.dtype) if float_data else np.result_type(x.dtype, w.dtype,
                                                                                                      "f8"))
@@ -223,32 +234,16 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
         if w.shape[0] != x.shape[ax]:
             raise FusecValueError("Length of weights not compatible with specified axis.")
         others = [k for k in range(x.ndim) if k != ax]
-        w = _node("expand_dims", [w], {"axes": others}) if others else w
-    scale = reduction("sum", Tracer(_node("broadcast_to", [w], {"shape": list(x.shape)}) if w.shape != x.shape
+        w = new_node("expand_dims", [w], {"axes": others}) if others else w
+    scale = reduction("sum", Tracer(new_node("broadcast_to", [w], {"shape": list(x.shape)}) if w.shape != x.shape
                                     else w), axis, dtype=result_dt, keepdims=keep)
-    product = _node("mul", [cast(x, result_dt), cast(w, result_dt)])
+    product = new_node("mul", [cast(x, result_dt), cast(w, result_dt)])
     total = reduction("sum", Tracer(product), axis, dtype=result_dt, keepdims=keep)
-    avg = _trace.apply_ufunc(np.true_divide, (total, scale))
+    avg = apply_ufunc(np.true_divide, (total, scale))
     return (avg, scale) if returned else avg
 
 
-FUNCTIONS = {"einsum": einsum, "outer": outer, "inner": inner, "vecdot": vecdot, "dot": dot, "matmul": matmul,
-             "tensordot": tensordot, "average": average}
-DOCUMENTED = {"numpy": tuple(FUNCTIONS)}
-_trace.FUNCTIONS.update(FUNCTIONS)
-_trace.COMPOSITE_UFUNCS.update({"matmul": matmul, "vecdot": vecdot})  # NumPy's gufuncs
+# for docs/ops.md (fusec.frontend.ops_doc): the functions traced into products and sums
+DOCUMENTED = {"numpy": ("einsum", "outer", "inner", "vecdot", "dot", "matmul", "tensordot", "average")}
 
-
-def _matmul_operator(self: Tracer, other: Any) -> Tracer:
-    return matmul(self, other)
-
-
-def _rmatmul_operator(self: Tracer, other: Any) -> Tracer:
-    return matmul(other, self)
-
-
-Tracer.__matmul__ = _matmul_operator  # type: ignore[method-assign]
-Tracer.__rmatmul__ = _rmatmul_operator  # type: ignore[method-assign]
-Tracer.dot = lambda self, b, out=None: dot(self, b, out)  # type: ignore[attr-defined]
-
-__all__ = ["DOCUMENTED", "FUNCTIONS", "LOOP_LIMIT", "einsum"]
+__all__ = ["DOCUMENTED", "LOOP_LIMIT", "average", "dot", "einsum", "inner", "matmul", "outer", "tensordot", "vecdot"]

@@ -13,8 +13,9 @@
   float type, the last element ``stop``), so every value is NumPy's bit for bit;
 - ``meshgrid``: each array raveled along its own axis, broadcast (``indexing='xy'`` swaps the first two).
 
-Called from the traced function's own code, the creators make traced arrays instead of concrete ones
-(``fusec.frontend.trace.CREATED``); shapes, counts and offsets are numbers (a runtime scalar there becomes static).
+Called from the traced function's own code, the creators (registered with ``creates=True``:
+:func:`fusec.frontend.trace.created_functions`) make traced arrays instead of concrete ones; shapes, counts and
+offsets are numbers (a runtime scalar there becomes static).
 """
 
 from __future__ import annotations
@@ -24,9 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from fusec.frontend import trace as _trace
+from fusec.frontend.composite import fill_node, zeros_like
+from fusec.frontend.indexing import CONSTANT_LIMIT, constant_array
+from fusec.frontend.join_functions import stack
+from fusec.frontend.nodes import as_axis, cast, const, iota_node, mark_shape_read, new_node
+from fusec.frontend.registry import implements
 from fusec.frontend.scalars import Scalar
-from fusec.frontend.trace import Tracer, _as_node, _const, _mark_shape_read, _node, cast, static_number
+from fusec.frontend.tracer import Tracer, as_node, static_number
+from fusec.frontend.view_functions import ravel
 from fusec.ir import dtypes
 from fusec.ir.graph import Node
 from fusec.support.errors import FusecValueError, UnsupportedError
@@ -47,46 +53,45 @@ def _shape(shape: Any) -> tuple[int, ...]:
 
 
 def _spread(value: Node, shape: tuple[int, ...]) -> Tracer:
-    return Tracer(value if value.shape == shape else _node("broadcast_to", [value], {"shape": list(shape)}))
+    return Tracer(value if value.shape == shape else new_node("broadcast_to", [value], {"shape": list(shape)}))
 
 
+@implements("full", creates=True)
 def full(shape: Any, fill_value: Any, dtype: Any = None, order: str = "C", *, device: Any = None,
          like: Any = None) -> Tracer:
     """``numpy.full``: ``fill_value`` (of its own dtype, or ``dtype``) over ``shape``."""
-    from fusec.frontend.composite import fill_node
-
     dims = _shape(shape)
-    _mark_shape_read()  # the shape is an attribute
+    mark_shape_read()  # the shape is an attribute
     return _spread(fill_node(fill_value, dtype, "full"), dims)
 
 
+@implements("zeros", creates=True)
 def zeros(shape: Any, dtype: Any = float, order: str = "C", *, device: Any = None, like: Any = None) -> Tracer:
     return full(shape, 0, dtype if dtype is not None else float)
 
 
+@implements("ones", creates=True)
 def ones(shape: Any, dtype: Any = float, order: str = "C", *, device: Any = None, like: Any = None) -> Tracer:
     return full(shape, 1, dtype if dtype is not None else float)
 
 
+@implements("empty", creates=True)
 def empty(shape: Any, dtype: Any = float, order: str = "C", *, device: Any = None, like: Any = None) -> Tracer:
     """``numpy.empty``: its values are unspecified; fusec's are zeros."""
     return zeros(shape, dtype)
 
 
+@implements("empty_like")
 def empty_like(prototype: Any, dtype: Any = None, order: str = "K", subok: bool = True, shape: Any = None, *,
                device: Any = None) -> Tracer:
     """``numpy.empty_like``: unspecified values; fusec's are zeros."""
-    from fusec.frontend.composite import zeros_like
-
     return zeros_like(prototype, dtype=dtype, shape=shape)
 
 
 def _rows_and_columns(n: int, m: int, ndim: int = 2) -> tuple[Node, Node]:
     """Iotas along the last two of ``ndim`` axes: the row index ``i`` (n, 1) and the column index ``j`` (1, m)."""
-    from fusec.frontend.join_functions import _along, iota_node
-
     dt = _INT32 if max(n, m) < 2**30 else _INT64
-    return _along(iota_node(n, dt), ndim - 2, ndim), _along(iota_node(m, dt), ndim - 1, ndim)
+    return as_axis(iota_node(n, dt), ndim - 2, ndim), as_axis(iota_node(m, dt), ndim - 1, ndim)
 
 
 def _band(n: int, m: int, k: int, op: str, ndim: int = 2) -> Node:
@@ -94,53 +99,59 @@ def _band(n: int, m: int, k: int, op: str, ndim: int = 2) -> Node:
     i, j = _rows_and_columns(n, m, ndim)
     dt = i.dtype
     if n == 0 or m == 0:
-        return _node("broadcast_to", [_const(False, dtypes.BOOL)], {"shape": [1] * (ndim - 2) + [n, m]})
-    return _node(op, [_node("sub", [j, i]), _const(k, dt)])
+        return new_node("broadcast_to", [const(False, dtypes.BOOL)], {"shape": [1] * (ndim - 2) + [n, m]})
+    return new_node(op, [new_node("sub", [j, i]), const(k, dt)])
 
 
+@implements("eye", creates=True)
 def eye(N: Any, M: Any = None, k: Any = 0, dtype: Any = float, order: str = "C", *, device: Any = None,
         like: Any = None) -> Tracer:
     """``numpy.eye``: ones on the ``k``-th diagonal, zeros elsewhere."""
     n = operator.index(static_number(N, "N of eye"))
     m = n if M is None else operator.index(static_number(M, "M of eye"))
     offset = operator.index(static_number(k, "k of eye"))
-    _mark_shape_read()
+    mark_shape_read()
     return Tracer(cast(_band(n, m, offset, "eq"), dtypes.as_dtype(np.dtype(dtype))))
 
 
+@implements("identity", creates=True)
 def identity(n: Any, dtype: Any = None, *, like: Any = None) -> Tracer:
     return eye(n, dtype=float if dtype is None else dtype)
 
 
+@implements("tri", creates=True)
 def tri(N: Any, M: Any = None, k: Any = 0, dtype: Any = float, *, like: Any = None) -> Tracer:
     """``numpy.tri``: ones at and below the ``k``-th diagonal."""
     n = operator.index(static_number(N, "N of tri"))
     m = n if M is None else operator.index(static_number(M, "M of tri"))
-    _mark_shape_read()
+    mark_shape_read()
     offset = operator.index(static_number(k, "k of tri"))
     return Tracer(cast(_band(n, m, offset, "le"), dtypes.as_dtype(np.dtype(dtype))))
 
 
 def _triangle(m: Any, k: Any, op: str, what: str) -> Tracer:
-    x = _as_node(m, what)
+    x = as_node(m, what)
     if x.ndim < 2:
         raise UnsupportedError(f"{what} of a {x.ndim}-d array (NumPy makes a 2-d one from it) is not traced",
                                hint=f"pass a 2-d array: np.{what}(np.broadcast_to(v, (n, n)))")
-    _mark_shape_read()
+    mark_shape_read()
     keep = _band(x.shape[-2], x.shape[-1], operator.index(static_number(k, f"k of {what}")), op, x.ndim)
-    return Tracer(_node("where", [keep, x, _const(0, x.dtype) if x.dtype.kind != "b" else _const(False, x.dtype)]))
+    return Tracer(new_node("where", [keep, x, const(0, x.dtype) if x.dtype.kind != "b" else const(False, x.dtype)]))
 
 
+@implements("tril")
 def tril(m: Any, k: Any = 0) -> Tracer:
     """``numpy.tril``: the elements at and below the ``k``-th diagonal of the last two axes, zeros above."""
     return _triangle(m, k, "le", "tril")
 
 
+@implements("triu")
 def triu(m: Any, k: Any = 0) -> Tracer:
     """``numpy.triu``: the elements at and above the ``k``-th diagonal of the last two axes, zeros below."""
     return _triangle(m, k, "ge", "triu")
 
 
+@implements("linspace", creates=True)
 def linspace(start: Any, stop: Any, num: Any = 50, endpoint: bool = True, retstep: bool = False, dtype: Any = None,
              axis: Any = 0, *, device: Any = None) -> Any:
     """``numpy.linspace`` with numbers as bounds: NumPy's steps (``i * step + start`` in the computation's float
@@ -158,43 +169,42 @@ def linspace(start: Any, stop: Any, num: Any = 50, endpoint: bool = True, retste
     div = count - 1 if endpoint else count
     first, last = dt.type(start), dt.type(stop)
     delta = np.subtract(last, first, dtype=dt)
-    from fusec.frontend.join_functions import iota_node
-
-    _mark_shape_read()
+    mark_shape_read()
     i = iota_node(count, dt)
     step: Any
     with np.errstate(all="ignore"):
         if div > 0:
             step = delta / dt.type(div)
-            y = _node("mul", [_node("div", [i, _const(div, dt)]), _const(delta, dt)]) if step == 0 else \
-                _node("mul", [i, _const(step, dt)])
+            y = new_node("mul", [new_node("div", [i, const(div, dt)]), const(delta, dt)]) if step == 0 else \
+                new_node("mul", [i, const(step, dt)])
         else:
             step = np.nan
-            y = _node("mul", [i, _const(delta, dt)])
-    y = _node("add", [y, _const(first, dt)])
+            y = new_node("mul", [i, const(delta, dt)])
+    y = new_node("add", [y, const(first, dt)])
     if endpoint and count > 1:
-        y = _node("where", [_node("eq", [i, _const(count - 1, dt)]), _const(last, dt), y])
+        y = new_node("where", [new_node("eq", [i, const(count - 1, dt)]), const(last, dt), y])
     if target.kind in "iu":
-        y = _node("floor", [y])
+        y = new_node("floor", [y])
     result = Tracer(cast(y, target))
     return (result, step) if retstep else result
 
 
+@implements("meshgrid")
 def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> tuple[Tracer, ...]:
     """``numpy.meshgrid``: each array raveled along an axis of its own, broadcast to the grid (``'xy'``: the first
     two axes swapped; ``sparse``: not broadcast)."""
     if indexing not in ("xy", "ij"):
         raise FusecValueError("Valid values for `indexing` are 'xy' and 'ij'.")
-    nodes = [_trace.FUNCTIONS["ravel"](Tracer(_as_node(x, "meshgrid"))).node for x in xi]
+    nodes = [ravel(Tracer(as_node(x, "meshgrid"))).node for x in xi]
     ndim = len(nodes)
     axis_of = list(range(ndim))
     if indexing == "xy" and ndim > 1:
         axis_of[0], axis_of[1] = 1, 0
-    _mark_shape_read()
+    mark_shape_read()
     placed = []
     for node, axis in zip(nodes, axis_of):
         others = [k for k in range(ndim) if k != axis]
-        placed.append(_node("expand_dims", [node], {"axes": others}) if others else node)
+        placed.append(new_node("expand_dims", [node], {"axes": others}) if others else node)
     if sparse:
         return tuple(Tracer(p) for p in placed)
     shape = [1] * ndim
@@ -203,9 +213,9 @@ def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = 
     return tuple(_spread(p, tuple(shape)) for p in placed)
 
 
-CONSTANT_LIMIT = 64  # elements of a constant array made in the function (each read picks its value by index)
 
 
+@implements("array", creates=True)
 def array(obj: Any, dtype: Any = None, *, copy: Any = True, order: str = "K", subok: bool = False, ndmin: int = 0,
           like: Any = None) -> Tracer:
     """``numpy.array`` in the traced function: a traced array as it is (``dtype`` cast), a list of them stacked
@@ -219,19 +229,22 @@ def array(obj: Any, dtype: Any = None, *, copy: Any = True, order: str = "K", su
     if dtype is not None:
         node = cast(node, dtypes.as_dtype(np.dtype(dtype)))
     if node.ndim < ndmin:
-        node = _node("expand_dims", [node], {"axes": list(range(ndmin - node.ndim))})
+        node = new_node("expand_dims", [node], {"axes": list(range(ndmin - node.ndim))})
     return Tracer(node)
 
 
+@implements("asarray", creates=True)
 def asarray(a: Any, dtype: Any = None, order: Any = None, *, device: Any = None, copy: Any = None,
             like: Any = None) -> Tracer:
     return array(a, dtype, copy=copy)
 
 
+@implements("copy")
 def copy(a: Any, order: str = "K", subok: bool = False) -> Tracer:
     return array(a)
 
 
+@implements("ascontiguousarray", creates=True)
 def ascontiguousarray(a: Any, dtype: Any = None, *, like: Any = None) -> Tracer:
     return array(a, dtype, ndmin=1)
 
@@ -240,52 +253,24 @@ def _array_node(obj: Any, what: str) -> Node:
     if isinstance(obj, Tracer):
         return obj.node
     if isinstance(obj, (list, tuple)) and any(_holds_tracer(o) for o in obj):
-        from fusec.frontend.join_functions import stack
-
-        return stack([Tracer(_array_node(o, what)) for o in obj]).node
+            return stack([Tracer(_array_node(o, what)) for o in obj]).node
     if isinstance(obj, Scalar):  # a runtime scalar argument: a 0-d traced value
-        return _as_node(obj, what)
+        return as_node(obj, what)
     values = np.array(obj)
     if values.dtype.kind not in "biuf":
         raise UnsupportedError(f"np.{what} of {values.dtype} values is not traced", hint="use numbers")
     if values.size > CONSTANT_LIMIT:
         raise UnsupportedError(f"a constant array of {values.size} elements made in the function (at most "
                                f"{CONSTANT_LIMIT} are traced)", hint="pass it as an argument of the fused function")
-    return _constant_array(values)
+    return constant_array(values)
 
 
 def _holds_tracer(o: Any) -> bool:
     return isinstance(o, Tracer) or (isinstance(o, (list, tuple)) and any(_holds_tracer(x) for x in o))
 
 
-def _constant_array(values: np.ndarray) -> Node:
-    """``values`` as a traced array: each element picks its value by comparing its flat index with the
-    positions where the value changes (a ``where`` chain over an iota), reshaped to ``values``' shape."""
-    from fusec.frontend.join_functions import iota_node
+# for docs/ops.md (fusec.frontend.ops_doc)
+DOCUMENTED = {"numpy": ("array", "asarray", "ascontiguousarray", "copy", "zeros", "ones", "full", "empty", "empty_like",
+                        "eye", "identity", "tri", "tril", "triu", "linspace", "meshgrid")}
 
-    dt = dtypes.as_dtype(values.dtype)
-    flat = values.reshape(-1)
-    if flat.size == 0 or bool(np.all(flat == flat[0])) and not np.isnan(flat.astype(float)).any():
-        value = _const(flat[0].item() if flat.size else 0, dt)
-        return _node("broadcast_to", [value], {"shape": list(values.shape)}) if values.shape else value
-    _mark_shape_read()
-    i = iota_node(flat.size, _INT32)
-    result = _const(flat[-1].item(), dt)
-    for k in range(flat.size - 2, -1, -1):
-        result = _node("where", [_node("eq", [i, _const(k, _INT32)]), _const(flat[k].item(), dt), result])
-    if result.shape != (flat.size,):
-        result = _node("broadcast_to", [result], {"shape": [flat.size]})
-    return _trace.FUNCTIONS["reshape"](Tracer(result), values.shape).node if values.shape != (flat.size,) else result
-
-
-FUNCTIONS = {"array": array, "asarray": asarray, "ascontiguousarray": ascontiguousarray, "copy": copy,
-             "zeros": zeros, "ones": ones, "full": full, "empty": empty, "empty_like": empty_like, "eye": eye,
-             "identity": identity, "tri": tri, "tril": tril, "triu": triu, "linspace": linspace, "meshgrid": meshgrid}
-# made from numbers alone: wrapped while tracing so that a call from the traced function makes a traced array
-CREATORS = ("array", "asarray", "ascontiguousarray", "zeros", "ones", "full", "empty", "eye", "identity", "tri",
-            "linspace")
-DOCUMENTED = {"numpy": tuple(FUNCTIONS)}
-_trace.FUNCTIONS.update(FUNCTIONS)
-_trace.CREATED = _trace.CREATED + tuple((module, name, name) for module in ("numpy", "cupy") for name in CREATORS)
-
-__all__ = ["CREATORS", "DOCUMENTED", "FUNCTIONS"]
+__all__ = ["CONSTANT_LIMIT", "DOCUMENTED"]

@@ -115,10 +115,12 @@ def call_checked(what: str, fn: Callable[..., Any], args: tuple, kwargs: dict[st
         raise exc from None
 
 
-def checked_method(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
-    """``method`` of a traced array, with :func:`call_checked`'s errors (``x.sum(dim=1)``)."""
+def checked_method(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` of a traced array, with :func:`call_checked`'s errors (``x.sum(dim=1)``): a decorator."""
+    what = f"x.{method.__name__}"
+
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return call_checked(f"x.{name}", method, (self, *args), kwargs)
+        return call_checked(what, method, (self, *args), kwargs)
 
     return wrapper

@@ -22,8 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from fusec.frontend import trace as _trace
-from fusec.frontend.trace import Tracer, _as_node, _check_no_out, _const, _mark_shape_read, _node, cast, static_number
+from fusec.frontend.indexing import basic_index
+from fusec.frontend.nodes import as_axis, cast, const, iota_node, mark_shape_read, new_node
+from fusec.frontend.registry import implements
+from fusec.frontend.tracer import Tracer, as_node, check_no_out, static_number
+from fusec.frontend.view_functions import ravel
 from fusec.ir import dtypes, iota, windows
 from fusec.ir.graph import Node
 from fusec.ir.infer import normalize_axes
@@ -37,42 +40,28 @@ def _static_bound(value: Any, what: str) -> Any:
     return static_number(value, f"{what} of arange")
 
 
-def iota_node(count: int, dt: np.dtype, start: Any = 0, nxt: Any = None) -> Node:
-    """An iota of ``count`` elements (``start``, ``next``, ...: by default 0, 1, 2, ...)."""
-    if count == 0:
-        return _node("broadcast_to", [_const(0, dt)], {"shape": [0]})
-    if nxt is None:
-        nxt = start + 1 if count > 1 else start
-    return _node("iota", (), {"count": count, "start": dtypes.scalar_constant(start, dt),
-                              "next": dtypes.scalar_constant(nxt, dt)}, dtype=dt)
-
-
+@implements("arange", creates=True)
 def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *, device: Any = None,
            like: Any = None) -> Tracer:
     """``numpy.arange``: an iota, its values bit for bit NumPy's (see :mod:`fusec.ir.iota`)."""
-    _check_no_out("arange", like=like)
+    check_no_out("arange", like=like)
     start, stop, step = (None if v is None else _static_bound(v, what)
                          for v, what in ((start, "start"), (stop, "stop"), (step, "step")))
     dt, count, b0, b1 = iota.resolve(start, stop, step, dtype)
     return Tracer(iota_node(count, dtypes.as_dtype(dt), b0, b1))
 
 
-def _along(node: Node, axis: int, ndim: int) -> Node:
-    """A 1-d ``node`` as axis ``axis`` of an ``ndim``-d array (size 1 along the others)."""
-    others = [k for k in range(ndim) if k != axis]
-    return _node("expand_dims", [node], {"axes": others}) if others else node
-
-
+@implements("indices", creates=True)
 def indices(dimensions: Any, dtype: Any = int, sparse: bool = False) -> Any:
     """``numpy.indices``: one iota per axis, broadcast (stacked along a new first axis unless ``sparse``)."""
     dims = tuple(operator.index(_static_bound(d, "dimension")) for d in dimensions)
     dt = dtypes.as_dtype(np.dtype(dtype))
-    parts = [_along(iota_node(d, dt), k, len(dims)) for k, d in enumerate(dims)]
+    parts = [as_axis(iota_node(d, dt), k, len(dims)) for k, d in enumerate(dims)]
     if sparse:
         return tuple(Tracer(p) for p in parts)
     if not dims:
-        return Tracer(_node("broadcast_to", [_const(0, dt)], {"shape": [0]}))
-    full = [_node("broadcast_to", [p], {"shape": list(dims)}) if p.shape != dims else p for p in parts]
+        return Tracer(new_node("broadcast_to", [const(0, dt)], {"shape": [0]}))
+    full = [new_node("broadcast_to", [p], {"shape": list(dims)}) if p.shape != dims else p for p in parts]
     return stack(tuple(Tracer(p) for p in full))
 
 
@@ -82,13 +71,13 @@ def edge_window(x: Node, pads: list[tuple[int, int]]) -> Node:
     if not any(b or a for b, a in pads):
         return x
     axes = [(-b, 1, n + b + a, 0, max(n - 1, 0)) for (b, a), n in zip(pads, x.shape)]
-    _mark_shape_read()
-    return _node("window", [x], windows.attrs_of(axes))
+    mark_shape_read()
+    return new_node("window", [x], windows.attrs_of(axes))
 
 
 def _join(nodes: list[Node], axis: int) -> Node:
     """The nodes (one dtype, one shape but along ``axis``) joined along ``axis``."""
-    _mark_shape_read()
+    mark_shape_read()
     total = sum(n.shape[axis] for n in nodes)
     shape = list(nodes[0].shape)
     shape[axis] = total
@@ -98,7 +87,7 @@ def _join(nodes: list[Node], axis: int) -> Node:
             parts.append((n, offset))
         offset += n.shape[axis]
     if not parts or 0 in shape:
-        return _node("broadcast_to", [_const(0, nodes[0].dtype)], {"shape": shape})
+        return new_node("broadcast_to", [const(0, nodes[0].dtype)], {"shape": shape})
     if len(parts) == 1:
         return parts[0][0]
     ndim = len(shape)
@@ -109,11 +98,11 @@ def _join(nodes: list[Node], axis: int) -> Node:
         return edge_window(n, pads)
 
     idt = _INT32 if total < 2**31 else dtypes.INT64
-    position = _along(iota_node(total, idt), axis, ndim)
+    position = as_axis(iota_node(total, idt), axis, ndim)
     result = placed(*parts[-1])
     for n, off in reversed(parts[:-1]):
-        inside = _node("lt", [position, _const(off + n.shape[axis], idt)])
-        result = _node("where", [inside, placed(n, off), result])
+        inside = new_node("lt", [position, const(off + n.shape[axis], idt)])
+        result = new_node("where", [inside, placed(n, off), result])
     return result
 
 
@@ -131,19 +120,20 @@ def _arrays(arrays: Any, what: str) -> list[Node]:
     if isinstance(arrays, Tracer) or not isinstance(arrays, (list, tuple)):
         raise UnsupportedError(f"{what} takes a list or tuple of arrays",
                                hint=f"write np.{what}([a, b, ...]); to split one array use np.split")
-    nodes = [_as_node(a, what) for a in arrays]
+    nodes = [as_node(a, what) for a in arrays]
     if not nodes:
         raise FusecValueError("need at least one array to concatenate")
     return nodes
 
 
+@implements("concatenate")
 def concatenate(arrays: Any, axis: Any = 0, out: Any = None, *, dtype: Any = None,
                 casting: str = "same_kind") -> Tracer:
     """``numpy.concatenate`` (``axis=None`` joins the flattened arrays)."""
-    _check_no_out("concatenate", out=out)
+    check_no_out("concatenate", out=out)
     nodes = _arrays(arrays, "concatenate")
     if axis is None:
-        nodes = [_trace.FUNCTIONS["ravel"](Tracer(n)).node for n in nodes]
+        nodes = [ravel(Tracer(n)).node for n in nodes]
         axis = 0
     if any(n.ndim == 0 for n in nodes):
         raise FusecValueError("zero-dimensional arrays cannot be concatenated")
@@ -164,14 +154,15 @@ def concatenate(arrays: Any, axis: Any = 0, out: Any = None, *, dtype: Any = Non
     return Tracer(_join(_cast_all(nodes, dtype, casting, "concatenate"), ax))
 
 
+@implements("stack")
 def stack(arrays: Any, axis: Any = 0, out: Any = None, *, dtype: Any = None, casting: str = "same_kind") -> Tracer:
     """``numpy.stack``: each array gets a new axis ``axis``, then they are joined along it."""
-    _check_no_out("stack", out=out)
+    check_no_out("stack", out=out)
     nodes = _arrays(arrays, "stack")
     if any(n.shape != nodes[0].shape for n in nodes):
         raise FusecValueError("all input arrays must have the same shape")
     (ax,) = normalize_axes(axis, nodes[0].ndim + 1, allow_tuple=False)
-    expanded = [_node("expand_dims", [n], {"axes": [ax]}) for n in nodes]
+    expanded = [new_node("expand_dims", [n], {"axes": [ax]}) for n in nodes]
     return Tracer(_join(_cast_all(expanded, dtype, casting, "stack"), ax))
 
 
@@ -180,41 +171,45 @@ def _at_least(n: Node, ndim: int) -> Node:
     if n.ndim >= ndim:
         return n
     if n.ndim == 0:
-        return _node("expand_dims", [n], {"axes": list(range(ndim))})
+        return new_node("expand_dims", [n], {"axes": list(range(ndim))})
     if n.ndim == 1:
-        return _node("expand_dims", [n], {"axes": [0] if ndim == 2 else [0, 2]})
-    return _node("expand_dims", [n], {"axes": [2]})
+        return new_node("expand_dims", [n], {"axes": [0] if ndim == 2 else [0, 2]})
+    return new_node("expand_dims", [n], {"axes": [2]})
 
 
+@implements("hstack")
 def hstack(tup: Any, *, dtype: Any = None, casting: str = "same_kind") -> Tracer:
     nodes = [_at_least(n, 1) for n in _arrays(tup, "hstack")]
     return concatenate([Tracer(n) for n in nodes], 0 if nodes[0].ndim == 1 else 1, dtype=dtype, casting=casting)
 
 
+@implements("vstack")
 def vstack(tup: Any, *, dtype: Any = None, casting: str = "same_kind") -> Tracer:
     nodes = [_at_least(n, 2) for n in _arrays(tup, "vstack")]
     return concatenate([Tracer(n) for n in nodes], 0, dtype=dtype, casting=casting)
 
 
+@implements("dstack")
 def dstack(tup: Any) -> Tracer:
     nodes = [_at_least(n, 3) for n in _arrays(tup, "dstack")]
     return concatenate([Tracer(n) for n in nodes], 2)
 
 
+@implements("column_stack")
 def column_stack(tup: Any) -> Tracer:
     nodes = []
     for n in _arrays(tup, "column_stack"):
         if n.ndim < 2:  # np.array(v, ndmin=2).T: a column
-            n = _node("expand_dims", [n], {"axes": [1] if n.ndim == 1 else [0, 1]})
+            n = new_node("expand_dims", [n], {"axes": [1] if n.ndim == 1 else [0, 1]})
         nodes.append(n)
     return concatenate([Tracer(n) for n in nodes], 1)
 
 
+@implements("append")
 def append(arr: Any, values: Any, axis: Any = None) -> Tracer:
     """``numpy.append``: ``concatenate((arr, values), axis)``, both flattened when ``axis`` is None."""
-    a, v = _as_node(arr, "append"), _as_node(values, "append")
+    a, v = as_node(arr, "append"), as_node(values, "append")
     if axis is None:
-        ravel = _trace.FUNCTIONS["ravel"]
         a = a if a.ndim == 1 else ravel(Tracer(a)).node
         v = ravel(Tracer(v)).node
         axis = a.ndim - 1
@@ -248,10 +243,11 @@ def _stored(value: Any, dt: np.dtype) -> Any:
     return buf.item()
 
 
+@implements("pad")
 def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Tracer:
     """``numpy.pad`` with mode ``"edge"`` (a window), ``"constant"`` (``constant_values``), and ``"wrap"``,
     ``"reflect"``, ``"symmetric"`` (joins of slices, axis by axis) for pads no wider than the axis."""
-    x = _as_node(array, "pad")
+    x = as_node(array, "pad")
     if mode not in ("constant", "edge", *_MIRRORS):
         raise UnsupportedError(f"np.pad mode {mode!r} is not traced",
                                hint="modes 'constant', 'edge', 'wrap', 'reflect' and 'symmetric' are; pad on the "
@@ -272,20 +268,20 @@ def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Tr
                 raise FusecValueError(f"can't extend empty axis {k} using modes other than 'constant' or 'empty'")
         return Tracer(edge_window(x, widths))
     constants = _pairs(kwargs.get("constant_values", 0), x.ndim, "constant_values", False)
-    _mark_shape_read()
+    mark_shape_read()
     if x.size:
         result = edge_window(x, widths)
     else:
-        result = _node("broadcast_to", [_const(0, x.dtype)], {"shape": shape})
+        result = new_node("broadcast_to", [const(0, x.dtype)], {"shape": shape})
     idt = _INT32 if max(shape) < 2**31 else dtypes.INT64
     for k, ((b, a), n, (cb, ca)) in enumerate(zip(widths, x.shape, constants)):
-        position = _along(iota_node(shape[k], idt), k, x.ndim) if (b or a) else None
+        position = as_axis(iota_node(shape[k], idt), k, x.ndim) if (b or a) else None
         if b:
-            result = _node("where", [_node("lt", [position, _const(b, idt)]), _const(_stored(cb, x.dtype), x.dtype),
+            result = new_node("where", [new_node("lt", [position, const(b, idt)]), const(_stored(cb, x.dtype), x.dtype),
                                      result])
         if a:
-            result = _node("where", [_node("ge", [position, _const(b + n, idt)]),
-                                     _const(_stored(ca, x.dtype), x.dtype), result])
+            result = new_node("where", [new_node("ge", [position, const(b + n, idt)]),
+                                     const(_stored(ca, x.dtype), x.dtype), result])
     return Tracer(result)
 
 
@@ -331,19 +327,12 @@ def _mirror_pad(x: Node, pad_width: Any, mode: str, kwargs: dict) -> Tracer:
                 parts.append(result)
             elif width:
                 key = (slice(None),) * k + (part,)
-                parts.append(_trace.basic_index(result, key))
+                parts.append(basic_index(result, key))
         result = _join(parts, k)
     return Tracer(result)
 
 
-FUNCTIONS = {
-    "arange": arange, "indices": indices, "concatenate": concatenate, "stack": stack, "hstack": hstack,
-    "vstack": vstack, "dstack": dstack, "column_stack": column_stack, "append": append, "pad": pad,
-}
 # for docs/ops.md (fusec.frontend.ops_doc): the functions traced into the op table's ops
 DOCUMENTED = {"numpy": ("arange", "indices", "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack",
                         "append", "pad")}
-# functions that make an array from numbers alone (no traced argument): called from the traced function's own
-# code while it is traced, they make an iota instead of a concrete array
-CREATORS = ("arange", "indices")
-_trace.FUNCTIONS.update(FUNCTIONS)
+

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from fusec.frontend.trace import _const, _node, basic_index
+from fusec.frontend.indexing import basic_index, gather
+from fusec.frontend.nodes import as_axis, const, iota_node, new_node
 from fusec.ir import dtypes, windows
 from fusec.ir.graph import Node
 from fusec.support.errors import FusecValueError
@@ -35,8 +36,8 @@ def updated(x: Node, key: Any, v: Node) -> Node:
     placed = _place(v, view.ndim, key, axes, x.shape)
     mask = _mask(axes, x.shape)
     if mask is None:  # every element selected: the value, broadcast
-        return placed if placed.shape == x.shape else _node("broadcast_to", [placed], {"shape": list(x.shape)})
-    return _node("where", [mask, placed, x])
+        return placed if placed.shape == x.shape else new_node("broadcast_to", [placed], {"shape": list(x.shape)})
+    return new_node("where", [mask, placed, x])
 
 
 def selection(x: Node, key: Any, v: Node) -> Node:
@@ -80,14 +81,14 @@ def _per_axis(shape: tuple[int, ...], key: Any) -> list[tuple[str, int, int, int
 def _place(v: Node, view_ndim: int, key: Any, axes: list[tuple[str, int, int, int]], shape: tuple[int, ...]) -> Node:
     """``v`` in the array's rank, each element where it is assigned (see the module docstring)."""
     if v.ndim < view_ndim:
-        v = _node("expand_dims", [v], {"axes": list(range(view_ndim - v.ndim))})
+        v = new_node("expand_dims", [v], {"axes": list(range(view_ndim - v.ndim))})
     kept = [k for k in _expanded(key, len(shape)) if isinstance(k, slice) or k is None]  # the selection's axes
     gone = [j for j, k in enumerate(kept) if k is None]  # None axes: size 1 in the selection, not in the array
     if gone:
-        v = _node("squeeze", [v], {"axes": gone})
+        v = new_node("squeeze", [v], {"axes": gone})
     ints = [a for a, (kind, _, _, _) in enumerate(axes) if kind == "int"]
     if ints:
-        v = _node("expand_dims", [v], {"axes": ints})
+        v = new_node("expand_dims", [v], {"axes": ints})
     mapped = [(a, first, step, count, d) for a, ((kind, first, step, count), d) in enumerate(zip(axes, shape))
               if kind == "slice" and v.shape[a] > 1 and not (step == 1 and (first, count) == (0, d))]
     if any(abs(step) > 1 for _, _, step, _, _ in mapped):  # one gather reads every mapped axis
@@ -95,28 +96,24 @@ def _place(v: Node, view_ndim: int, key: Any, axes: list[tuple[str, int, int, in
     wins = [windows.whole(n) for n in v.shape]
     for a, first, step, count, d in mapped:
         wins[a] = (-first if step == 1 else first, step, d, 0, count - 1)
-    return _node("window", [v], windows.attrs_of(wins)) if mapped else v
+    return new_node("window", [v], windows.attrs_of(wins)) if mapped else v
 
 
 def _gather(v: Node, mapped: list[tuple[int, int, int, int, int]]) -> Node:
     """``v`` read along each mapped axis ``a`` at ``clip((i - first) // step, 0, count - 1)`` for ``i`` in
     ``0 .. d - 1`` (one gather, so it reads ``v`` itself: a gather's array is read from memory)."""
-    from fusec.frontend.gather_trace import gather
-
     indices = []
     for a, first, step, count, d in mapped:
         i = _iota_along(d, a, v.ndim)
         dt = i.dtype
-        j = _node("floordiv", [_node("sub", [i, _const(first, dt)]), _const(step, dt)])
-        indices.append(_node("minimum", [_node("maximum", [j, _const(0, dt)]), _const(count - 1, dt)]))
+        j = new_node("floordiv", [new_node("sub", [i, const(first, dt)]), const(step, dt)])
+        indices.append(new_node("minimum", [new_node("maximum", [j, const(0, dt)]), const(count - 1, dt)]))
     gathered = [a for a, *_ in mapped]
     return gather(v, gathered, indices, [k for k in range(v.ndim) if k not in gathered])
 
 
 def _iota_along(d: int, axis: int, ndim: int) -> Node:
-    from fusec.frontend.join_functions import _along, iota_node
-
-    return _along(iota_node(d, _INT32 if d < 2**31 else dtypes.INT64), axis, ndim)
+    return as_axis(iota_node(d, _INT32 if d < 2**31 else dtypes.INT64), axis, ndim)
 
 
 def _mask(axes: list[tuple[str, int, int, int]], shape: tuple[int, ...]) -> Node | None:
@@ -142,10 +139,10 @@ def _mask(axes: list[tuple[str, int, int, int]], shape: tuple[int, ...]) -> Node
         for op, value in conditions:
             if op == "mod":
                 rest, period = value
-                c = _node("eq", [_node("mod", [i, _const(period, dt)]), _const(rest, dt)])
+                c = new_node("eq", [new_node("mod", [i, const(period, dt)]), const(rest, dt)])
             else:
-                c = _node(op, [i, _const(value, dt)])
-            mask = c if mask is None else _node("logical_and", [mask, c])
+                c = new_node(op, [i, const(value, dt)])
+            mask = c if mask is None else new_node("logical_and", [mask, c])
     return mask
 
 

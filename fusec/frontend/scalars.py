@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from fusec.frontend.nodes import TracedArray
 from fusec.ir import dtypes
 
 _INT_CLASSES = tuple(np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"))
@@ -168,20 +169,17 @@ class Scalar:
         return Scalar(result, names, compute, label)
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        from fusec.frontend.trace import Tracer
-
         for x in inputs:
-            if isinstance(x, Tracer):
+            if isinstance(x, TracedArray):  # a traced array decides
                 return x.__array_ufunc__(ufunc, method, *inputs, **kwargs)
         if method != "__call__" or kwargs or not all(isinstance(o, Scalar) or _plain(o) for o in inputs):
             return self.concrete(f"{getattr(ufunc, '__name__', ufunc)} of this value")
         return self._host(ufunc, *inputs)
 
     def __cupy_override_elementwise_kernel__(self, kernel: Any, *args: Any, **kwargs: Any) -> Any:
-        from fusec.frontend.trace import Tracer, apply_ufunc
-
-        if any(isinstance(a, Tracer) for a in args):
-            return apply_ufunc(kernel, args, kwargs)
+        for x in args:
+            if isinstance(x, TracedArray):  # a traced array decides (its tracing of the kernel, as a ufunc)
+                return x.__cupy_override_elementwise_kernel__(kernel, *args, **kwargs)
         return self.concrete(f"{getattr(kernel, '__name__', kernel)} of this value")
 
     # -- uses that need the value: the caller traces again with these arguments static

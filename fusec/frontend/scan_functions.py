@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fusec.frontend import trace as _trace
-from fusec.frontend.hints import checked_method, keyword_hint
-from fusec.frontend.trace import Tracer, _as_node, _check_no_out, _const, _node, cast
+from fusec.frontend.hints import keyword_hint
+from fusec.frontend.nodes import cast, const, new_node
+from fusec.frontend.registry import implements
+from fusec.frontend.tracer import Tracer, as_node, check_no_out
+from fusec.frontend.view_functions import ravel
 from fusec.ir import dtypes
 from fusec.ir.infer import normalize_axes
 from fusec.support.errors import FusecTypeError, UnsupportedError
@@ -25,21 +27,21 @@ def cumulative(name: str, a: Any, axis: Any = None, dtype: Any = None, out: Any 
     if unknown:
         raise FusecTypeError(f"{name}() takes no keyword argument '{next(iter(unknown))}'",
                              hint=keyword_hint(unknown))
-    _check_no_out(name, out=out)
-    x = _as_node(a, name)
+    check_no_out(name, out=out)
+    x = as_node(a, name)
     op = "cumprod" if name.endswith("cumprod") else "cumsum"
     acc = dtypes.as_dtype(dtype) if dtype is not None else dtypes.sum_dtype(x.dtype)
     if acc.kind == "b":  # np.cumsum(b, dtype=bool) is logical_or.accumulate: not a scan fusec has
         raise UnsupportedError(f"{name} with dtype=bool is not supported", hint="use dtype=np.int64 (the default)")
     if name.startswith("nan") and x.dtype.kind == "f":  # NumPy's _replace_nan: NaN becomes the identity
-        x = _node("where", [_node("isnan", [x]), _const(1 if op == "cumprod" else 0, x.dtype), x])
+        x = new_node("where", [new_node("isnan", [x]), const(1 if op == "cumprod" else 0, x.dtype), x])
     if axis is None:
         x = _flattened(name, x)
         axis = 0
     else:
         (axis,) = normalize_axes(axis, x.ndim, allow_tuple=False)
     x = cast(x, acc)
-    return Tracer(_node(op, [x], {"axis": axis}))
+    return Tracer(new_node(op, [x], {"axis": axis}))
 
 
 def _flattened(name: str, x: Any) -> Any:
@@ -48,32 +50,31 @@ def _flattened(name: str, x: Any) -> Any:
     if x.ndim == 1:
         return x
     if x.ndim == 0:
-        return _node("expand_dims", [x], {"axes": [0]})
-    return _trace.FUNCTIONS["ravel"](Tracer(x)).node
+        return new_node("expand_dims", [x], {"axes": [0]})
+    return ravel(Tracer(x)).node
 
 
-def _function(name: str) -> Any:
-    def fn(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, **kwargs: Any) -> Tracer:
-        return cumulative(name, a, axis, dtype, out, **kwargs)
-
-    fn.__name__ = name
-    return fn
+@implements("cumsum")
+def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, **kwargs: Any) -> Tracer:
+    return cumulative("cumsum", a, axis, dtype, out, **kwargs)
 
 
-def _method(name: str) -> Any:
-    def method(self: Tracer, axis: Any = None, dtype: Any = None, out: Any = None) -> Tracer:
-        return cumulative(name, self, axis, dtype, out)
-
-    method.__name__ = name
-    return method
+@implements("cumprod")
+def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, **kwargs: Any) -> Tracer:
+    return cumulative("cumprod", a, axis, dtype, out, **kwargs)
 
 
-NAMES = ("cumsum", "cumprod", "nancumsum", "nancumprod")
-FUNCTIONS = {name: _function(name) for name in NAMES}
+@implements("nancumsum")
+def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, **kwargs: Any) -> Tracer:
+    return cumulative("nancumsum", a, axis, dtype, out, **kwargs)
+
+
+@implements("nancumprod")
+def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, **kwargs: Any) -> Tracer:
+    return cumulative("nancumprod", a, axis, dtype, out, **kwargs)
+
+
 # for docs/ops.md (fusec.frontend.ops_doc): the functions traced into the scan ops
 DOCUMENTED = {"numpy": ("nancumsum", "nancumprod")}
-_trace.FUNCTIONS.update(FUNCTIONS)
-Tracer.cumsum = checked_method("cumsum", _method("cumsum"))  # type: ignore[attr-defined]
-Tracer.cumprod = checked_method("cumprod", _method("cumprod"))  # type: ignore[attr-defined]
 
-__all__ = ["DOCUMENTED", "FUNCTIONS", "NAMES", "cumulative"]
+__all__ = ["DOCUMENTED", "cumprod", "cumsum", "cumulative", "nancumprod", "nancumsum"]

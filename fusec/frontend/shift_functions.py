@@ -17,8 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from fusec.frontend import trace as _trace
-from fusec.frontend.trace import Tracer, _as_node, _mark_shape_read, _node, basic_index, static_number
+from fusec.frontend.indexing import basic_index
+from fusec.frontend.join_functions import concatenate
+from fusec.frontend.nodes import mark_shape_read, new_node
+from fusec.frontend.registry import implements
+from fusec.frontend.tracer import Tracer, apply_ufunc, as_node, static_number
+from fusec.frontend.view_functions import ravel, reshape
 from fusec.ir import dtypes
 from fusec.ir.graph import Node
 from fusec.ir.infer import normalize_axes
@@ -42,24 +46,23 @@ def _ints(value: Any, what: str) -> tuple[int, ...]:
 
 
 def _ravel(x: Node) -> Node:
-    return _trace.FUNCTIONS["ravel"](Tracer(x)).node
+    return ravel(Tracer(x)).node
 
 
 def _reshape(x: Node, shape: tuple[int, ...]) -> Node:
-    return _trace.FUNCTIONS["reshape"](Tracer(x), shape).node
+    return reshape(Tracer(x), shape).node
 
 
 def _along(x: Node, axis: int, key: slice) -> Node:
     return basic_index(x, tuple(key if k == axis else slice(None) for k in range(x.ndim)))
 
 
+@implements("roll")
 def roll(a: Any, shift: Any, axis: Any = None) -> Tracer:
     """``numpy.roll``: elements shifted along ``axis`` (all of them, flattened, for None), wrapping around."""
-    from fusec.frontend.join_functions import concatenate
-
-    x = _as_node(a, "roll")
+    x = as_node(a, "roll")
     shifts = _ints(shift, "shift of roll")
-    _mark_shape_read()
+    mark_shape_read()
     if axis is None:
         if len(shifts) != 1:
             raise FusecValueError("'shift' and 'axis' should be scalars or 1D sequences of the same length")
@@ -81,11 +84,10 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Tracer:
     return Tracer(x)
 
 
+@implements("diff")
 def diff(a: Any, n: Any = 1, axis: Any = -1, prepend: Any = np._NoValue, append: Any = np._NoValue) -> Tracer:
     """``numpy.diff``: the ``n``-th difference along ``axis`` (``!=`` of neighbours for booleans)."""
-    from fusec.frontend.join_functions import concatenate
-
-    x = _as_node(a, "diff")
+    x = as_node(a, "diff")
     order = _static_int(n, "order n of diff")
     if order < 0:
         raise FusecValueError(f"order must be non-negative but got {order}")
@@ -99,22 +101,22 @@ def diff(a: Any, n: Any = 1, axis: Any = -1, prepend: Any = np._NoValue, append:
         if extra is np._NoValue:
             parts.append(None)
             continue
-        e = _as_node(extra, "diff")
+        e = as_node(extra, "diff")
         if e.ndim == 0:
             shape = list(x.shape)
             shape[ax] = 1
-            e = _node("broadcast_to", [e], {"shape": shape})
+            e = new_node("broadcast_to", [e], {"shape": shape})
         parts.append(e)
     if parts[0] is not None or parts[1] is not None:
         pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
         x = concatenate([Tracer(p) for p in pieces], axis=ax).node
-    _mark_shape_read()
+    mark_shape_read()
     for _ in range(order):
         later, earlier = _along(x, ax, slice(1, None)), _along(x, ax, slice(None, -1))
         if x.dtype == dtypes.BOOL:
-            x = _trace.apply_ufunc(np.not_equal, (Tracer(later), Tracer(earlier))).node
+            x = apply_ufunc(np.not_equal, (Tracer(later), Tracer(earlier))).node
         else:
-            x = _trace.apply_ufunc(np.subtract, (Tracer(later), Tracer(earlier))).node
+            x = apply_ufunc(np.subtract, (Tracer(later), Tracer(earlier))).node
     return Tracer(x)
 
 
@@ -122,25 +124,26 @@ def _repeat_axis(x: Node, axis: int, count: int, inner: bool) -> Node:
     """``x`` with axis ``axis`` repeated ``count`` times: each element in turn (``inner``, ``repeat``) or the
     whole axis in turn (``tile``)."""
     new = axis + 1 if inner else axis
-    grown = _node("expand_dims", [x], {"axes": [new]})
+    grown = new_node("expand_dims", [x], {"axes": [new]})
     shape = list(grown.shape)
     shape[new] = count
-    spread = _node("broadcast_to", [grown], {"shape": shape})
+    spread = new_node("broadcast_to", [grown], {"shape": shape})
     merged = list(x.shape)
     merged[axis] = x.shape[axis] * count
     return _reshape(spread, tuple(merged))
 
 
+@implements("tile")
 def tile(A: Any, reps: Any) -> Tracer:
     """``numpy.tile``: ``A`` repeated ``reps`` times along each axis (axes added in front as needed)."""
-    x = _as_node(A, "tile")
+    x = as_node(A, "tile")
     counts = _ints(reps, "reps of tile")
     if any(c < 0 for c in counts):
         raise FusecValueError("negative dimensions are not allowed")
-    _mark_shape_read()
+    mark_shape_read()
     ndim = max(len(counts), x.ndim)
     if x.ndim < ndim:
-        x = _node("expand_dims", [x], {"axes": list(range(ndim - x.ndim))})
+        x = new_node("expand_dims", [x], {"axes": list(range(ndim - x.ndim))})
     counts = (1,) * (ndim - len(counts)) + counts
     for ax, c in enumerate(counts):
         if c != 1:
@@ -148,9 +151,10 @@ def tile(A: Any, reps: Any) -> Tracer:
     return Tracer(x)
 
 
+@implements("repeat")
 def repeat(a: Any, repeats: Any, axis: Any = None) -> Tracer:
     """``numpy.repeat`` with one count for every element (different counts per element are refused)."""
-    x = _as_node(a, "repeat")
+    x = as_node(a, "repeat")
     counts = _ints(repeats, "repeats of repeat")
     if len(set(counts)) > 1:
         raise UnsupportedError("repeat with a different count per element is not traced",
@@ -159,7 +163,7 @@ def repeat(a: Any, repeats: Any, axis: Any = None) -> Tracer:
     count = counts[0]
     if count < 0:
         raise FusecValueError("negative dimensions are not allowed")
-    _mark_shape_read()
+    mark_shape_read()
     if axis is None:
         x = _ravel(x) if x.ndim != 1 else x
         ax = 0
@@ -171,13 +175,7 @@ def repeat(a: Any, repeats: Any, axis: Any = None) -> Tracer:
     return Tracer(_repeat_axis(x, ax, count, inner=True) if count != 1 else x)
 
 
-def _repeat_method(self: Tracer, repeats: Any, axis: Any = None) -> Tracer:
-    return repeat(self, repeats, axis)
-
-
-Tracer.repeat = _repeat_method  # type: ignore[attr-defined]
-FUNCTIONS = {"roll": roll, "diff": diff, "tile": tile, "repeat": repeat}
+# for docs/ops.md (fusec.frontend.ops_doc)
 DOCUMENTED = {"numpy": ("roll", "diff", "tile", "repeat")}
-_trace.FUNCTIONS.update(FUNCTIONS)
 
-__all__ = ["DOCUMENTED", "FUNCTIONS", "diff", "repeat", "roll", "tile"]
+__all__ = ["DOCUMENTED", "diff", "repeat", "roll", "tile"]

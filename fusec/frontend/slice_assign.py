@@ -16,6 +16,10 @@ view selects part of it.
 ``x[key] op= v`` is Python's ``t = x[key]; t op= v; x[key] = t``: the update of ``t`` is that write (so ``t``
 sees its new values, as NumPy's view does), and the assignment that follows writes the same values again
 (recorded once: :func:`echo`).
+
+Every update of a traced array, whole or in part, goes through :func:`assign`: the tracer's new node (or, for a
+view, the write through it), then its views made again. It sits here, below :mod:`fusec.frontend.tracer` (whose
+in-place operators and item assignment call it), and works on the Tracer's ``node`` and ``_view`` alone.
 """
 
 from __future__ import annotations
@@ -27,9 +31,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from fusec.frontend import aliases
+from fusec.frontend.nodes import new_node
+from fusec.frontend.part_update import updated
+from fusec.ir import dtypes
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
 from fusec.ir.reshape_math import reshape_node
+from fusec.support.errors import UnsupportedError
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,8 @@ def _normal_key(key: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _key_text(key: Any) -> str:
+def key_text(key: Any) -> str:
+    """``key`` as written in ``x[key]`` (for messages)."""
     out = []
     for k in key if isinstance(key, tuple) else (key,):
         if isinstance(k, slice):
@@ -107,24 +116,40 @@ def _key_text(key: Any) -> str:
     return ", ".join(out)
 
 
-def assign_part(target: Any, key: Any, value: Any, node: Node | None = None) -> bool:
-    """``target[key] = value`` for an argument's tracer (True), or False when ``target`` is no argument; ``node``,
-    where given, is the value already cast (a write through a view)."""
-    from fusec.frontend.inplace import _value_node
-    from fusec.frontend.part_update import updated
+def assign(target: Any, node: Node, what: str) -> Any:
+    """Rebind ``target`` (a Tracer) to ``node`` (its new value, of its dtype and shape), and its views to theirs;
+    where ``target`` is a view, through it into the array it views (refused where that cannot be done)."""
+    if target._view is not None:
+        if assign_through_view(target, node, what):
+            return target
+        made = target._view
+        why = ("NumPy makes it a view or a copy depending on the memory layout, so whether the write reaches the "
+               "array it was made from is not known while tracing") if not made.definite else \
+            "its elements are not each one element of the array it views (NumPy's is read-only)"
+        raise UnsupportedError(f"{what} on a view made by {made.made_by} ({_describe(target)}) is not supported: {why}",
+                               hint="update the array itself, or copy the view first (y = x.ravel().copy())")
+    assert node.shape == target.node.shape and node.dtype == target.node.dtype
+    target.node = node
+    aliases.rebind(target, what)
+    return target
 
+
+def _describe(t: Any) -> str:
+    return f"{dtypes.short(t.node.dtype)}{list(t.node.shape)}"
+
+
+def assign_part(target: Any, key: Any, v: Node) -> None:
+    """``target[key] = v`` for the tracer of an argument (:func:`is_argument`), ``v`` the value cast to its
+    dtype."""
     index = _argument_index(target)
-    if index is None:
-        return False
-    v = node if node is not None else _value_node(value, target.node.dtype, f"x[{_key_text(key)}]")
+    assert index is not None, "assignment to part of a value that is no argument (fusec.frontend.part_update)"
     new = updated(target.node, key, v)  # its new value everywhere (the index and v's shape checked as NumPy's)
     if not _in_parts(target, index):  # the first assignment to part of it since it was last assigned whole
         _state.parts = [p for p in _state.parts if p.index != index]
         _state.before[index] = target.node
     _state.parts.append(PartialUpdate(index, _normal_key(key), v))
     target.node = _state.new_values[index] = new
-    aliases.rebind(target, f"x[{_key_text(key)}] = v")  # NumPy's views of the argument see the assignment
-    return True
+    aliases.rebind(target, f"x[{key_text(key)}] = v")  # NumPy's views of the argument see the assignment
 
 
 def assign_through_view(view: Any, node: Node, what: str) -> bool:
@@ -134,8 +159,6 @@ def assign_through_view(view: Any, node: Node, what: str) -> bool:
     part of its operand (on an argument, the one written after the kernels), the others by their inverse.
     False where NumPy may have made a copy instead of the view, or where a step has no inverse (a broadcast: NumPy's
     is read-only)."""
-    from fusec.frontend.inplace import assign
-
     made = view._view
     if made is None or not made.definite:
         return False
@@ -150,7 +173,7 @@ def assign_through_view(view: Any, node: Node, what: str) -> bool:
             return False
     bottom = chain[-1] if chain else None
     if bottom is not None and bottom.op == "slice" and is_argument(root):  # those elements of the argument
-        assign_part(root, _slice_key(bottom), None, node=value)
+        assign_part(root, _slice_key(bottom), value)
     else:
         value = value if bottom is None else _operand_value(bottom, value)
         if value is None:
@@ -175,19 +198,16 @@ def _layout_chain(node: Node, root: Node) -> list[Node] | None:
 
 def _operand_value(op: Node, new: Node) -> Node | None:
     """The new value of layout op ``op``'s operand for ``op`` to read ``new`` (None: ``op`` has no inverse)."""
-    from fusec.frontend.part_update import updated
-    from fusec.frontend.trace import _node
-
     x = op.operands[0]
     if op.op == "slice":
         return updated(x, _slice_key(op), new)
     if op.op == "transpose":
         perm = op.attr("perm")
-        return _node("transpose", [new], {"perm": [perm.index(k) for k in range(len(perm))]})
+        return new_node("transpose", [new], {"perm": [perm.index(k) for k in range(len(perm))]})
     if op.op == "expand_dims":
-        return _node("squeeze", [new], {"axes": list(op.attr("axes"))})
+        return new_node("squeeze", [new], {"axes": list(op.attr("axes"))})
     if op.op == "squeeze":
-        return _node("expand_dims", [new], {"axes": list(op.attr("axes"))})
+        return new_node("expand_dims", [new], {"axes": list(op.attr("axes"))})
     if op.op == "reshape":
         return reshape_node(new, x.shape, op.loc)
     return None
@@ -235,5 +255,5 @@ def final_updates(arguments: list[Any], inputs: list[Node], parts: list[PartialU
     return updates, kept
 
 
-__all__ = ["PartialUpdate", "assign_part", "assign_through_view", "begin", "echo", "end", "final_updates",
-           "is_argument"]
+__all__ = ["PartialUpdate", "assign", "assign_part", "assign_through_view", "begin", "echo", "end", "final_updates",
+           "is_argument", "key_text"]

@@ -2,8 +2,8 @@
 
 CuPy's functions do not take fusec's Tracer (they type-check in Cython, or build CuPy arrays of their own:
 ``cupy.take_along_axis`` indexes with ``cupy.arange``), so the tracer wraps them. The wrapped set follows the
-function table: a function fusec learns to trace reaches CuPy users without a list to update. A stand-in
-``cupy`` module (no GPU here) whose functions refuse anything but their own arrays checks it.
+registry (``fusec.frontend.registry``): a function fusec learns to trace reaches CuPy users without a list to
+update. A stand-in ``cupy`` module (no GPU here) whose functions refuse anything but their own arrays checks it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.frontend.trace import CREATED, FUNCTIONS, wrapped_functions
+from fusec.frontend.registry import FUNCTIONS
+from fusec.frontend.trace import created_functions, wrapped_functions
 
 
 class _Ufunc:
@@ -46,7 +47,7 @@ def fake_cupy(monkeypatch):
 
 def test_cupy_wrapping_covers_every_traced_function():
     cupy_names = {name for module, name, _ in wrapped_functions() if module == "cupy"}
-    created = {name for _, name, _ in CREATED}  # np.arange/np.indices: wrapped as array creators instead
+    created = {name for _, name, _ in created_functions()}  # np.arange, np.zeros...: wrapped as array creators
     assert cupy_names == {name for name in FUNCTIONS if "." not in name} - created
     assert {"take_along_axis", "take", "sum", "where"} <= cupy_names
 
