@@ -206,23 +206,15 @@ def test_architecture_finds_a_cycle_and_an_upward_import(tmp_path: Path) -> None
             f.cache_clear()
 
 
-# Private names (``_x``) a module imports from another: each is a helper that should be public or stay home. The
-# ones left are the frontend's (the tracer's helpers its function modules use; issue 31, item 3): the count may
-# only go down.
-PRIVATE_IMPORTS_LEFT = 51
-
-
 def private_imports() -> list[str]:
+    """Private names (``_x``) a module imports from another: a helper another module needs is public."""
     return sorted(f"{module} imports {source}.{name}" for module in modules() for source, name in imports_of(module)
                   if name.startswith("_") and not name.startswith("__"))
 
 
 def test_architecture_modules_import_only_public_names() -> None:
     found = private_imports()
-    outside = [line for line in found if not line.startswith("fusec.frontend.")]
-    assert not outside, "private names imported across modules:\n" + "\n".join(outside)
-    assert len(found) <= PRIVATE_IMPORTS_LEFT, "new private imports:\n" + "\n".join(found)
-    assert len(found) == PRIVATE_IMPORTS_LEFT, f"{len(found)} private imports left: lower PRIVATE_IMPORTS_LEFT"
+    assert not found, "private names imported across modules:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize("path", sorted([*(PACKAGE / "codegen").glob("*.py"), *(PACKAGE / "runtime").glob("*.py")]),

@@ -16,8 +16,8 @@ import ast
 import inspect
 import sys
 import textwrap
-import tokenize
 import threading
+import tokenize
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
