@@ -49,15 +49,23 @@ def render(template_name: str, **context: object) -> str:
     return environment().get_template(template_name).render(**context)
 
 
+HEADER_PROBE = "fusec_device.cuh"  # every kernel includes it: where it is, the helper headers are
+
+
 def source(template_name: str) -> str:
     """The text of ``templates/<template_name>`` as it is on disk (a helper header: nothing to render)."""
     text, _, _ = environment().loader.get_source(environment(), template_name)
     return text
 
 
+@functools.lru_cache(maxsize=1)
 def header_dir() -> str:
     """The directory that holds the helper headers, for NVRTC's include path: ``templates/`` of a checkout, or the
-    installed ``fusec.templates`` package's own folder."""
+    installed ``fusec.templates`` folder (a namespace package, so its ``files()`` is a MultiplexedPath whose
+    ``str`` is no path: the folder is found through one of its headers)."""
     if (_CHECKOUT_ROOT / "pyproject.toml").is_file() and _CHECKOUT_TEMPLATES.is_dir():
         return str(_CHECKOUT_TEMPLATES)
-    return str(Path(str(importlib.resources.files("fusec.templates"))))
+    header = Path(str(importlib.resources.files("fusec.templates").joinpath(HEADER_PROBE)))
+    if not header.is_file():  # never from pip, which installs files; a zipped install has no folder to include
+        raise FileNotFoundError(f"fusec's helper headers are not files on disk ({header}): install fusec unzipped")
+    return str(header.parent)

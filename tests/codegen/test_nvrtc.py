@@ -144,3 +144,26 @@ def test_nvrtc_sixteen_threads_first_compile_all_succeed(run: int) -> None:
                             timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["ok"] * 16, result.stdout
+
+
+def test_header_dir_of_an_installed_fusec_is_the_templates_folder(tmp_path, monkeypatch) -> None:
+    """Installed from a wheel, ``fusec.templates`` is a namespace package (no ``__init__``): its ``files()`` is a
+    MultiplexedPath whose ``str`` is not a path. The include path must be the folder itself (CI's packaging check
+    compiled nothing with the wheel until this held)."""
+    import sys
+
+    import fusec
+
+    installed = tmp_path / "site" / "fusec" / "templates"
+    installed.mkdir(parents=True)
+    for name in ("fusec_device.cuh", "schedule.cuh"):
+        (installed / name).write_text(templates.source(name))
+    monkeypatch.setattr(fusec, "__path__", [*fusec.__path__, str(installed.parent)])
+    monkeypatch.delitem(sys.modules, "fusec.templates", raising=False)
+    monkeypatch.setattr(templates, "_CHECKOUT_ROOT", tmp_path / "not-a-checkout")
+    clear = getattr(templates.header_dir, "cache_clear", lambda: None)
+    clear()
+    try:
+        assert templates.header_dir() == str(installed)
+    finally:
+        clear()
