@@ -30,6 +30,7 @@ GPU) when ``dask_cuda`` imports, else on a ``distributed.LocalCluster`` of one w
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -307,21 +308,23 @@ def largest_difference(xp: Any, a: Any, b: Any | None) -> float:
     run (a full run had not finished in 5 minutes on an H100 on 2026-12-07)."""
     if xp is np:
         return float(np.abs(a.astype(np.float64) - (0.0 if b is None else b)).max())
-    kernel = _DIFF_KERNELS.get(xp)
-    if kernel is None:
-        kernel = _DIFF_KERNELS[xp] = xp.ReductionKernel(
-            "T p, T q", "float64 z", "fabs((double)p - (double)q)", "max(a, b)", "z = a", "0", "largest_difference")
-    return float(kernel(a, xp.zeros((), a.dtype) if b is None else b))
+    return float(_difference_kernel(xp)(a, xp.zeros((), a.dtype) if b is None else b))
 
 
-_DIFF_KERNELS: dict = {}
-_STARTED = [time.perf_counter()]
+@functools.cache
+def _difference_kernel(xp: Any) -> Any:
+    return xp.ReductionKernel(
+        "T p, T q", "float64 z", "fabs((double)p - (double)q)", "max(a, b)", "z = a", "0", "largest_difference"
+    )
+
+
+_STARTED = time.perf_counter()
 
 
 def progress(row: dict) -> None:
     """One line per timed row as it is done, so a run cut short still says how far it got."""
     chunk = "whole" if row["chunk"] is None else f"2^{int(np.log2(row['chunk']))}"
-    print(f"  [{time.perf_counter() - _STARTED[0]:6.0f} s] {row['case']} {chunk} {row['impl']}: {row['ms']:.2f} ms",
+    print(f"  [{time.perf_counter() - _STARTED:6.0f} s] {row['case']} {chunk} {row['impl']}: {row['ms']:.2f} ms",
           flush=True)
 
 

@@ -79,14 +79,21 @@ def included_headers(source: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def split_source(source: str) -> tuple[str, str]:
+    """``source`` as (its include block, the kernel's own lines after it); ("", source) for a source that does not
+    start with fusec's include block."""
+    if not source.startswith(INCLUDE_NOTE):
+        return "", source
+    lines = len(included_headers(source)) + 2  # the note, the includes, the blank line
+    body = source.split("\n", lines)[-1]
+    return source[: len(source) - len(body)], body
+
+
 def inline_headers(source: str) -> str:
     """``source`` as one self-contained translation unit: its ``#include`` lines replaced by the headers' text.
     A source that does not start with fusec's include block is returned as it is."""
-    if not source.startswith(INCLUDE_NOTE):
-        return source
-    names = included_headers(source)
-    body = source.split("\n", len(names) + 2)[-1]  # after the note, the includes and the blank line
-    return "".join(header_text(n) + "\n" for n in names) + body
+    block, body = split_source(source)
+    return "".join(header_text(n) + "\n" for n in included_headers(block)) + body if block else source
 
 
 def render_body(spec: KernelSpec) -> str:

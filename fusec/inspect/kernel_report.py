@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fusec.codegen.render import render_body
+from fusec.codegen.render import split_source
 from fusec.inspect.source_fold import shown_body
 from fusec.schedule.device import H200, DeviceProperties
 
@@ -23,10 +23,8 @@ from fusec.schedule.device import H200, DeviceProperties
 def shown_source(kernel: Any) -> str:
     """``kernel``'s source (a :class:`fusec.codegen.kernel.GeneratedKernel`) as ``cuda_source`` shows it: its
     include lines as they are, its body with the accumulator types and repeated blocks folded into notes."""
-    body = render_body(kernel.spec)
-    if not kernel.source.endswith(body):  # never: the source is the include block, then the body
-        raise ValueError(f"kernel {kernel.name}: its source does not end with its body")
-    return kernel.source[: len(kernel.source) - len(body)] + shown_body(kernel.spec, body)
+    block, body = split_source(kernel.source)
+    return block + shown_body(kernel.spec, body)
 
 
 def folded_source(kernels: Iterable[Any]) -> str:

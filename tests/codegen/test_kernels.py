@@ -24,7 +24,7 @@ import pytest
 import fusec
 from fusec.codegen import nvrtc
 from fusec.codegen.kernel import generate
-from fusec.codegen.render import inline_headers, render_body, render_kernel, render_module
+from fusec.codegen.render import include_block, inline_headers, render_body, render_kernel, render_module, split_source
 from fusec.codegen.spec import MAX_GRID, KernelSpec
 from fusec.ir.graph import Graph
 from fusec.ir.ops import Kind
@@ -269,6 +269,7 @@ def test_kernels_render_kernel_is_a_complete_source() -> None:
     assert whole.startswith("// ---- fusec device helpers") and "namespace fs {" in whole
     assert whole.endswith(render_body(spec)) and "#include \"" not in whole
     assert render_kernel(spec) == source  # deterministic
+    assert split_source(source) == (include_block(spec.headers), render_body(spec))
 
 
 # ---- schedules and index math -------------------------------------------------------------------------------
