@@ -17,7 +17,7 @@ import cupy as cp
 import numpy as np
 
 import fusec
-from fusec.codegen.kernel import generate
+from fusec.kinds import generate
 from fusec.runtime import autotune, tune_cache
 from fusec.runtime.launch import KernelLauncher, run_plan
 from fusec.schedule.device import device_properties

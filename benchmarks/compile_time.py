@@ -244,9 +244,9 @@ SEEDED = ("dag", "view_dag")
 def kernel_sources(plan: Plan) -> list[str]:
     """The CUDA source of every kernel of ``plan`` (C-contiguous inputs, as ArraySpec arguments give).
 
-    Through :func:`fusec.codegen.kernel.generate_plan`, the entry point the runtime and ``cuda_source`` use
+    Through :func:`fusec.kinds.generate_plan`, the entry point the runtime and ``cuda_source`` use
     (schedule, lowering, rendering)."""
-    from fusec.codegen.kernel import generate_plan
+    from fusec.kinds import generate_plan
 
     return [k.source for k in generate_plan(plan, {})]
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Time register-resident row schedules (threads per row x elements per thread) on the row workloads, each
 forced through ``fusec.fuse(..., schedules=...)``, and print the median time of each, so that the buckets of
-``ROW_REGS_TABLE`` (``fusec/schedule/heuristics.py``) are chosen by measurement. Every variant's result is
+``ROW_REGS_TABLE`` (``fusec/kinds/rows.py``) are chosen by measurement. Every variant's result is
 compared with the first's. GPU only:
 
     PYTHONPATH=. python benchmarks/tune_rows.py [WORKLOAD ...]      (default: all)

@@ -39,7 +39,7 @@ import fusec.dask as _dask  # noqa: F401  (registers Dask arrays with the fronte
 from fusec.frontend.api import Fused, fuse
 from fusec.frontend.recompile import RecompileWarning
 from fusec.ir.arrayspec import ArraySpec
-from fusec.schedule.kinds import ScheduleError
+from fusec.schedule.base import ScheduleError
 from fusec.support import logs as _logs
 from fusec.support.counters import CacheInfo, cache_info
 from fusec.support.errors import (

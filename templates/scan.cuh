@@ -1,6 +1,6 @@
 #ifndef FUSEC_SCAN_CUH
 #define FUSEC_SCAN_CUH
-// Scans (fusec/schedule/scan.py): the row's threads' exclusive prefixes of one value each, by warp shuffles
+// Scans (fusec/kinds/scan.py): the row's threads' exclusive prefixes of one value each, by warp shuffles
 // and, for rows of several warps, one exchange of the warps' totals through shared memory. Generic over the
 // accumulator T (any trivially copyable type) and its combine Op (associative: a + b, a * b). Prefixes
 // combine in one fixed order, so a kernel gives the same bits run to run.

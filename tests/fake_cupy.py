@@ -245,7 +245,7 @@ class FakeKernel:
     def _problem(self, arrays: dict[str, Any]) -> str:
         """Why these arrays are not the ones the kernel was built for ("" when they are): the kernel fusec
         generates for them with the same schedule differs, or the schedule does not fit them."""
-        from fusec.codegen.kernel import generate
+        from fusec.kinds import generate
         from fusec.schedule import ArrayLayout, ScheduleError
 
         region, _, kernel = self.generated

@@ -16,10 +16,10 @@ import pytest
 
 import fusec
 from fusec.codegen import nvrtc
+from fusec.kinds import MAX_CANDIDATES, analyze, candidates, check, choose
 from fusec.runtime import autotune, tune_cache
 from fusec.runtime.cubin_cache import pack_signed
-from fusec.schedule import H200, ArrayLayout, analyze, check, choose
-from fusec.schedule.candidates import MAX_CANDIDATES, candidates
+from fusec.schedule import H200, ArrayLayout
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,7 +110,7 @@ def test_autotune_candidates_vary_what_the_heuristics_guess() -> None:
 
 
 def test_autotune_candidates_compile_with_nvrtc() -> None:
-    from fusec.codegen.kernel import generate
+    from fusec.kinds import generate
 
     try:
         nvrtc.compile_cubin('extern "C" __global__ void k() {}', "sm_90")

@@ -389,7 +389,7 @@ def test_explain_source_includes_the_helper_headers_and_full_inlines_them(capsys
 
 
 def test_cuda_source_full_is_exactly_what_compiles_and_folded_ends_with_each_body() -> None:
-    from fusec.codegen.kernel import generate_plan
+    from fusec.kinds import generate_plan
 
     f = fusec.fuse(lambda x, y: ((x - y.mean(axis=0)) ** 2).sum(axis=0) + np.exp(x).max(), name="two")
     specs = (fusec.ArraySpec((33, 17), "float32"), fusec.ArraySpec((33, 17), "float32"))

@@ -12,9 +12,9 @@ import pytest
 
 import fusec
 from fusec.__main__ import main
-from fusec.codegen.kernel import generate_plan
 from fusec.codegen.render import render_body
 from fusec.inspect.source_fold import fold_accumulators, fold_twins, shown_body
+from fusec.kinds import generate_plan
 from fusec.runtime.plan import make_plan
 from tests.fuzz.corpus import generate, input_layouts, plan_specs
 

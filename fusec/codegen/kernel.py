@@ -1,28 +1,14 @@
-"""The one way a region becomes a kernel: ``generate(region, layouts, schedule)``.
-
-It analyses the region over its argument layouts (:func:`fusec.schedule.analyze`), takes the heuristics'
-schedule or completes and checks a forced one (:func:`fusec.schedule.resolve`), lowers the pair to a
-:class:`KernelSpec` (:func:`fusec.codegen.lower.lower`) and renders its CUDA source. The runtime, the
-``cuda_source``/``ptxas`` inspections and ``explain`` all go through it, so what they show is what runs.
-"""
+"""A region's kernel as :func:`fusec.kinds.generate` makes it: its schedule, its spec and its CUDA source
+(:class:`GeneratedKernel`), with what the spec says about the memory it reads."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
-from fusec.codegen.lower import lower
-from fusec.codegen.render import render_kernel
 from fusec.codegen.spec import KernelSpec
 from fusec.ir.graph import Node
-from fusec.ir.region import Region
-from fusec.schedule import H200, ArrayLayout, DeviceProperties, Schedule, ScheduleError, analyze, layouts_of, resolve
-from fusec.schedule.contract import LaunchContract, launch_contract
-from fusec.schedule.heuristics import nest_for
-from fusec.support import logs
-
-ForcedSchedules = Mapping[str, Any]  # region name -> Schedule, or its text ("rows:warp")
+from fusec.schedule.base import Schedule
+from fusec.schedule.contract import LaunchContract
 
 
 @dataclass(frozen=True)
@@ -74,37 +60,4 @@ def _array(pointer: str | None) -> str | None:
     return pointer.partition("_")[0] if pointer is not None else None
 
 
-def generate(region: Region, layouts: Mapping[Node, ArrayLayout] | None = None, schedule: Any = None, *,
-             device: DeviceProperties = H200, name: str | None = None) -> GeneratedKernel:
-    """``region``'s kernel over ``layouts`` (arrays left out are fresh C-contiguous ones) with ``schedule``
-    (None: the heuristics'; a :class:`Schedule` or its text, possibly partial, is completed and checked,
-    raising :class:`fusec.schedule.ScheduleError` when it does not fit). ``name`` renames the kernel's
-    base (default: the region's name). The spec carries the kernel's launch contract (what it needs of its
-    arrays' addresses and layouts), which the source names on its ``// contract:`` line."""
-    nest = analyze(region, layouts)
-    chosen = resolve(nest, schedule, device)
-    computed = nest_for(nest, chosen)
-    spec = replace(lower(computed, chosen, name), contract=launch_contract(computed, chosen))
-    if logs.on("schedule"):
-        logs.emit("schedule", "%s: %s (%s)", spec.name, chosen, "forced" if schedule is not None else "heuristics")
-    return GeneratedKernel(chosen, spec, render_kernel(spec))
-
-
-def check_forced(forced: ForcedSchedules | None, names: list[str]) -> None:
-    """Raise :class:`ScheduleError` when ``forced`` names a kernel that is not among ``names``."""
-    unknown = sorted(set(forced or {}) - set(names))
-    if unknown:
-        raise ScheduleError(f"no kernel {', '.join(unknown)} to schedule: the kernels are {', '.join(names)}")
-
-
-def generate_plan(plan: Any, values: Mapping[Node, Any], forced: ForcedSchedules | None = None, *,
-                  device: DeviceProperties = H200) -> list[GeneratedKernel]:
-    """Every kernel of ``plan`` (a :class:`fusec.runtime.plan.Plan`), its graph inputs laid out as ``values``
-    (arrays or :class:`fusec.ArraySpec`) say, the intermediates between kernels fresh C-contiguous arrays;
-    ``forced`` maps kernel names to schedules."""
-    check_forced(forced, [k.name for k in plan.kernels])
-    out = []
-    for kernel in plan.kernels:
-        layouts = layouts_of(kernel.inputs, values)
-        out.append(generate(kernel.region, layouts, (forced or {}).get(kernel.name), device=device))
-    return out
+__all__ = ["GeneratedKernel"]

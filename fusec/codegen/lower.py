@@ -1,6 +1,7 @@
 """Lowering: a loop nest and its schedule -> :class:`KernelSpec`, the kernel with every body decided.
 
-``lower(nest, schedule, name)`` decides, on structured data and before any text exists, what each scope
+``lower_loops(nest, schedule, name, ...)`` (the pointwise and reduction kinds; a scan kind lowers through the same
+:class:`Lowering`) decides, on structured data and before any text exists, what each scope
 of the kernel computes, and only then prints each decided statement from the op table's CUDA expressions
 (:mod:`fusec.codegen.cuda_ops`):
 
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,8 +59,7 @@ from fusec.codegen.spec import (
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region, operand_map
-from fusec.schedule.heuristics import staged_inputs, tile_axes
-from fusec.schedule.kinds import PointwiseSchedule, ReduceAllSchedule, RowSchedule, ScanSchedule, Schedule
+from fusec.schedule.base import Schedule
 from fusec.schedule.nest import AccessInfo, LoopNest, declaration_order
 
 _WIDE_CTYPES = ("double", "long long", "unsigned long long")
@@ -108,15 +108,17 @@ Statement = Compute | StoreHeld | LoadHeld
 
 
 class Lowering:
-    """One nest under one schedule (see the module docstring)."""
+    """One nest under one schedule (see the module docstring). ``flat``: the schedule's loop is one flat index
+    (its ``loop``, strided where it has none, and ``vec``, 1 where it has none, say how it steps); rows in registers
+    (``schedule.in_registers``) read each row once, ``vec`` elements at a time, and keep the schedule's ``hold``
+    values."""
 
-    def __init__(self, nest: LoopNest, schedule: Schedule):
+    def __init__(self, nest: LoopNest, schedule: Schedule, flat: bool = False):
         self.nest, self.schedule = nest, schedule
-        self.regs = isinstance(schedule, RowSchedule) and schedule.in_registers
+        self.regs = schedule.in_registers
         self.fast_division = self.regs and schedule.fast_division
-        flat = isinstance(schedule, (PointwiseSchedule, ReduceAllSchedule))
-        self.contiguous = nest.contiguous and (not flat or schedule.loop != "strided")
-        self.vec = schedule.vec if (flat or self.regs) else 1
+        self.contiguous = nest.contiguous and (not flat or getattr(schedule, "loop", "strided") != "strided")
+        self.vec = getattr(schedule, "vec", 1) if (flat or self.regs) else 1
         sources = nest.one_pass_sources
         self.red_cuda = {r: cuda_ops.one_pass(sources[r].kind, sources[r].x.dtype, r.dtype) if r in sources
                          else cuda_ops.reduction(r.op, r.operands[0].dtype) for r in nest.reductions}
@@ -248,15 +250,19 @@ class Lowering:
 # ---- the spec ----------------------------------------------------------------------------------------------
 
 
-def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> KernelSpec:
-    """The :class:`KernelSpec` of ``nest``'s region under ``schedule`` (already checked against it, see
-    :func:`fusec.schedule.resolve`); the kernel is called ``<name>_<kind>_<ops...>`` (``name``: the
-    region's by default)."""
-    if isinstance(schedule, ScanSchedule):  # every member per element: its own lowering
-        from fusec.codegen.lower_scan import lower_scan
+SpecFields = Callable[[Lowering, dict[str, Access], list[Axis], tuple[Access, ...]], dict[str, Any]]
+LaunchOf = Callable[[int, Sequence[Phase]], LaunchPolicy]
 
-        return lower_scan(nest, schedule, name)  # type: ignore[arg-type]
-    lo = Lowering(nest, schedule)
+
+def lower_loops(nest: LoopNest, schedule: Schedule, name: str | None, *, template: str, launch: LaunchOf,
+                flat: bool = False, spec_fields: SpecFields | None = None) -> KernelSpec:
+    """The :class:`KernelSpec` of ``nest``'s region under ``schedule`` (already checked against it, see
+    :func:`fusec.kinds.resolve`) for a kind whose kernel loops over the elements in phases and an epilogue (the
+    pointwise and reduction kinds), rendered by ``template``; the kernel is called ``<name>_<kind>_<ops...>``
+    (``name``: the region's by default). The kind says how the launch is sized (``launch(vec, phases)``), whether
+    its loop is one flat index (``flat``), and what its template reads besides the common fields
+    (``spec_fields(lowering, accesses by variable, axes, epilogue loads)``)."""
+    lo = Lowering(nest, schedule, flat)
     kind = nest.kind
     region = nest.region
 
@@ -314,7 +320,7 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
     axes = [Axis(f"c{k}", f"e{k}", k not in loop_idx if kind != "pointwise" else False)
             for k in range(len(nest.axes))]
     scalar_params: list[tuple[Param, Any]] = []
-    if kind in ("pointwise", "reduce-all"):
+    if flat:
         scalar_params.append((Param("n", index_ctype, "scalar"), index_np(nest.n_loop)))
     else:
         scalar_params.append((Param("nk", index_ctype, "scalar"), index_np(nest.n_kept)))
@@ -352,24 +358,15 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         params.append(Param("ws", "unsigned char", "workspace"))
     params += [p for p, _ in scalar_params]
 
-    loop_fields: dict[str, Any] = {}  # what the tiled and inner_vector loops read besides the common fields
-    if isinstance(schedule, PointwiseSchedule) and schedule.loop == "tiled":
-        out_axis, in_axis = tile_axes(nest)
-        staged = [built[nest.infos[i].var] for i in staged_inputs(nest) if built[nest.infos[i].var] in epilogue_loads]
-        loop_fields = dict(tile_axes=(axes[out_axis], axes[in_axis]), staged=tuple(staged),
-                           batch_axes=tuple(a for k, a in enumerate(axes) if k not in (out_axis, in_axis)))
-    if isinstance(schedule, PointwiseSchedule) and schedule.loop == "inner_vector":
-        loop_fields = dict(inner_broadcast=tuple(info.var for i, info in enumerate(nest.infos)
-                                                 if (info.pointer is not None or info.var.startswith("gx")
-                                                     or info.is_iota)
-                                                 and nest.axes[-1].strides[i] == 0))
+    loop_fields = spec_fields(lo, built, axes, epilogue_loads) if spec_fields is not None else {}
     held: tuple[Access, ...] = ()
     if lo.regs:  # every array the loops read along the row sits in registers
         loads = {a.var: a for ph in nest.phases for a in nest.split(ph.refs)[2] if a.pointer is not None}
         loads.update((a.var, a) for a in nest.split(nest.epilogue_refs)[2] if a.pointer is not None)
         held = accesses(sorted(loads.values(), key=lambda a: a.key))
     return KernelSpec(
-        name=kernel_label(region, kind, name), kind=schedule.kind, schedule=schedule, index_ctype=index_ctype,
+        name=kernel_label(region, kind, name), kind=schedule.kind, template=template, schedule=schedule,
+        index_ctype=index_ctype,
         contiguous=lo.contiguous, vec=lo.vec, params=tuple(params), args=tuple(v for _, v in scalar_params),
         inputs=tuple(nest.array_inputs), outputs=tuple(region.outputs),
         kept_axes=tuple(axes[k] for k in kept_idx), loop_axes=tuple(axes[k] for k in loop_idx),
@@ -379,10 +376,8 @@ def lower(nest: LoopNest, schedule: Schedule, name: str | None = None) -> Kernel
         epilogue_loads=epilogue_loads, epilogue_body=epilogue_body, epilogue_exact=epilogue_exact,
         epilogue_stores=tuple(Store(built[nest.store_access(n).var], lo.value(n, None)) for n in nest.full_outputs),
         row_stores=tuple(Store(built[nest.store_access(n).var], lo.value(n, None)) for n in nest.row_outputs),
-        launch=_launch_policy(nest, schedule, lo.vec, phases), held=held, view_pointers=view_pointers,
-        held_values=tuple((cuda_ops.ctype(n.dtype), nest.var[n]) for n in lo.kept),
-        full_rows=lo.regs and schedule.lengths == "exact" and nest.n_loop == schedule.capacity,
-        rows_aligned_at_run_time=lo.regs and schedule.lengths == "bucket" and lo.vec > 1, **loop_fields,
+        launch=launch(lo.vec, phases), held=held, view_pointers=view_pointers,
+        held_values=tuple((cuda_ops.ctype(n.dtype), nest.var[n]) for n in lo.kept), **loop_fields,
         error_sites=tuple(sorted(lo.error_sites.items())),
         gathered=tuple(sorted({nest.pointer[n.operands[0]] for n in nest.members
                                if n.kind is Kind.GATHER and n.operands[0] in nest.pointer})),
@@ -456,24 +451,17 @@ def _access(lo: Lowering, nest: LoopNest, i: int, info: AccessInfo, axes: list[A
                   info.dtype.itemsize if info.dtype is not None else 0)
 
 
-def _launch_policy(nest: LoopNest, schedule: Schedule, vec: int, phases: Sequence[Phase]) -> LaunchPolicy:
-    """How the runtime sizes the launch: units of work (vector steps of a flat loop, rows, or kept
-    indices), how many a block takes per step, and the schedule's grid policy."""
-    partial = tuple(max(8, sum(f.bound for f in p.fields)) for p in phases) if schedule.workspace else ()
-    split: dict[str, int] = {}
-    if isinstance(schedule, PointwiseSchedule) and schedule.loop == "tiled":
-        out_axis, in_axis = tile_axes(nest)
-        edge = schedule.block[0]
-        work = math.prod(-(-e // edge) if k in (out_axis, in_axis) else e for k, e in enumerate(nest.extents))
-        per_block = 1  # a tile per block, grid-stride over tiles
-    elif isinstance(schedule, (PointwiseSchedule, ReduceAllSchedule)):
-        work, per_block = -(-nest.n_loop // vec), schedule.block[0]
-    elif isinstance(schedule, RowSchedule):
-        work, per_block = nest.n_kept, schedule.rows_per_block
-    else:
-        work, per_block = nest.n_kept, schedule.block[0]
-        partial = tuple(b * schedule.tile for b in partial)  # a partial per kept index of the tile
-        split = dict(split_limit=schedule.blocks_per_tile_limit(nest.n_loop), split_fixed=schedule.blocks)
+def launch_policy(schedule: Schedule, work: int, per_block: int, partial: tuple[int, ...] = (),
+                  **split: int) -> LaunchPolicy:
+    """How the runtime sizes a launch of ``schedule``: ``work`` units (vector steps of a flat loop, rows, tiles or
+    kept indices), ``per_block`` of them per block and step, ``partial`` bytes per block of each phase's partials
+    in the workspace, and (``split``) the limits of a reduced extent split across blocks; the rest is the
+    schedule's grid policy."""
     return LaunchPolicy(schedule.block, work, per_block, min_blocks=1 if schedule.workspace and not split else 0,
                         persistent=schedule.persistent, cooperative=schedule.cooperative, partial_bytes=partial,
                         min_resident=schedule.min_resident, **split)
+
+
+def phase_partials(schedule: Schedule, phases: Sequence[Phase]) -> tuple[int, ...]:
+    """Bytes of each phase's partial (its accumulator fields, at least 8) where the schedule has a workspace."""
+    return tuple(max(8, sum(f.bound for f in p.fields)) for p in phases) if schedule.workspace else ()

@@ -2,7 +2,7 @@
 
 ``render_kernel(spec)`` gives the source one module compiles: ``#include`` lines for the helper headers it
 needs (the op helpers ``templates/fusec_device.cuh``, the schedule helpers ``templates/schedule.cuh``, and any
-of the kind's or ops' own), then the kernel (``templates/<kind>.cu.j2`` with the macros of
+of the kind's or ops' own), then the kernel (its kind's template, ``templates/<template>.cu.j2``, with the macros of
 ``templates/_kernel.cu.j2``). The headers are plain files that NVRTC reads from ``templates/`` (its include
 path, :func:`fusec.codegen.templates.header_dir`); the first line names the SHA-256 of the included headers'
 text, so a source, and every cache keyed by it, changes when a header does. :func:`inline_headers` gives the
@@ -20,13 +20,6 @@ from collections.abc import Iterable, Sequence
 from fusec.codegen import cuda_ops, templates
 from fusec.codegen.spec import KernelSpec
 
-TEMPLATES = {
-    "pointwise": "pointwise.cu.j2",
-    "reduce-all": "reduce_all.cu.j2",
-    "rows": "reduce_rows.cu.j2",
-    "cols": "reduce_cols.cu.j2",
-    "scan": "scan_rows.cu.j2",
-}
 SCHEDULE_HEADER = "schedule.cuh"
 
 
@@ -98,7 +91,7 @@ def inline_headers(source: str) -> str:
 
 def render_body(spec: KernelSpec) -> str:
     """The kernel alone: its accumulator types and its ``extern "C" __global__`` function."""
-    return _tidy(templates.render(TEMPLATES[spec.kind], spec=spec))
+    return _tidy(templates.render(spec.template, spec=spec))
 
 
 def render_kernel(spec: KernelSpec) -> str:

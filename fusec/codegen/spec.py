@@ -1,5 +1,5 @@
-"""The plain data of one kernel: the :class:`KernelSpec` that :func:`fusec.codegen.lower.lower` builds from a
-loop nest and a schedule, and that a template (``templates/<kind>.cu.j2``) renders.
+"""The plain data of one kernel: the :class:`KernelSpec` that :mod:`fusec.kinds` lower from a
+loop nest and a schedule, and that its kind's template (``templates/<template>``) renders.
 
 Everything here is a frozen dataclass of strings, ints, nodes and the schedule; nothing computes but the
 launch sizing (:class:`LaunchPolicy`). Body lines are already decided C++ statements: the templates place
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fusec.ir.graph import Node
+from fusec.schedule.base import Schedule
 from fusec.schedule.contract import LaunchContract
-from fusec.schedule.kinds import Schedule
 
 MAX_GRID = 65535  # upper bound on any grid (grid-stride loops cover the rest)
 WORKSPACE_HEADER = 128  # arrival counter + barrier generation (+ a split cols kernel's tile counters), then partials
@@ -218,10 +218,11 @@ class LaunchPolicy:
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """Everything the template of ``kind`` needs; ``args`` and ``launch.work`` hold the sizes."""
+    """Everything the template of the kernel's kind needs; ``args`` and ``launch.work`` hold the sizes."""
 
     name: str
-    kind: str  # the template: the schedule's kind (pointwise | reduce-all | rows | cols | scan)
+    kind: str  # the schedule's kind (its word in the schedule text)
+    template: str  # the kind's Jinja template (templates/<template>) that renders the spec
     schedule: Schedule
     index_ctype: str  # int | long long
     contiguous: bool  # one flat loop index i addresses every array that varies along the loop
@@ -278,7 +279,7 @@ class KernelSpec:
     scan_vectors: tuple[tuple[str, int], ...] = ()
     # what the kernel needs of its array arguments at launch (alignment of each pointer its vector accesses
     # read or write, the strides and shapes its index arithmetic was generated for, the index width):
-    # :func:`fusec.codegen.kernel.generate` states it, the source names it, the runtime checks it at every launch
+    # :func:`fusec.kinds.generate` states it, the source names it, the runtime checks it at every launch
     contract: LaunchContract | None = None
 
     @property

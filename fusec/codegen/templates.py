@@ -45,8 +45,18 @@ def environment() -> jinja2.Environment:
 
 
 def render(template_name: str, **context: object) -> str:
-    """Render ``templates/<template_name>`` with ``context``; a missing variable raises ``UndefinedError``."""
-    return environment().get_template(template_name).render(**context)
+    """Render ``templates/<template_name>`` with ``context``; a missing variable raises ``UndefinedError``. An
+    absolute path names a template of a kernel kind kept outside fusec (a plug-in's own file), which imports
+    fusec's macros (``_kernel.cu.j2``) as the kinds' templates here do."""
+    return _template(template_name).render(**context)
+
+
+@functools.lru_cache(maxsize=64)
+def _template(template_name: str) -> jinja2.Template:
+    path = Path(template_name)
+    if path.is_absolute():
+        return environment().from_string(path.read_text(encoding="utf-8"))
+    return environment().get_template(template_name)
 
 
 HEADER_PROBE = "fusec_device.cuh"  # every kernel includes it: where it is, the helper headers are

@@ -585,7 +585,7 @@ class Fused:
     def _kernels(self, args: tuple, kwargs: dict) -> list[Any]:
         """Every kernel these arguments run as (:class:`fusec.codegen.kernel.GeneratedKernel`: schedule, spec,
         source), laid out as the arguments are (an ArraySpec is C-contiguous unless it gives strides)."""
-        from fusec.codegen.kernel import generate_plan
+        from fusec.kinds import generate_plan
         from fusec.runtime.autotune import cached_schedules, enabled, tune_device
 
         params = self._params(args, kwargs)
@@ -691,7 +691,7 @@ _NO_KEY = (None,)  # the key of arguments the fast path does not take: never sto
 def _forced_schedules(schedules: Mapping[str, Any] | None) -> dict[str, Any]:
     """``fuse(schedules=...)`` checked now: kernel names to schedules, text parsed (a bad one raises
     :class:`fusec.ScheduleError` here, where the function is decorated)."""
-    from fusec.schedule.kinds import as_forced
+    from fusec.kinds import as_forced
 
     if schedules is None:
         return {}

@@ -26,13 +26,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from fusec.codegen.kernel import check_forced, generate
 from fusec.inspect.dot import PALETTE, dot_text, type_text
 from fusec.inspect.siblings import bytes_saved as sibling_bytes_saved
 from fusec.inspect.siblings import sibling_lines
 from fusec.inspect.timing import KernelTime, Timings, measure, to_device
 from fusec.ir.graph import Node
 from fusec.ir.text import node_names
+from fusec.kinds import check_forced, generate
 from fusec.passes.manager import DEFAULT_PIPELINE
 from fusec.runtime.autotune import enabled, lookup, tune_device
 from fusec.runtime.gpu import require_gpu

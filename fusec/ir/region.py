@@ -35,21 +35,31 @@ class Refusal(Exception):
     """Why a set of nodes cannot be one kernel (shown by ``explain``)."""
 
 
+# The region kinds: what a region's space is, a fact of the IR (the kernel kinds of :mod:`fusec.kinds` say which of
+# them each runs). Everything else spells a region kind through these names.
+POINTWISE = "pointwise"  # no reduction: every member over the whole space
+REDUCE_ALL = "reduce-all"  # every axis reduced: scalar results
+ROWS = "rows"  # the innermost axes reduced
+COLS = "cols"  # an outer axis reduced
+SCAN = "scan"  # an inclusive scan along one axis, with its prologue and epilogue
+REGION_KINDS = (POINTWISE, REDUCE_ALL, ROWS, COLS, SCAN)
+
+
 def space_kind(shape: tuple[int, ...], reduced: Iterable[int], scan_axis: int | None = None) -> str:
-    """The kernel kind of a space over ``shape`` reducing axes ``reduced`` (or scanning along ``scan_axis``):
-    pointwise | reduce-all | rows | cols | scan (size-1 axes don't count)."""
+    """The region kind of a space over ``shape`` reducing axes ``reduced`` (or scanning along ``scan_axis``):
+    one of :data:`REGION_KINDS` (size-1 axes don't count)."""
     reduced = set(reduced)
     if scan_axis is not None:
-        return "scan"
+        return SCAN
     if not reduced:
-        return "pointwise"
+        return POINTWISE
     red = [i for i in reduced if shape[i] != 1]
     kept = [i for i, d in enumerate(shape) if d != 1 and i not in reduced]
     if not kept:
-        return "reduce-all"
+        return REDUCE_ALL
     if not red or max(kept) < min(red):
-        return "rows"
-    return "cols"
+        return ROWS
+    return COLS
 
 
 @dataclass(frozen=True)

@@ -35,10 +35,9 @@ from fusec.ir import dtypes
 from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.infer import Shape
 from fusec.ir.ops import OPS
-from fusec.ir.region import Region, kind_problem, make_regions
+from fusec.ir.region import REGION_KINDS, Region, kind_problem, make_regions
 from fusec.support.errors import FusecError, ParseError, VerifyError
 
-REGION_KINDS = ("pointwise", "reduce-all", "rows", "cols", "scan")
 _BARE_GLOBAL = re.compile(r"[A-Za-z0-9_.]+\Z")
 _TOKEN = re.compile(r"""
     (?P<ws>\s+) | (?P<comment>(?:\#|//).*)

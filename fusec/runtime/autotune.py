@@ -3,8 +3,8 @@
 With autotuning on (``FUSEC_AUTOTUNE=1`` in the environment, or ``fusec.fuse(f, autotune=True)``; an
 argument wins over the environment), the first launch of a kernel over new argument layouts does not just
 take the heuristics' schedule: it looks the kernel up in the tune cache (:mod:`fusec.runtime.tune_cache`, keyed by
-device name, region and layouts) and, on a miss, times the candidates (:func:`fusec.schedule.candidates.
-candidates`: the heuristics' schedule first, then a few alternatives) on the GPU, keeps the fastest whose
+device name, region and layouts) and, on a miss, times the candidates (:func:`fusec.kinds.candidates`: the
+heuristics' schedule first, then a few alternatives) on the GPU, keeps the fastest whose
 results agree with the heuristics' schedule's, and stores it. A second process finds it there and times
 nothing. Forced schedules are never tuned, nor kernels writing into ``out=`` arrays, nor empty ones.
 
@@ -30,11 +30,10 @@ from typing import Any
 import numpy as np
 
 import fusec.runtime.tune_cache as tune_cache
-from fusec.codegen.kernel import generate
 from fusec.ir.graph import Node
 from fusec.ir.region import Region
-from fusec.schedule import ArrayLayout, DeviceProperties, Schedule, ScheduleError, analyze, resolve
-from fusec.schedule.candidates import candidates
+from fusec.kinds import analyze, candidates, generate, resolve
+from fusec.schedule import ArrayLayout, DeviceProperties, Schedule, ScheduleError
 from fusec.schedule.nest import is_array
 
 ENV = "FUSEC_AUTOTUNE"

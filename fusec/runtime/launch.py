@@ -3,7 +3,7 @@
 ``KernelLauncher.run_region(region, graph_values)`` runs one fused region on the current CuPy device and
 stream and returns its outputs. The first call with a new *layout key* (each input array's shape, strides
 and pointer alignment, the device, a forced schedule) builds a launch recipe: generate the kernel
-(:func:`fusec.codegen.kernel.generate`: schedule, lowering, source), compile it (cached in-process by
+(:func:`fusec.kinds.generate`: schedule, lowering, source), compile it (cached in-process by
 source text, and across processes on disk), size the grid from the device's SM count and the kernel's
 occupancy, and freeze the scalar arguments as NumPy scalars of the exact C++ parameter types. A repeat
 call looks the recipe up, allocates the outputs and launches: no planning, no rendering. Arguments are
@@ -48,11 +48,11 @@ import numpy as np
 
 from fusec.codegen import templates
 from fusec.codegen.compiler_bugs import check_narrow_values
-from fusec.codegen.kernel import ForcedSchedules, check_forced, generate
 from fusec.codegen.lower import ERROR_PARAM
 from fusec.codegen.spec import KernelSpec
 from fusec.ir.graph import Node
 from fusec.ir.region import Region
+from fusec.kinds import ForcedSchedules, check_forced, generate
 from fusec.runtime.cubin_cache import cached_cubin, compile_and_store, compiled_with_cupy, precompile
 from fusec.runtime.dispatch import PackedLaunch, PlanRunner, PlanStep, recycler_for
 from fusec.runtime.gpu import cupy_module

@@ -5,7 +5,7 @@ entry per tuned kernel, named by the SHA-256 of its key (:func:`tune_key`): the 
 source of the region's kernel under the heuristics' schedule (which pins the region's ops, dtypes and
 which accesses are contiguous, broadcast or aligned, and changes whenever fusec's code generation does),
 and each input's shape, strides and alignment. The entry holds the winning schedule's text (which
-:func:`fusec.schedule.parse_schedule` reads back into that very schedule) and the times measured.
+:func:`fusec.kinds.parse_schedule` reads back into that very schedule) and the times measured.
 
 The trust rules are the cubin cache's, with its code (:mod:`fusec.runtime.cubin_cache`): a directory of this user's
 (created ``0700``) that is not a symbolic link and that no one else can write to (never ``chmod``-ed: one that

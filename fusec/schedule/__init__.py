@@ -2,32 +2,22 @@
 
 - :mod:`fusec.schedule.layout`: array layouts, and the one helper turning arguments into layouts;
 - :mod:`fusec.schedule.nest`: a region over its argument layouts (scopes, accesses, collapsed axes);
-- :mod:`fusec.schedule.kinds`: the frozen schedule dataclasses, one per kernel kind, and their text form;
+- :mod:`fusec.schedule.base`: what every kind's schedule has, their text form, the request a user writes;
+- :mod:`fusec.schedule.contract`: launch contracts, what a kernel needs of the arrays it is launched on;
 - :mod:`fusec.schedule.device`: the device properties the heuristics read;
-- :mod:`fusec.schedule.heuristics`: choosing a schedule, completing and checking a forced one;
-- :mod:`fusec.schedule.scan`: the same for scan regions (their nest, their heuristic).
+- :mod:`fusec.schedule.heuristics`: heuristic helpers the kinds share (flat loops, vector widths, one pass);
+- :mod:`fusec.schedule.one_pass`: which statistics can take one pass.
 
-It imports the IR and nothing above it: codegen (lowering, rendering) and the runtime import it.
+Each kernel kind's own schedule class and heuristics are in :mod:`fusec.kinds`, which also chooses, completes and
+checks schedules. This layer imports the IR and nothing above it.
 """
 
+from fusec.schedule.base import Schedule, ScheduleError, ScheduleRequest
 from fusec.schedule.device import H200, DeviceProperties
-from fusec.schedule.heuristics import check, choose, resolve
-from fusec.schedule.kinds import (
-    ColSchedule,
-    PointwiseSchedule,
-    ReduceAllSchedule,
-    RowSchedule,
-    ScanSchedule,
-    Schedule,
-    ScheduleError,
-    ScheduleRequest,
-    parse_schedule,
-)
 from fusec.schedule.layout import ArrayLayout, alignment, layout_of, layouts_of
-from fusec.schedule.nest import LoopNest, analyze
+from fusec.schedule.nest import LoopNest
 
 __all__ = [
-    "H200", "ArrayLayout", "ColSchedule", "DeviceProperties", "LoopNest", "PointwiseSchedule", "ReduceAllSchedule",
-    "RowSchedule", "ScanSchedule", "Schedule", "ScheduleError", "ScheduleRequest", "alignment", "analyze", "check",
-    "choose", "layout_of", "layouts_of", "parse_schedule", "resolve",
+    "H200", "ArrayLayout", "DeviceProperties", "LoopNest", "Schedule", "ScheduleError", "ScheduleRequest",
+    "alignment", "layout_of", "layouts_of",
 ]

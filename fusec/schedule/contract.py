@@ -12,11 +12,11 @@ two parts:
 :func:`vector_accesses` lists the vector accesses a (loop nest, schedule) pair makes, exactly as the templates emit
 them. :func:`offset_problem` says why one of them would be misaligned even from a well-aligned base (a vector whose
 lanes do not step by one element, a stride or a slice offset that is not a multiple of ``W``): such a schedule does
-not fit the region at all, and :func:`fusec.schedule.heuristics.check` refuses it. What is left is the
+not fit the region at all, and :func:`fusec.kinds.check` refuses it. What is left is the
 :class:`LaunchContract`: for each pointer parameter, the alignment its base address needs, with the element
 strides and shape the kernel was generated for and its index width. The runtime checks it before every launch
 (:meth:`LaunchContract.violation` on the checked path, :attr:`LaunchContract.masks` on the dispatch fast path)
-and runs the schedule's scalar variant (:meth:`fusec.schedule.kinds.Schedule.scalar`) where it does not hold.
+and runs the schedule's scalar variant (:meth:`fusec.schedule.base.Schedule.scalar`) where it does not hold.
 
 Kernels that check alignment themselves when they run ask nothing of their bases: a scan moves a row in vectors
 only where that row's address is aligned, a register-row kernel of ``lengths=bucket`` checks each row's start
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fusec.schedule.kinds import PointwiseSchedule, ReduceAllSchedule, RowSchedule, Schedule
+from fusec.schedule.base import Schedule
 from fusec.schedule.layout import ArrayLayout
 from fusec.schedule.nest import AccessInfo, LoopNest
 
@@ -54,6 +54,8 @@ class VectorAccess:
     axis: int | None
     # the kept offset's alignment is checked per row when the kernel runs (register rows, lengths=bucket)
     rows_checked: bool = False
+    # the vectors cover the axis whole, with no scalar tail: its extent must be a multiple of the lanes
+    whole_axis: bool = False
 
     @property
     def pointer(self) -> str:
@@ -168,55 +170,9 @@ def _alignment(ptr: int) -> int:
 
 def vector_accesses(nest: LoopNest, schedule: Schedule) -> list[VectorAccess]:
     """Every array access ``schedule`` makes with vectors over ``nest`` (the nest the kernel computes: with
-    one-pass statistics where the schedule says so), as the templates emit them:
-
-    - ``pointwise:vector`` and ``reduce-all``'s ``loop=vector``: every array the loop moves along (loads; a
-      pointwise kernel's stores too), ``vec`` elements of the flat index at a time;
-    - ``pointwise:inner_vector``: every array moving along the innermost axis, and every store (a store is
-      always a vector there), ``vec`` elements along that axis;
-    - register rows with ``vec`` > 1: every array read into registers, and every store over the row's elements;
-    - anything else (scalar loops, tiles, columns, scans, which check their rows' addresses when they run): none.
-    """
-    vec = getattr(schedule, "vec", 1)
-    if vec <= 1:
-        return []
-    index = nest.info_index
-    loop_axis = nest.loop_idx[0] if len(nest.loop_idx) == 1 else None
-    out: list[VectorAccess] = []
-    if isinstance(schedule, PointwiseSchedule) and schedule.loop == "vector":
-        for info in nest.split(nest.epilogue_refs)[2]:
-            if info.pointer is not None:
-                out.append(VectorAccess(info, vec, loop_axis))
-        for node in nest.full_outputs:
-            info = nest.store_access(node)
-            if nest.varying(index[info.var]):  # a store the loop does not move along is written one element at a time
-                out.append(VectorAccess(info, vec, loop_axis))
-    elif isinstance(schedule, ReduceAllSchedule) and schedule.loop == "vector":
-        seen: set[str] = set()
-        for ph in nest.phases:
-            for info in nest.split(ph.refs)[2]:
-                if info.pointer is not None and info.var not in seen:
-                    seen.add(info.var)
-                    out.append(VectorAccess(info, vec, loop_axis))
-    elif isinstance(schedule, PointwiseSchedule) and schedule.loop == "inner_vector":
-        inner = len(nest.axes) - 1
-        for info in nest.split(nest.epilogue_refs)[2]:
-            if info.pointer is not None and nest.axes[inner].strides[index[info.var]] != 0:
-                out.append(VectorAccess(info, vec, inner))
-        for node in nest.full_outputs:
-            out.append(VectorAccess(nest.store_access(node), vec, inner))
-    elif isinstance(schedule, RowSchedule) and schedule.in_registers:
-        checked = schedule.lengths == "bucket"
-        held: dict[str, AccessInfo] = {}
-        for refs in (*(ph.refs for ph in nest.phases), nest.epilogue_refs):
-            for info in nest.split(refs)[2]:
-                if info.pointer is not None:
-                    held.setdefault(info.var, info)
-        for info in sorted(held.values(), key=lambda a: a.key):
-            out.append(VectorAccess(info, vec, loop_axis, checked))
-        for node in nest.full_outputs:
-            out.append(VectorAccess(nest.store_access(node), vec, loop_axis, checked))
-    return [a for a in out if a.info.dtype is not None]
+    one-pass statistics where the schedule says so), as its kind's template emits them
+    (:meth:`fusec.schedule.base.Schedule.vector_accesses`, which each kind's schedule class defines)."""
+    return [a for a in schedule.vector_accesses(nest) if a.info.dtype is not None]
 
 
 def offset_problem(nest: LoopNest, schedule: Schedule) -> str | None:
@@ -236,7 +192,7 @@ def offset_problem(nest: LoopNest, schedule: Schedule) -> str | None:
         if step != 1 or access.axis in nest.clamped[i]:
             return (f"the {role} {info.var} of {info.pointer} steps by {step} along the vector axis, not 1: "
                     f"a {lanes}-element vector would not be its {lanes} consecutive elements")
-        if _inner(schedule) and nest.extents[access.axis] % lanes:
+        if access.whole_axis and nest.extents[access.axis] % lanes:
             return f"the innermost axis ({nest.extents[access.axis]} elements) is not a multiple of vec={lanes}"
         others = [k for k in range(len(nest.axes)) if k != access.axis]
         if not access.rows_checked:
@@ -251,11 +207,6 @@ def offset_problem(nest: LoopNest, schedule: Schedule) -> str | None:
             return (f"the {role} {info.var} of {info.pointer} starts {info.offset} elements into its array, not a "
                     f"multiple of {lanes}")
     return None
-
-
-def _inner(schedule: Schedule) -> bool:
-    """A loop whose vectors run along the innermost of several axes (no scalar tail per row)."""
-    return isinstance(schedule, PointwiseSchedule) and schedule.loop == "inner_vector"
 
 
 def launch_contract(nest: LoopNest, schedule: Schedule) -> LaunchContract:

@@ -1,6 +1,7 @@
 """A region over its argument layouts: the loop nest every schedule of it shares.
 
-``analyze(region, layouts)`` answers, before any schedule is chosen, what a kernel of the region must
+A region's loop nest (:func:`fusec.kinds.analyze` builds it) answers, before any schedule is chosen, what a
+kernel of the region must
 compute where and how it reaches memory:
 
 1. **Arrays.** The region's array inputs (graph inputs and intermediates materialized by earlier kernels)
@@ -26,8 +27,8 @@ compute where and how it reaches memory:
    :data:`INT32_LIMIT`, else ``long long``; and whether one flat loop index addresses every array
    (``contiguous``).
 
-Nothing here depends on the GPU or on a schedule: heuristics (:mod:`fusec.schedule.heuristics`) read
-the nest to choose a schedule, and lowering (:mod:`fusec.codegen.lower`) reads both.
+Nothing here depends on the GPU or on a schedule: each kernel kind's heuristics (:mod:`fusec.kinds`) read
+the nest to choose a schedule, and its lowering reads both; :func:`fusec.kinds.analyze` builds it.
 """
 
 from __future__ import annotations
@@ -496,15 +497,5 @@ class LoopNest:
         return all(s in (0, 1) for s in self.axes[k].strides) and not any(k in c for c in self.clamped)
 
 
-def analyze(region: Region, layouts: Mapping[Node, ArrayLayout] | None = None) -> LoopNest:
-    """The loop nest of ``region`` over ``layouts`` (arrays missing there are fresh C-contiguous ones); a scan
-    region's is a :class:`fusec.schedule.scan.ScanNest`."""
-    if region.kind == "scan":
-        from fusec.schedule.scan import ScanNest
-
-        return ScanNest(region, layouts or {})
-    return LoopNest(region, layouts or {})
-
-
-__all__ = ["INT32_LIMIT", "AccessInfo", "CollapsedAxis", "LoopNest", "PhaseScope", "analyze", "declaration_order",
+__all__ = ["INT32_LIMIT", "AccessInfo", "CollapsedAxis", "LoopNest", "PhaseScope", "declaration_order",
            "is_array"]

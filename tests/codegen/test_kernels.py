@@ -1,7 +1,7 @@
 """Kernel specs and generated kernels, without a GPU.
 
 Every workload below is traced, made into ONE region over all its non-source nodes, planned
-(``fusec.codegen.kernel.generate``) under several layouts and dtypes, rendered, and compiled with NVRTC for sm_90 and
+(``fusec.kinds.generate``) under several layouts and dtypes, rendered, and compiled with NVRTC for sm_90 and
 sm_80: each must compile with zero register spills. The kernels of one workload are rendered into one
 source, so the suite runs one NVRTC compile per workload and arch (about 2 x 13).
 
@@ -23,12 +23,12 @@ import pytest
 
 import fusec
 from fusec.codegen import nvrtc
-from fusec.codegen.kernel import generate
 from fusec.codegen.render import include_block, inline_headers, render_body, render_kernel, render_module, split_source
 from fusec.codegen.spec import MAX_GRID, KernelSpec
 from fusec.ir.graph import Graph
 from fusec.ir.ops import Kind
 from fusec.ir.region import Region, RegionSpace, make_region, region_space
+from fusec.kinds import generate
 from fusec.schedule import ArrayLayout
 from fusec.schedule.nest import INT32_LIMIT
 

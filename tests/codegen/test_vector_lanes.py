@@ -127,8 +127,8 @@ FUZZ_2775_GRAPH = """func @fuzz2775_int_reduce(%x: bool[], %y: i8[1,4,4]) -> (i8
 def test_vector_lanes_of_bytes_read_through_fs_lane_in_the_fuzz_2775_kernel() -> None:
     """The reduce-all of fuzz graph 2775 reads its int8 vector's lanes through fs::lane; wider types keep
     ``v.v[j]`` (their sources, and so their compile-cache keys, are unchanged)."""
-    from fusec.codegen.kernel import generate
     from fusec.ir.text import parse
+    from fusec.kinds import generate
     from fusec.runtime.plan import make_plan
 
     graph = parse(FUZZ_2775_GRAPH)

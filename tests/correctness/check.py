@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.codegen.kernel import generate
 from fusec.codegen.spec import KernelSpec
+from fusec.kinds import generate
 from fusec.schedule import layouts_of
 from fusec.support.errors import FusecError
 from tests.correctness.cases import Call, Case

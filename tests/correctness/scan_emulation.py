@@ -1,6 +1,6 @@
 """The float arithmetic of fusec's scan kernels (``templates/scan_rows.cu.j2``, ``templates/scan.cuh``), emulated
 in NumPy float32 operation for operation, so that the CPU tests can put what a schedule computes through the GPU
-tests' checks. A sum scan combines with ``a + b`` from the identity -0.0 (``lower_scan.scan_identity``); float16
+tests' checks. A sum scan combines with ``a + b`` from the identity -0.0 (``fusec.kinds.scan.scan_identity``); float16
 values are lifted to float32 and every prefix is rounded once to the result's dtype afterwards.
 
     prefixes = scan_prefixes(values.astype(np.float32), ScanSchedule("rows", 32, 8))  # rows x n, float32
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fusec.schedule.kinds import ScanSchedule
+from fusec.kinds import ScanSchedule
 
 WARP = 32
 

@@ -342,14 +342,14 @@ def test_cubin_cache_concurrent_compiles_leave_one_sound_entry(cache_dir: Path) 
 
 def break_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make every generated kernel source fail to compile: a line that uses an undefined name."""
-    from fusec.codegen import kernel
+    from fusec.kinds import pipeline
 
-    real = kernel.render_kernel
+    real = pipeline.render_kernel
 
     def broken(spec):
         return real(spec) + "__device__ float fusec_broken() { return deliberately_undefined; }\n"
 
-    monkeypatch.setattr(kernel, "render_kernel", broken)
+    monkeypatch.setattr(pipeline, "render_kernel", broken)
 
 
 def check_compile_error(err: BaseException, name: str) -> None:

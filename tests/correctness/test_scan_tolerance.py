@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.codegen.kernel import generate_plan
+from fusec.kinds import generate_plan
 from tests.correctness.scan_cases import FORCED_SHAPES, SCHEDULES, scan_data, scan_depth
 from tests.correctness.scan_emulation import scan_prefixes
 from tests.helpers import assert_result_matches_numpy, assert_scan_matches_numpy, seed_of

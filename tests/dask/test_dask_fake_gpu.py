@@ -8,7 +8,7 @@ is the larger: ``out0`` (``i32[1,2,1,1]``) does not move along the kernel's inne
 ``inner_vector`` schedule wrote every store as a vector, ``out0``'s too: thread 1 stored 8 bytes at ``out0 + 4``
 (compute-sanitizer: ``k0_pointwise_sub_cast``, thread (1,0,0), an 8-byte write 4 bytes into a 512-byte
 allocation), and the lanes were not the output's elements. The schedule now refuses vectors for a store that does
-not step by one element along their axis (:func:`fusec.schedule.heuristics._inner_vector_misfit`, and in general
+not step by one element along their axis (:func:`fusec.kinds.pointwise.inner_vector_misfit`, and in general
 :func:`fusec.schedule.contract.offset_problem`).
 """
 
@@ -59,8 +59,9 @@ def test_dask_fake_gpu_output_broadcast_along_the_vector_axis_is_stored_without_
 
 
 def test_dask_fake_gpu_broadcast_output_kernel_refuses_inner_vector_with_the_reason():
+    from fusec.kinds import analyze, choose, resolve
     from fusec.runtime.plan import make_plan
-    from fusec.schedule import ScheduleError, analyze, choose, resolve
+    from fusec.schedule import ScheduleError
 
     plan = make_plan(parse(BROADCAST_OUTPUT))
     region = plan.kernels[0].region

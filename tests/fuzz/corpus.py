@@ -76,13 +76,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from fusec.codegen import kernel as codegen_kernel
 from fusec.codegen.render import render_kernel
 from fusec.codegen.spec import KernelSpec
 from fusec.ir.graph import Graph, Node
 from fusec.ir.interpret import to_xp
 from fusec.ir.ops import OPS, Kind, ufunc_loops
 from fusec.ir.text import parse, print_graph
+from fusec.kinds import generate as generate_kernel
 from fusec.runtime.plan import Plan, make_plan
 from fusec.schedule import ArrayLayout, alignment, layouts_of
 from fusec.support.errors import UnsupportedError
@@ -366,7 +366,8 @@ def schedule_variants(index: int, graph: Graph, plan: Plan) -> tuple[tuple[str, 
     """Graph ``index``'s schedule run: (the input views, as :func:`layout_variants` would choose them, or
     None; the schedule forced on each kernel that one of :data:`SCHEDULE_CHOICES` fits), or None (not a
     ``SCHEDULE_EVERY``-th graph, or no choice fits any kernel)."""
-    from fusec.schedule import ScheduleError, analyze, resolve
+    from fusec.kinds import analyze, resolve
+    from fusec.schedule import ScheduleError
 
     if index % SCHEDULE_EVERY != 2:
         return None
@@ -443,7 +444,7 @@ def plan_specs(plan: Plan, input_layouts: Sequence[ArrayLayout], prefix: str | N
     specs = []
     for kernel in plan.kernels:
         name = None if prefix is None else f"{prefix}_{kernel.region.name}"
-        specs.append(codegen_kernel.generate(kernel.region, kernel_layouts(kernel, layouts),
+        specs.append(generate_kernel(kernel.region, kernel_layouts(kernel, layouts),
                                              (schedules or {}).get(kernel.name), name=name).spec)
         for n in kernel.outputs:
             layouts[n] = fresh_layout(n)

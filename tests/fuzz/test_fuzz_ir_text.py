@@ -28,7 +28,8 @@ import pytest
 from fusec.__main__ import main
 from fusec.ir.dtypes import FROM_SHORT
 from fusec.ir.ops import OPS
-from fusec.ir.text import REGION_KINDS, parse
+from fusec.ir.region import REGION_KINDS
+from fusec.ir.text import parse
 
 CASES = int(os.environ.get("FUSEC_IR_FUZZ_CASES", "3000"))
 SEED = int(os.environ.get("FUSEC_IR_FUZZ_SEED", "0"))

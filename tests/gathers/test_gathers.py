@@ -406,7 +406,7 @@ def test_gather_of_an_iota_computes_its_elements_and_compiles(dtype: str) -> Non
 
 
 def test_gather_kernel_source_checks_bounds_and_names_the_line() -> None:
-    from fusec.codegen.kernel import generate
+    from fusec.kinds import generate
 
     w = WORKLOADS["rows_of"]
     args = w.make(np.random.default_rng(1), "float32", "int64")

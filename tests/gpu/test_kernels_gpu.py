@@ -259,7 +259,7 @@ def _cases() -> list[Case]:
     return list(dict.fromkeys(cases))
 
 
-# Register-resident rows (warp_regs / block_regs, see ROW_REGS_TABLE in fusec/schedule/heuristics.py): row lengths
+# Register-resident rows (warp_regs / block_regs, see ROW_REGS_TABLE in fusec/kinds/rows.py): row lengths
 # at and around the bucket edges, few rows for long rows; rows of one element and re-reading layouts beside.
 # Every bucket's longest row is exactly threads x elements: that kernel checks no bounds (full_rows).
 ROW_LENGTHS = (1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 63, 64, 65, 128, 129, 256, 512, 1000, 1024, 1025, 2048, 4096,
@@ -624,7 +624,7 @@ def test_gpu_cases_cover_every_rows_schedule() -> None:
     vector and scalar loads, and re-read by warps and blocks. Blocks of a bucketed length (``lengths=bucket``)
     take vectors by the pointer's alignment and check each row's start when they run, so their scalar loads
     are the runtime path of a vector kernel, not a kernel of their own."""
-    from fusec.codegen.kernel import generate
+    from fusec.kinds import generate
     from fusec.schedule import ArrayLayout
 
     seen, lengths = set(), set()

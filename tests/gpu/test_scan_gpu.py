@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.codegen.kernel import generate_plan
+from fusec.kinds import generate_plan
 from fusec.runtime.launch import KernelLauncher, run_plan
 from tests.correctness.scan_cases import FORCED_SHAPES, SCHEDULES, scan_data, scan_depth
 from tests.helpers import (

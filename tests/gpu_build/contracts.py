@@ -24,8 +24,8 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from fusec.codegen.kernel import generate
 from fusec.codegen.spec import KernelSpec
+from fusec.kinds import generate
 from fusec.schedule import ArrayLayout, ScheduleError, layouts_of
 from fusec.schedule.device import device_properties
 

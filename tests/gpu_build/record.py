@@ -9,9 +9,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from fusec.codegen.render import TEMPLATES
+from fusec.kinds import KINDS as KERNEL_KINDS
 
-KINDS = tuple(TEMPLATES)  # the kernel kinds fusec generates: pointwise, reduce-all, rows, cols, scan
+KINDS = tuple(KERNEL_KINDS)  # fusec's kernel kinds: pointwise, reduce-all, rows, cols, scan (a test may add its own)
 
 
 @dataclass
@@ -41,6 +41,6 @@ def missing_kinds() -> list[str]:
 
 
 def summary() -> str:
-    kinds = ", ".join(f"{k} {SESSION.kinds[k]}" for k in KINDS)
+    kinds = ", ".join(f"{k} {SESSION.kinds[k]}" for k in dict.fromkeys([*KINDS, *SESSION.kinds]))
     return (f"{SESSION.recipes} launch recipes built, {len(SESSION.sources)} distinct kernel sources generated and "
             f"compiled for sm_90 (by kind: {kinds})")

@@ -17,7 +17,8 @@ from fusec.codegen import nvrtc
 from fusec.ir import iota
 from fusec.ir.graph import Graph
 from fusec.ir.interpret import interpret
-from fusec.schedule import analyze, layouts_of
+from fusec.kinds import analyze
+from fusec.schedule import layouts_of
 from tests.helpers import seed_of
 from tests.ir.test_joins import WORKLOADS, _args
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.codegen.kernel import generate
-from fusec.schedule import ArrayLayout, ScheduleError, analyze, resolve
+from fusec.kinds import analyze, generate, resolve
+from fusec.schedule import ArrayLayout, ScheduleError
 from fusec.schedule.contract import ContractViolation, LaunchContract, PointerNeed, layout_problem, offset_problem
 from fusec.schedule.layout import alignment
 from tests.contract_cases import BASE_ALIGN, CASE_NAMES, DTYPES, case

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.schedule import analyze
+from fusec.kinds import analyze
 
 F32 = "float32"
 

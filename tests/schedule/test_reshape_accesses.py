@@ -15,7 +15,8 @@ import fusec
 from fusec.codegen import nvrtc
 from fusec.ir.interpret import run_nodes
 from fusec.ir.reshape_math import argument_views
-from fusec.schedule import analyze, layout_of, layouts_of
+from fusec.kinds import analyze
+from fusec.schedule import layout_of, layouts_of
 from tests.ir.test_reshape import WORKLOADS
 from tests.schedule.test_view_accesses import _layouts
 

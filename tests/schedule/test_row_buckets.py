@@ -14,8 +14,9 @@ import pytest
 
 import fusec
 from fusec.codegen import nvrtc
+from fusec.kinds import RowSchedule
 from fusec.runtime import cubin_cache
-from fusec.schedule import RowSchedule, ScheduleError
+from fusec.schedule import ScheduleError
 from tests.helpers import assert_matches_numpy, random_array
 
 

@@ -14,10 +14,10 @@ import pytest
 import fusec
 from fusec import ArraySpec
 from fusec.codegen import nvrtc
-from fusec.codegen.kernel import GeneratedKernel, generate, generate_plan
+from fusec.codegen.kernel import GeneratedKernel
 from fusec.codegen.render import render_module
-from fusec.schedule import H200, ScanSchedule, ScheduleError, analyze, layouts_of, parse_schedule, resolve
-from fusec.schedule.scan import ScanNest
+from fusec.kinds import ScanNest, ScanSchedule, analyze, generate, generate_plan, parse_schedule, resolve
+from fusec.schedule import H200, ScheduleError, layouts_of
 
 
 def exp_cumsum_div(x, t):

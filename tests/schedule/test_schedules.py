@@ -9,24 +9,21 @@ import pytest
 
 import fusec
 from fusec.codegen import nvrtc
-from fusec.codegen.kernel import generate
 from fusec.codegen.render import render_body, render_module
 from fusec.ir.ops import Kind
 from fusec.ir.region import make_region, region_space
-from fusec.schedule import (
-    ArrayLayout,
+from fusec.kinds import (
     ColSchedule,
     PointwiseSchedule,
     ReduceAllSchedule,
     RowSchedule,
-    ScheduleError,
     analyze,
     choose,
-    layout_of,
-    layouts_of,
+    generate,
     parse_schedule,
     resolve,
 )
+from fusec.schedule import ArrayLayout, ScheduleError, layout_of, layouts_of
 from tests.helpers import assert_matches_numpy, random_array
 
 

@@ -14,7 +14,8 @@ import pytest
 import fusec
 from fusec.codegen import nvrtc
 from fusec.ir.interpret import interpret
-from fusec.schedule import analyze, layouts_of
+from fusec.kinds import analyze
+from fusec.schedule import layouts_of
 from tests.helpers import seed_of
 from tests.ir.test_views import WORKLOADS
 
