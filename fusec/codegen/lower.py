@@ -58,7 +58,7 @@ from fusec.codegen.spec import (
 )
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
-from fusec.ir.region import Region, operand_map
+from fusec.ir.region import POINTWISE, Region, operand_map
 from fusec.schedule.base import Schedule
 from fusec.schedule.nest import AccessInfo, LoopNest, declaration_order
 
@@ -317,7 +317,7 @@ def lower_loops(nest: LoopNest, schedule: Schedule, name: str | None, *, templat
     index_ctype = nest.index_ctype
     index_np = np.int32 if index_ctype == "int" else np.int64
     kept_idx, loop_idx = nest.kept_idx, nest.loop_idx
-    axes = [Axis(f"c{k}", f"e{k}", k not in loop_idx if kind != "pointwise" else False)
+    axes = [Axis(f"c{k}", f"e{k}", k not in loop_idx if kind != POINTWISE else False)
             for k in range(len(nest.axes))]
     scalar_params: list[tuple[Param, Any]] = []
     if flat:

@@ -181,7 +181,7 @@ def tile_axes(nest: LoopNest, min_extent: int = 2) -> tuple[int, int] | None:
     """A pointwise region whose arrays disagree on their fastest axis: (the axis the outputs are contiguous
     along, the axis the most input bytes are contiguous along instead), as collapsed-axis indices, both
     at least ``min_extent`` long; None when every array agrees (or nothing is contiguous)."""
-    if nest.kind != "pointwise" or len(nest.axes) < 2:
+    if nest.kind != POINTWISE or len(nest.axes) < 2:
         return None
 
     def unit_axis(i: int) -> int | None:
@@ -226,7 +226,7 @@ def inner_vector_width(nest: LoopNest) -> int:
     (its other strides multiples of the width, its pointer aligned to it) and the others stay put (one
     scalar read per step, as a bias row or a per-row scale is); the innermost extent a multiple of the
     width. 1 when that does not hold (or the flat vector loop applies)."""
-    if nest.kind != "pointwise" or nest.contiguous or not nest.axes:
+    if nest.kind != POINTWISE or nest.contiguous or not nest.axes:
         return 1
     width = VECTOR_BYTES // max((i.dtype.itemsize for i in nest.infos if i.pointer is not None), default=16)
     while width > 1 and inner_vector_misfit(nest, width) is not None:

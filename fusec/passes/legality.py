@@ -28,7 +28,7 @@ from typing import Protocol
 
 from fusec.ir.axis_slots import AxisSlots
 from fusec.ir.graph import Node
-from fusec.ir.region import SCAN_GATHER, AxisMap, gather_refusal, scan_axis_problem, slice_problem, space_kind
+from fusec.ir.region import COLS, SCAN_GATHER, AxisMap, gather_refusal, scan_axis_problem, slice_problem, space_kind
 from fusec.ir.space_state import refusal_text
 from fusec.passes import policy
 
@@ -184,7 +184,7 @@ def kernel_reason(space: SpaceView, members: Callable[[], Members], slots: AxisS
         if not written_once(space.final_map(n), space.shape, space.reduced):
             return WrittenTwice(n, space.shape)
     message = policy.over_budget(len(space.reductions), 1 + space.max_reduction_phase(), n_reads + len(written))
-    if message is None and space_kind(space.shape, space.reduced) == "cols" and any(
+    if message is None and space_kind(space.shape, space.reduced) == COLS and any(
             _over_reduced_axes(space.final_map(n), space) for n in written):
         message = policy.cols_epilogue_refusal(math.prod(space.shape))
     return OverBudget(message) if message else None

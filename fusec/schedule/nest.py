@@ -44,7 +44,7 @@ from fusec.ir import windows
 from fusec.ir.graph import Node
 from fusec.ir.infer import gather_window, slice_bounds
 from fusec.ir.ops import Kind
-from fusec.ir.region import Region, operand_map
+from fusec.ir.region import POINTWISE, ROWS, Region, operand_map
 from fusec.schedule.layout import ArrayLayout, alignment
 from fusec.schedule.one_pass import OnePassSource, one_pass_sources
 
@@ -155,7 +155,7 @@ class LoopNest:
     # -- scopes ---------------------------------------------------------------------------------------
     def full(self, node: Node) -> bool:
         """Whether ``node`` is computed per element of a loop (else once per row)."""
-        return self.kind == "pointwise" or self.space.varies_along_reduction(node)
+        return self.kind == POINTWISE or self.space.varies_along_reduction(node)
 
     @property
     def n_phases(self) -> int:
@@ -420,7 +420,7 @@ class LoopNest:
         self.axes = tuple(CollapsedAxis(e, r, tuple(s)) for e, r, s in groups)
         # per access, the collapsed axes along which it reads through a clamp
         self.clamped = [frozenset(self.group_of[c[0]] for c in info.clamps) for info in self.infos]
-        loop_class = self.kind != "pointwise"  # pointwise loops over every axis; reductions over the reduced ones
+        loop_class = self.kind != POINTWISE  # pointwise loops over every axis; reductions over the reduced ones
         self.kept_idx = tuple(k for k, g in enumerate(self.axes) if loop_class and not g.reduced)
         self.loop_idx = tuple(k for k, g in enumerate(self.axes) if not (loop_class and not g.reduced))
         self.extents = tuple(g.extent for g in self.axes)
@@ -491,7 +491,7 @@ class LoopNest:
     @property
     def row_contiguous(self) -> bool:
         """One loop axis, along which every access steps by 0 or 1: a row can sit in registers."""
-        if self.kind != "rows" or len(self.loop_idx) != 1 or self.n_loop <= 0:
+        if self.kind != ROWS or len(self.loop_idx) != 1 or self.n_loop <= 0:
             return False
         k = self.loop_idx[0]
         return all(s in (0, 1) for s in self.axes[k].strides) and not any(k in c for c in self.clamped)
