@@ -61,6 +61,16 @@ def ir_dtype(spec: object) -> np.dtype:
     return as_dtype(spec)
 
 
+def node_dtype(spec: object) -> np.dtype:
+    """The dtype a node is built with (:func:`fusec.ir.graph.make_node`): an ``np.dtype`` or anything NumPy reads as
+    one (:func:`as_dtype`), never one of IR text's short names (``f32``, ``i8`` = int8), which NumPy would read
+    otherwise or not at all: the text parser and the command line turn those into dtypes (:func:`ir_dtype`)."""
+    if isinstance(spec, str) and spec in FROM_SHORT and spec != str(FROM_SHORT[spec]):
+        raise FusecTypeError(f"{spec!r} is IR text's short name of {FROM_SHORT[spec]}, not a dtype",
+                             hint=f"pass np.dtype({str(FROM_SHORT[spec])!r}), or read IR names with dtypes.ir_dtype")
+    return as_dtype(spec)
+
+
 def short(dt: np.dtype) -> str:
     """``float32`` -> ``f32``."""
     return SHORT_NAMES[np.dtype(dt)]

@@ -94,14 +94,15 @@ class Node:
 
 
 def make_node(op: str, operands: Iterable[Node] = (), attrs: Mapping[str, Any] | None = None, *,
-              dtype: Any = None, shape: Shape | None = None, loc: str | None = None) -> Node:
+              dtype: np.dtype | type | str | None = None, shape: Shape | None = None, loc: str | None = None) -> Node:
     """Build (or find) the node ``op(operands){attrs}``; its dtype and shape are inferred and checked.
 
-    ``dtype`` is required for ``input``, ``const``, ``size`` and ``cast``; ``shape`` for ``input``.
+    ``dtype`` (a dtype, as NumPy reads it: :func:`fusec.ir.dtypes.node_dtype`) is required for ``input``,
+    ``const``, ``size`` and ``cast``; ``shape`` for ``input``.
     """
     operands = tuple(operands)
     attrs = dict(attrs or {})
-    dt = dtypes.ir_dtype(dtype) if dtype is not None else None
+    dt = dtypes.node_dtype(dtype) if dtype is not None else None
     out_dtype, out_shape = infer(op, list(operands), attrs, dt, shape)
     if op == "const":
         attrs["value"] = dtypes.scalar_constant(attrs["value"], out_dtype)

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from fusec.codegen.render import render_kernel, render_module
+from fusec.ir.dtypes import ir_dtype
 from fusec.ir.graph import Graph, make_node
 from fusec.ir.ops import Kind
 from fusec.ir.text import parse, print_graph
@@ -113,11 +114,11 @@ def test_comparator_and_hazards() -> None:
     assert corpus.differences(poisoned, np.array([True, True])) is not None
     assert corpus.differences(np.array(5, np.int8), np.array(5, np.int8)) is None
 
-    x = make_node("input", (), {"name": "x", "index": 0}, dtype="f32", shape=(3, 2))
-    i = make_node("input", (), {"name": "i", "index": 1}, dtype="i32", shape=(3, 2))
+    x = make_node("input", (), {"name": "x", "index": 0}, dtype=ir_dtype("f32"), shape=(3, 2))
+    i = make_node("input", (), {"name": "i", "index": 1}, dtype=ir_dtype("i32"), shape=(3, 2))
     m = make_node("max", (x,), {"axes": [1], "keepdims": True})
     neg_m = make_node("neg", (m,))
-    as_float = make_node("cast", (i,), dtype="f32")
+    as_float = make_node("cast", (i,), dtype=ir_dtype("f32"))
 
     def graph(*outs):
         return Graph("h", (x, i), tuple(outs))

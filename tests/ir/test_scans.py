@@ -14,6 +14,7 @@ import pytest
 
 import fusec
 from fusec import ArraySpec
+from fusec.ir.dtypes import ir_dtype
 from fusec.ir.graph import make_node
 from fusec.ir.interpret import interpret
 from fusec.ir.text import parse, print_graph
@@ -142,7 +143,7 @@ func @f(%x: i64[3,5]) -> (i64[3,5], i64[3,5]) {
 
 
 def test_scan_op_rejects_bad_axis_and_dtype() -> None:
-    x = make_node("input", (), {"name": "x", "index": 0}, dtype="f32", shape=(3, 4))
+    x = make_node("input", (), {"name": "x", "index": 0}, dtype=ir_dtype("f32"), shape=(3, 4))
     with pytest.raises(FusecValueError, match="non-negative axis below 2"):
         make_node("cumsum", (x,), {"axis": -1})
     with pytest.raises(FusecValueError, match="non-negative axis below 2"):

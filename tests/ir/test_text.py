@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
+from fusec.ir.dtypes import ir_dtype
 from fusec.ir.graph import Graph, make_node
 from fusec.ir.interpret import interpret
 from fusec.ir.region import make_regions
@@ -28,7 +29,7 @@ func @softmax(%x: f32[8192,8192]) -> f32[8192,8192] {
 
 
 def inp(name: str, index: int, dtype: str, shape: tuple[int, ...]):
-    return make_node("input", (), {"name": name, "index": index}, dtype=dtype, shape=shape)
+    return make_node("input", (), {"name": name, "index": index}, dtype=ir_dtype(dtype), shape=shape)
 
 
 def softmax_nodes():
@@ -126,7 +127,7 @@ def test_print_graph_no_outputs():
     ("bool", False, "false"),
 ])
 def test_print_graph_constants_round_trip(dtype, value, text):
-    c = make_node("const", (), {"value": value}, dtype=dtype)
+    c = make_node("const", (), {"value": value}, dtype=ir_dtype(dtype))
     g = Graph("c", (), (c,))
     printed = print_graph(g)
     assert printed.splitlines()[1] == f"  %0 = const {text} : {dtype}[]"
@@ -141,11 +142,11 @@ def test_nan_constants_of_either_sign_are_different_nodes():
     """Interning keys NaN by its sign: a folded 0/0 (-nan) must not become an earlier +nan node, or
     copysign(1, 0/0) folds to 1 instead of NumPy's -1 (a fold bug that showed only after another graph
     had made a +nan constant)."""
-    plus = make_node("const", (), {"value": float("nan")}, dtype="f16")
-    minus = make_node("const", (), {"value": -float("nan")}, dtype="f16")
+    plus = make_node("const", (), {"value": float("nan")}, dtype=ir_dtype("f16"))
+    minus = make_node("const", (), {"value": -float("nan")}, dtype=ir_dtype("f16"))
     assert plus is not minus
-    assert make_node("const", (), {"value": math.copysign(float("nan"), -1)}, dtype="f16") is minus
-    plus32 = make_node("const", (), {"value": float("nan")}, dtype="f32")  # alive while fold runs
+    assert make_node("const", (), {"value": math.copysign(float("nan"), -1)}, dtype=ir_dtype("f16")) is minus
+    plus32 = make_node("const", (), {"value": float("nan")}, dtype=ir_dtype("f32"))  # alive while fold runs
     graph = parse("""func @g(%x: bool[]) -> f32[] {
   %0 = const 1.0 : f32[]
   %1 = const 0.0 : f16[]
@@ -166,8 +167,8 @@ def test_print_graph_layout_cast_and_size_attributes():
     b = make_node("broadcast_to", (t,), {"shape": [2, 4, 3]})
     e = make_node("expand_dims", (x,), {"axes": [0, 3]})
     s = make_node("squeeze", (e,), {"axes": [0]})
-    c = make_node("cast", (s,), dtype="f64")
-    n = make_node("size", (x,), {"axes": [0]}, dtype="i64")
+    c = make_node("cast", (s,), dtype=ir_dtype("f64"))
+    n = make_node("size", (x,), {"axes": [0]}, dtype=ir_dtype("i64"))
     g = Graph("layout", (x,), (b, c, n))
     assert print_graph(g).splitlines()[1:-2] == [
         "  %0 = transpose %x {perm=[1, 0]} : f32[1,3]",
@@ -249,7 +250,7 @@ def test_parse_regions_round_trip():
 
 def test_print_graph_regions_with_top_level_nodes():
     x = inp("x", 0, "f32", (4, 4))
-    c = make_node("const", (), {"value": 2.0}, dtype="f32")
+    c = make_node("const", (), {"value": 2.0}, dtype=ir_dtype("f32"))
     a = make_node("mul", (x, c))
     t = make_node("transpose", (a,), {"perm": [1, 0]})
     out = make_node("exp", (t,))
@@ -275,7 +276,7 @@ func @g(%x: f32[4,4]) -> f32[4,4] {
 
 def test_print_graph_partitioned_without_regions():
     x = inp("x", 0, "f32", (4, 3))
-    n = make_node("size", (x,), {"axes": [1]}, dtype="i64")
+    n = make_node("size", (x,), {"axes": [1]}, dtype=ir_dtype("i64"))
     g = Graph("g", (x,), (n, x), ())
     text = print_graph(g)
     assert text == """\

@@ -112,7 +112,7 @@ def test_verify_reports_input_missing_from_the_signature():
 def test_verify_reports_non_input_argument_and_bad_input_name():
     x = inp("x", 0, "f32", (4,))
     e = make_node("exp", (x,))
-    weird = make_node("input", (), {"name": "1st", "index": 1}, dtype="f32", shape=(4,))
+    weird = make_node("input", (), {"name": "1st", "index": 1}, dtype=ir_dtype("f32"), shape=(4,))
     message = problems(Graph("f", (x, e, weird), (e,)))
     assert "%0 (exp): argument 1 is not an input node" in message
     assert "name '1st' is not an identifier" in message
