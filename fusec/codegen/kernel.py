@@ -17,12 +17,22 @@ from fusec.codegen.render import render_kernel
 from fusec.codegen.spec import KernelSpec
 from fusec.ir.graph import Node
 from fusec.ir.region import Region
-from fusec.schedule import H200, ArrayLayout, DeviceProperties, Schedule, ScheduleError, analyze, layouts_of, resolve
+from fusec.schedule import (
+    H200,
+    ArrayLayout,
+    DeviceProperties,
+    ForcedSchedule,
+    Schedule,
+    ScheduleError,
+    analyze,
+    layouts_of,
+    resolve,
+)
 from fusec.schedule.contract import LaunchContract, launch_contract
 from fusec.schedule.heuristics import nest_for
 from fusec.support import logs
 
-ForcedSchedules = Mapping[str, Any]  # region name -> Schedule, or its text ("rows:warp")
+ForcedSchedules = Mapping[str, ForcedSchedule]  # region name -> Schedule, a request, or its text ("rows:warp")
 
 
 @dataclass(frozen=True)
@@ -74,8 +84,9 @@ def _array(pointer: str | None) -> str | None:
     return pointer.partition("_")[0] if pointer is not None else None
 
 
-def generate(region: Region, layouts: Mapping[Node, ArrayLayout] | None = None, schedule: Any = None, *,
-             device: DeviceProperties = H200, name: str | None = None) -> GeneratedKernel:
+def generate(region: Region, layouts: Mapping[Node, ArrayLayout] | None = None,
+             schedule: ForcedSchedule | None = None, *, device: DeviceProperties = H200,
+             name: str | None = None) -> GeneratedKernel:
     """``region``'s kernel over ``layouts`` (arrays left out are fresh C-contiguous ones) with ``schedule``
     (None: the heuristics'; a :class:`Schedule` or its text, possibly partial, is completed and checked,
     raising :class:`fusec.schedule.ScheduleError` when it does not fit). ``name`` renames the kernel's

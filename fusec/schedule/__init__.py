@@ -14,6 +14,7 @@ from fusec.schedule.device import H200, DeviceProperties
 from fusec.schedule.heuristics import check, choose, resolve
 from fusec.schedule.kinds import (
     ColSchedule,
+    ForcedSchedule,
     PointwiseSchedule,
     ReduceAllSchedule,
     RowSchedule,
@@ -27,7 +28,7 @@ from fusec.schedule.layout import ArrayLayout, alignment, layout_of, layouts_of
 from fusec.schedule.nest import LoopNest, analyze
 
 __all__ = [
-    "H200", "ArrayLayout", "ColSchedule", "DeviceProperties", "LoopNest", "PointwiseSchedule", "ReduceAllSchedule",
-    "RowSchedule", "ScanSchedule", "Schedule", "ScheduleError", "ScheduleRequest", "alignment", "analyze", "check",
-    "choose", "layout_of", "layouts_of", "parse_schedule", "resolve",
+    "H200", "ArrayLayout", "ColSchedule", "DeviceProperties", "ForcedSchedule", "LoopNest", "PointwiseSchedule",
+    "ReduceAllSchedule", "RowSchedule", "ScanSchedule", "Schedule", "ScheduleError", "ScheduleRequest", "alignment",
+    "analyze", "check", "choose", "layout_of", "layouts_of", "parse_schedule", "resolve",
 ]

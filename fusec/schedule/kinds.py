@@ -490,7 +490,11 @@ def _value_text(value: Any) -> str:
     return str(value)
 
 
-def as_forced(schedule: Schedule | ScheduleRequest | str) -> Schedule | ScheduleRequest:
+# a schedule forced on a kernel, as a caller gives it: a whole Schedule, a request (fields left out), or its text
+ForcedSchedule = Schedule | ScheduleRequest | str
+
+
+def as_forced(schedule: ForcedSchedule) -> Schedule | ScheduleRequest:
     """A forced schedule as given: a whole :class:`Schedule`, or a request (its text parsed)."""
     if isinstance(schedule, (Schedule, ScheduleRequest)):
         return schedule
