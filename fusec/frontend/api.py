@@ -28,15 +28,15 @@ from fusec.frontend.aliases import check_unread
 from fusec.frontend.indexing import unread_index_checks
 from fusec.frontend.recompile import RecompileTracker
 from fusec.frontend.scalars import NeedsConcrete, Scalar, is_runtime_candidate, scalar_class
-from fusec.frontend.slice_assign import PartialUpdate
 from fusec.frontend.trace import output_node, return_site, trace_function
 from fusec.frontend.tracer import Tracer
-from fusec.frontend.update import check_updated, commit, direct_writes
+from fusec.frontend.update import check_updated
 from fusec.inspect.explain import Explanation
 from fusec.ir import dtypes
 from fusec.ir.graph import Graph, rebind
 from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
 from fusec.runtime.plan import Plan, execute_numpy, make_plan
+from fusec.runtime.write_backs import PartialUpdate, commit, direct_writes
 from fusec.support import counters, logs
 from fusec.support.errors import FusecError, FusecTypeError, FusecValueError, TraceError, UnsupportedError
 from fusec.support.lru import LRU
