@@ -90,7 +90,8 @@ def measure(plan: Plan, arrays: Sequence[Any], reps: int = 20, schedules: Mappin
     ``schedules`` forces kernels' schedules by name."""
     cupy = require_gpu()
     from fusec.ir.interpret import interpret
-    from fusec.runtime.launch import default_launcher, run_plan
+    from fusec.runtime.executable import Executable
+    from fusec.runtime.launch import default_launcher
     from fusec.support.progress import progress
 
     launcher = default_launcher()
@@ -104,9 +105,9 @@ def measure(plan: Plan, arrays: Sequence[Any], reps: int = 20, schedules: Mappin
         ms = time_ms(launch, cupy, reps)
         memory.update(launch())
         kernels.append(KernelTime(k.label, ms, k.bytes_moved, recipe.grid, tuple(recipe.block)))
-    runner = launcher.plan_runner(plan, list(arrays), schedules=schedules)
-    fused = ((lambda: runner(arrays)) if runner is not None
-             else (lambda: run_plan(plan, list(arrays), schedules=schedules)))
+    executable = Executable(plan, schedules=schedules, launcher=launcher)
+    runner = executable.runner(list(arrays))
+    fused = (lambda: runner(arrays)) if runner is not None else (lambda: executable(list(arrays)))
     fused_ms = time_ms(fused, cupy, reps)
     unfused_ms = time_ms(lambda: interpret(plan.traced, list(arrays), xp=cupy), cupy, reps)
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)

@@ -1,9 +1,9 @@
 """The dispatch fast path: a repeat call with an argument layout seen before goes straight to the driver.
 
-After a checked call, :class:`fusec.Fused` asks the launcher for a :class:`PlanRunner` for the exact
-layout of its arguments (shapes, strides, dtypes, alignment, device). The runner holds every kernel of
-the plan resolved for that layout, so a repeat call only finds its outputs and launches. Two things
-keep that under a few microseconds:
+After a checked call, :class:`fusec.Fused` asks its :class:`fusec.runtime.executable.Executable`, which asks the
+launcher, for a :class:`PlanRunner` for the exact layout of its arguments (shapes, strides, dtypes, alignment,
+device). The runner holds every kernel of the plan resolved for that layout, so a repeat call only finds its
+outputs and launches. Two things keep that under a few microseconds:
 
 - **Pre-packed launches** (:class:`PackedLaunch`). A kernel's parameters are laid out once, each in a
   slot of its own (the array pointers first, then the frozen scalars, written when the runner is

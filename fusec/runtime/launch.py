@@ -9,8 +9,10 @@ occupancy, and freeze the scalar arguments as NumPy scalars of the exact C++ par
 call looks the recipe up, allocates the outputs and launches: no planning, no rendering. Arguments are
 passed by each parameter's declared role (input, output, workspace, scalar), whatever the kernel's kind.
 Recipes live as long as their region: they are dropped when the region (its plan) is.
-:meth:`KernelLauncher.plan_runner` goes one step further for :class:`fusec.Fused`'s repeat calls: every
-kernel of a plan resolved and its launch pre-packed (:mod:`fusec.runtime.dispatch`).
+:func:`run_plan` runs every kernel of a plan this way (the checked path); :meth:`KernelLauncher.plan_runner` goes
+one step further for repeat calls: every kernel of a plan resolved and its launch pre-packed
+(:mod:`fusec.runtime.dispatch`). A call of a function, with ``out=`` and its writes into its arguments, is
+:class:`fusec.runtime.executable.Executable`'s, which uses both.
 
 Every launch checks the kernel's launch contract first (:mod:`fusec.schedule.contract`: the alignment its vector
 accesses need of each pointer, the shapes and strides it was built for): arrays that do not meet it launch nothing,
