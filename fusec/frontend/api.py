@@ -38,6 +38,7 @@ from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
 from fusec.runtime.executable import Executable, pack_results
 from fusec.runtime.plan import Plan, make_plan
 from fusec.runtime.write_backs import PartialUpdate
+from fusec.schedule import Schedule, ScheduleRequest
 from fusec.support import counters, logs
 from fusec.support.errors import FusecError, FusecTypeError, FusecValueError, TraceError, UnsupportedError
 from fusec.support.lru import LRU
@@ -678,7 +679,7 @@ _cupy_ndarray: type | None = None  # cupy.ndarray once a CuPy argument was seen 
 _NO_KEY = (None,)  # the key of arguments the fast path does not take: never stored
 
 
-def _forced_schedules(schedules: Mapping[str, Any] | None) -> dict[str, Any]:
+def _forced_schedules(schedules: Mapping[str, Any] | None) -> dict[str, Schedule | ScheduleRequest]:
     """``fuse(schedules=...)`` checked now: kernel names to schedules, text parsed (a bad one raises
     :class:`fusec.ScheduleError` here, where the function is decorated)."""
     from fusec.schedule.kinds import as_forced

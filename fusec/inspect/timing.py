@@ -10,12 +10,13 @@ imports CuPy until it is called; without a usable GPU :func:`require_gpu` raises
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from fusec.codegen.kernel import ForcedSchedules
 from fusec.ir.arrayspec import ArraySpec
 from fusec.ir.graph import Node
 from fusec.ir.interpret import to_xp
@@ -83,7 +84,7 @@ def to_device(value: Any, cupy: Any, seed: int = 0) -> Any:
     return value
 
 
-def measure(plan: Plan, arrays: Sequence[Any], reps: int = 20, schedules: Mapping[str, Any] | None = None
+def measure(plan: Plan, arrays: Sequence[Any], reps: int = 20, schedules: ForcedSchedules | None = None
             ) -> Timings:
     """Time ``plan`` on CuPy ``arrays`` (one per graph input): each kernel alone, the whole fused call,
     and the unfused reference (one CuPy call per op). Compiles first; every time is a median of ``reps``.
