@@ -2,16 +2,17 @@
 
 Everything here pickles small: a :class:`BlockProgram` travels as its IR text, and each process parses and
 plans it once (then the runtime compiles each kernel once per process, reusing the on-disk cubin cache).
-NumPy blocks run the reference interpreter kernel by kernel; CuPy blocks run the fused GPU kernels.
+NumPy blocks run the reference interpreter kernel by kernel; CuPy blocks run the fused GPU kernels, through the
+program's :class:`fusec.runtime.executable.Executable`.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,8 +20,12 @@ from fusec.ir.graph import Graph, Node
 from fusec.ir.ops import OPS, reference
 from fusec.support.lru import LRU
 
+if TYPE_CHECKING:
+    from fusec.runtime.executable import Executable
+    from fusec.runtime.plan import Plan
+
 _PROGRAMS_KEPT = 256
-_PARSED: LRU[tuple, Any] = LRU(_PROGRAMS_KEPT)  # (IR text, fusion) -> its _Compiled, per process
+_PARSED: LRU[tuple, _Compiled] = LRU(_PROGRAMS_KEPT)  # (IR text, fusion) -> its _Compiled, per process
 _PARSED_LOCK = threading.Lock()
 _PLANNED = [0]  # programs parsed and planned in this process (a worker plans each program once)
 
@@ -32,14 +37,14 @@ def programs_planned() -> int:
 
 
 class _Compiled:
-    """A program's plan in this process, and its CuPy runners (one per exact block layout, as ``Fused``'s fast
-    path: a call only allocates and launches)."""
+    """A program's executable in this process, and its CuPy runners (one per exact block layout, as ``Fused``'s
+    fast path: a call only allocates and launches)."""
 
-    __slots__ = ("plan", "runners")
+    __slots__ = ("executable", "runners")
 
-    def __init__(self, plan: Any):
-        self.plan = plan
-        self.runners: dict[tuple, Any] = {}
+    def __init__(self, executable: Executable):
+        self.executable = executable
+        self.runners: dict[tuple, Callable[[Sequence[Any]], Any]] = {}
 
 
 _RUNNERS_KEPT = 16  # per program: regular blocks, last blocks, a few layouts
@@ -75,19 +80,20 @@ class BlockProgram:
                 if compiled is None:
                     from fusec.ir.text import parse
                     from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
+                    from fusec.runtime.executable import Executable
                     from fusec.runtime.plan import make_plan
 
                     passes = DEFAULT_PIPELINE if self.fusion else UNFUSED_PIPELINE
-                    compiled = _Compiled(make_plan(parse(self.text), passes))
+                    compiled = _Compiled(Executable(make_plan(parse(self.text), passes)))
                     _PARSED.put((self.text, self.fusion), compiled)
                     _PLANNED[0] += 1
             self._compiled = compiled
         return compiled
 
     @property
-    def plan(self) -> Any:
+    def plan(self) -> Plan:
         """The fused plan of this program (parsed and planned once per process)."""
-        return self._get().plan
+        return self._get().executable.plan
 
     def __call__(self, backend: str, *blocks: Any) -> list[Any]:
         compiled = self._get()
@@ -95,22 +101,21 @@ class BlockProgram:
             return _run_cupy(compiled, blocks)
         from fusec.runtime.plan import execute_numpy
 
-        return execute_numpy(compiled.plan, [np.asarray(b) for b in blocks])
+        return execute_numpy(compiled.executable.plan, [np.asarray(b) for b in blocks])
 
 
 def _run_cupy(compiled: _Compiled, blocks: Sequence[Any]) -> list[Any]:
     import cupy
-
-    from fusec.runtime.launch import default_launcher, run_plan
 
     arrays = [b if isinstance(b, cupy.ndarray) else cupy.asarray(b) for b in blocks]
     device = cupy.cuda.runtime.getDevice()
     key = (device, *((a.dtype, a.shape, a.strides, a.data.ptr & 15) for a in arrays))
     runner = compiled.runners.get(key)
     if runner is not None:
-        return list(runner.run(tuple(arrays)))
-    results = run_plan(compiled.plan, arrays)
-    runner = default_launcher().plan_runner(compiled.plan, arrays, structure="list")
+        return list(runner(tuple(arrays)))
+    executable = compiled.executable
+    results = executable(arrays)
+    runner = executable.runner(arrays)
     if runner is not None and len(compiled.runners) < _RUNNERS_KEPT:
         compiled.runners[key] = runner
     return results

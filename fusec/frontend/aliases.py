@@ -17,7 +17,7 @@ reads the root through layout ops alone.
 - A write *through* a view is its writer's business (:func:`fusec.frontend.slice_assign.assign_through_view`): the
   layout ops between the view's node and its root's, inverted.
 - A copy (``.copy()``, ``np.array``, ``astype``, arithmetic) is never recorded: it is a value, which no later write
-  changes (the runtime keeps what it read: :func:`fusec.frontend.update.commit`).
+  changes (the runtime keeps what it read: :func:`fusec.runtime.write_backs.commit`).
 """
 
 from __future__ import annotations

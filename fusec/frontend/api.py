@@ -28,15 +28,17 @@ from fusec.frontend.aliases import check_unread
 from fusec.frontend.indexing import unread_index_checks
 from fusec.frontend.recompile import RecompileTracker
 from fusec.frontend.scalars import NeedsConcrete, Scalar, is_runtime_candidate, scalar_class
-from fusec.frontend.slice_assign import PartialUpdate
 from fusec.frontend.trace import output_node, return_site, trace_function
 from fusec.frontend.tracer import Tracer
-from fusec.frontend.update import check_updated, commit, direct_writes
+from fusec.frontend.update import check_updated
 from fusec.inspect.explain import Explanation
 from fusec.ir import dtypes
 from fusec.ir.graph import Graph, rebind
 from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
-from fusec.runtime.plan import Plan, execute_numpy, make_plan
+from fusec.runtime.executable import Executable, pack_results
+from fusec.runtime.plan import Plan, make_plan
+from fusec.runtime.write_backs import PartialUpdate
+from fusec.schedule import Schedule, ScheduleRequest
 from fusec.support import counters, logs
 from fusec.support.errors import FusecError, FusecTypeError, FusecValueError, TraceError, UnsupportedError
 from fusec.support.lru import LRU
@@ -45,9 +47,10 @@ _SHAPES_KEPT = 64  # graphs kept per signature, one per distinct set of input sh
 _SIGNATURES_KEPT = 64  # traces kept per Fused, the least recently used dropped (a new static scalar is a new one)
 
 
-@dataclass
+@dataclass(eq=False)
 class TracedFunction:
-    """One signature's trace: the graph, how outputs are packed, and graphs re-inferred per shape."""
+    """One signature's trace: the graph, how outputs are packed, and graphs re-inferred per shape. Compared (and
+    hashed) as itself: :class:`Fused` keys its executables by it."""
 
     graph: Graph
     structure: str  # "single" | "tuple" | "list" | "none" (it only updates arguments in place)
@@ -87,12 +90,8 @@ class TracedFunction:
         return frozenset().union(*(s.names for s in self.scalars if scalar_class(s.compute(args)) != s.cls))
 
     def pack(self, values: list[Any]) -> Any:
-        values = values[:self.n_results]
-        if self.structure == "none":
-            return None
-        if self.structure == "single":
-            return values[0]
-        return tuple(values) if self.structure == "tuple" else list(values)
+        """The function's results (the first :attr:`n_results` of ``values``) as it returns them."""
+        return pack_results(values[:self.n_results], self.structure)
 
 
 def _check_unread_indices(traced: TracedFunction, arrays: list[Any], backend: str) -> None:
@@ -165,6 +164,8 @@ class Fused:
         self._auto_static: frozenset[str] = frozenset()  # runtime scalars found to decide the trace
         self._traces: LRU[tuple, TracedFunction] = LRU(_SIGNATURES_KEPT)
         self._plans: dict[tuple[Graph, bool], Plan] = {}
+        # each trace's (for one set of shapes) executable of its plan, with how the call returns and writes back
+        self._executables: dict[TracedFunction, Executable] = {}
         self._fast: dict[tuple, Callable[[tuple], Any]] = {}  # exact GPU layouts -> runner
         self._lock = threading.RLock()
         self._counts = counters.Counters()  # what f.cache_info() reports
@@ -426,6 +427,20 @@ class Fused:
                 self._plans[key] = plan
         return traced, plan, scalars
 
+    def _executable(self, params: list[tuple[str, Any]]) -> tuple[TracedFunction, Executable, list[np.ndarray]]:
+        """The trace, the executable of its plan for these arguments' shapes (how a call returns its results and
+        writes into its arguments included), and the runtime scalars' values (0-d arrays)."""
+        traced, plan, scalars = self._plan(params)
+        with self._lock:
+            executable = self._executables.get(traced)
+            if executable is None or executable.plan is not plan:  # new, or the plan of another fusion setting
+                if traced not in self._executables and len(self._executables) >= _SHAPES_KEPT:
+                    self._executables.pop(next(iter(self._executables)))
+                executable = Executable(plan, structure=traced.structure, updates=traced.updates,
+                                        parts=traced.parts, schedules=self.schedules, autotune=self.autotune)
+                self._executables[traced] = executable
+        return traced, executable, scalars
+
     def explain(self, *args: Any, run: bool = False, **kwargs: Any) -> Explanation:
         """What fusec makes of this function for these arguments, as an :class:`fusec.inspect.explain.Explanation`.
 
@@ -478,66 +493,42 @@ class Fused:
                 f"{self.name} was called with an ArraySpec, which describes an array but holds no data",
                 hint="call it with arrays; use .explain/.trace with ArraySpec arguments",
             )
-        traced, plan, scalars = self._plan(params)
+        traced, executable, scalars = self._executable(params)
         arrays = [v for _, v in params if arguments.backend_of(v) is not None]
         if traced.index_checks:
             _check_unread_indices(traced, arrays, backend)
         n = traced.n_results
-        outs = None if out is None else _check_out(self.name, out, plan.graph.outputs[:n], backend)
+        outs = None if out is None else _check_out(self.name, out, executable.plan.graph.outputs[:n], backend)
         if traced.updated:
             check_updated(self.name, params, traced.updated, backend)
         if backend == "cupy":
             import cupy
 
             with counters.charging(self._counts):  # kernels compiled or read from disk count as this function's
-                results = self._run_gpu(plan, arrays + _on_device(scalars, cupy), outs, traced)
+                results = self._run_gpu(executable, arrays + _on_device(scalars, cupy), outs)
                 if (out is None and not kwargs and len(arrays) == len(args) and not arguments.fusion_disabled()
-                        and not traced.updated and not traced.index_checks):
-                    self._remember_fast_path(args, traced, plan, arrays)
-            return traced.pack(results)
-        results = execute_numpy(plan, arrays + scalars, xp=np)
-        results = commit(plan, traced.updates, traced.parts, arrays, results, np)
-        if outs is not None:
-            results = _write_out(results[:n], outs, np)
-        return traced.pack(results)
+                        and not traced.index_checks):
+                    self._remember_fast_path(args, executable, arrays)
+            return results
+        return executable.reference(arrays + scalars, outs)
 
-    def _run_gpu(self, plan: Plan, arrays: list[Any], outs: list[Any] | None, traced: TracedFunction,
-                 xp: Any = None) -> list[Any]:
-        """Run ``plan`` with :func:`fusec.runtime.launch.run_plan` on ``xp`` arrays (CuPy's, or NumPy's where a test has
-        ``run_plan`` run on them) and make the call's changes to its arguments."""
-        from fusec.runtime.launch import run_plan
-
-        if xp is None:
-            import cupy as xp
-        # kernels that write updated inputs (or the assigned parts of them) themselves
-        direct, parts_written = direct_writes(plan, traced.updates, traced.parts, arrays)
-        for node, dst in zip(plan.graph.outputs, outs or ()):
-            if (dst.dtype == node.dtype and node not in direct
-                    and not any(xp.may_share_memory(dst, a) for a in arrays)):
-                direct[node] = dst
+    def _run_gpu(self, executable: Executable, arrays: list[Any], outs: list[Any] | None) -> Any:
+        """A call of ``executable`` on CuPy ``arrays`` (with ``out=`` and write-backs: :class:`Executable`); a
+        generated kernel that does not compile raises fusec's error naming this function (:func:`_compile_failure`)."""
         try:
-            results = run_plan(plan, arrays, out=direct or None, schedules=self.schedules, autotune=self.autotune)
+            return executable(arrays, outs)
         except Exception as exc:
             if type(exc).__name__ not in ("CompileError", "CompileException"):
                 raise
             raise _compile_failure(self, exc) from None
-        results = commit(plan, traced.updates, traced.parts, arrays, results, xp, parts_written)
-        if outs is None:
-            return results
-        if any(r is not dst for r, dst in zip(results, outs)):
-            _write_out(results, outs, xp)
-        return outs
 
-    def _remember_fast_path(self, args: tuple, traced: TracedFunction, plan: Plan, arrays: list[Any]) -> None:
+    def _remember_fast_path(self, args: tuple, executable: Executable, arrays: list[Any]) -> None:
         """After a checked call, cache a runner for this exact argument layout: the next call with
-        arrays of the same shapes, strides, dtypes and alignment only allocates and launches."""
-        from fusec.runtime.launch import default_launcher
-
-        runner = default_launcher().plan_runner(plan, arrays, structure=traced.structure, schedules=self.schedules,
-                                                autotune=self.autotune)
-        if runner is None:
+        arrays of the same shapes, strides, dtypes and alignment only allocates and launches (none for a call
+        that must take the checked path each time: :meth:`Executable.runner`)."""
+        fast = executable.runner(arrays)  # returns the results packed as the function returns them
+        if fast is None:
             return
-        fast = runner.run  # returns the results packed as the function returns them
         with self._lock:
             if len(self._fast) >= _SHAPES_KEPT:
                 self._fast.pop(next(iter(self._fast)))
@@ -688,7 +679,7 @@ _cupy_ndarray: type | None = None  # cupy.ndarray once a CuPy argument was seen 
 _NO_KEY = (None,)  # the key of arguments the fast path does not take: never stored
 
 
-def _forced_schedules(schedules: Mapping[str, Any] | None) -> dict[str, Any]:
+def _forced_schedules(schedules: Mapping[str, Any] | None) -> dict[str, Schedule | ScheduleRequest]:
     """``fuse(schedules=...)`` checked now: kernel names to schedules, text parsed (a bad one raises
     :class:`fusec.ScheduleError` here, where the function is decorated)."""
     from fusec.kinds import as_forced
@@ -756,17 +747,6 @@ def _current_device() -> int:
 
 
 _get_device: Callable[[], int] | None = None
-
-
-def _write_out(results: list[Any], outs: list[Any], xp: Any) -> list[Any]:
-    """Copy results into the caller's (checked) ``out`` arrays with same-kind casting, as NumPy's ``out=``:
-    as if every result were computed before any is written, even where an ``out`` overlaps an input."""
-    results = [res if res is dst or not any(xp.may_share_memory(res, d) for d in outs[:i + 1]) else res.copy()
-               for i, (res, dst) in enumerate(zip(results, outs))]
-    for res, dst in zip(results, outs):
-        if res is not dst:
-            xp.copyto(dst, res, casting="same_kind")
-    return outs
 
 
 def _compile_failure(fused: Fused, exc: Exception) -> FusecError:

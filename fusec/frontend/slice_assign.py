@@ -4,7 +4,7 @@
 On an argument such an assignment changes exactly the selected elements of the caller's array, as NumPy does:
 the trace records a :class:`PartialUpdate` (the argument, the index as written, the value cast to the
 argument's dtype, each value a graph output after the whole-array updates' values), and after the kernels the
-runtime writes the values into those elements (:func:`fusec.frontend.update.commit`), in the order of the
+runtime writes the values into those elements (:func:`fusec.runtime.write_backs.commit`), in the order of the
 assignments, after any whole-array update (a whole-array assignment after them, ``x[...] = 0``, replaces
 them). The argument's tracer is rebound to its new value everywhere (:func:`fusec.frontend.part_update.updated`), for
 what reads it after the assignment, and so are its live views (:func:`fusec.frontend.aliases.rebind`). On a value
@@ -27,7 +27,6 @@ from __future__ import annotations
 import operator
 import threading
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
 from fusec.frontend import aliases
@@ -37,17 +36,8 @@ from fusec.ir import dtypes
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
 from fusec.ir.reshape_math import reshape_node
+from fusec.runtime.write_backs import PartialUpdate
 from fusec.support.errors import UnsupportedError
-
-
-@dataclass(frozen=True)
-class PartialUpdate:
-    """``arguments[index][key] = value``: ``key`` is the basic index as written (integers, slices, None, ...),
-    ``value`` the assigned value cast to the argument's dtype, in any shape that broadcasts to ``x[key]``'s."""
-
-    index: int
-    key: tuple[Any, ...]
-    value: Node
 
 
 class _State(threading.local):
@@ -255,5 +245,5 @@ def final_updates(arguments: list[Any], inputs: list[Node], parts: list[PartialU
     return updates, kept
 
 
-__all__ = ["PartialUpdate", "assign", "assign_part", "assign_through_view", "begin", "echo", "end", "final_updates",
+__all__ = ["assign", "assign_part", "assign_through_view", "begin", "echo", "end", "final_updates",
            "is_argument", "key_text"]

@@ -170,7 +170,7 @@ class Traced(NamedTuple):
     shape_read: bool
     scalars: list[Scalar]
     updates: list[tuple[int, Node]]
-    parts: list[Any] = []  # assignments to part of an argument, in order (fusec.frontend.slice_assign.PartialUpdate)
+    parts: list[Any] = []  # assignments to part of an argument, in order (fusec.runtime.write_backs.PartialUpdate)
     gathers: list[Node] = []  # every gather made, read or not (fusec.frontend.indexing.unread_index_checks)
 
 

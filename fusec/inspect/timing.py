@@ -10,7 +10,7 @@ imports CuPy until it is called; without a usable GPU :func:`require_gpu` raises
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ import numpy as np
 from fusec.ir.arrayspec import ArraySpec
 from fusec.ir.graph import Node
 from fusec.ir.interpret import to_xp
+from fusec.kinds import ForcedSchedules
 from fusec.runtime.gpu import require_gpu, time_ms
 from fusec.runtime.plan import Plan
 
@@ -83,14 +84,15 @@ def to_device(value: Any, cupy: Any, seed: int = 0) -> Any:
     return value
 
 
-def measure(plan: Plan, arrays: Sequence[Any], reps: int = 20, schedules: Mapping[str, Any] | None = None
+def measure(plan: Plan, arrays: Sequence[Any], reps: int = 20, schedules: ForcedSchedules | None = None
             ) -> Timings:
     """Time ``plan`` on CuPy ``arrays`` (one per graph input): each kernel alone, the whole fused call,
     and the unfused reference (one CuPy call per op). Compiles first; every time is a median of ``reps``.
     ``schedules`` forces kernels' schedules by name."""
     cupy = require_gpu()
     from fusec.ir.interpret import interpret
-    from fusec.runtime.launch import default_launcher, run_plan
+    from fusec.runtime.executable import Executable
+    from fusec.runtime.launch import default_launcher
     from fusec.support.progress import progress
 
     launcher = default_launcher()
@@ -104,9 +106,9 @@ def measure(plan: Plan, arrays: Sequence[Any], reps: int = 20, schedules: Mappin
         ms = time_ms(launch, cupy, reps)
         memory.update(launch())
         kernels.append(KernelTime(k.label, ms, k.bytes_moved, recipe.grid, tuple(recipe.block)))
-    runner = launcher.plan_runner(plan, list(arrays), schedules=schedules)
-    fused = ((lambda: runner(arrays)) if runner is not None
-             else (lambda: run_plan(plan, list(arrays), schedules=schedules)))
+    executable = Executable(plan, schedules=schedules, launcher=launcher)
+    runner = executable.runner(list(arrays))
+    fused = (lambda: runner(arrays)) if runner is not None else (lambda: executable(list(arrays)))
     fused_ms = time_ms(fused, cupy, reps)
     unfused_ms = time_ms(lambda: interpret(plan.traced, list(arrays), xp=cupy), cupy, reps)
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)

@@ -19,18 +19,18 @@ from fusec.ir.graph import Node
 from fusec.ir.region import Region
 from fusec.kinds.registry import kind_of
 from fusec.kinds.select import analyze, resolve
-from fusec.schedule.base import Schedule, ScheduleError, ScheduleRequest
+from fusec.schedule.base import ForcedSchedule, ScheduleError
 from fusec.schedule.contract import launch_contract
 from fusec.schedule.device import H200, DeviceProperties
 from fusec.schedule.heuristics import nest_for
 from fusec.schedule.layout import ArrayLayout, layouts_of
 from fusec.support import logs
 
-ForcedSchedules = Mapping[str, Any]  # region name -> Schedule, or its text ("rows:warp")
+ForcedSchedules = Mapping[str, ForcedSchedule]  # region name -> Schedule, a request, or its text ("rows:warp")
 
 
 def generate(region: Region, layouts: Mapping[Node, ArrayLayout] | None = None,
-             schedule: Schedule | ScheduleRequest | str | None = None, *,
+             schedule: ForcedSchedule | None = None, *,
              device: DeviceProperties = H200, name: str | None = None) -> GeneratedKernel:
     """``region``'s kernel over ``layouts`` (arrays left out are fresh C-contiguous ones) with ``schedule``
     (None: the heuristics'; a :class:`Schedule` or its text, possibly partial, is completed and checked,

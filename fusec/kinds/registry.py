@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from fusec.ir.region import REGION_KINDS
 from fusec.kinds import cols, pointwise, reduce_all, rows, scan
 from fusec.kinds.kind import KernelKind
-from fusec.schedule.base import Schedule, ScheduleError, ScheduleRequest, parse_schedule_text
+from fusec.schedule.base import ForcedSchedule, Schedule, ScheduleError, ScheduleRequest, parse_schedule_text
 
 KINDS: dict[str, KernelKind] = {k.name: k for k in (pointwise.KIND, reduce_all.KIND, rows.KIND, cols.KIND, scan.KIND)}
 assert set(REGION_KINDS) <= set(KINDS), "every region kind needs the kernel kind of its name"
@@ -34,7 +34,7 @@ def parse_schedule(text: str) -> ScheduleRequest:
     return parse_schedule_text(text, schedule_types())
 
 
-def as_forced(schedule: Schedule | ScheduleRequest | str) -> Schedule | ScheduleRequest:
+def as_forced(schedule: ForcedSchedule) -> Schedule | ScheduleRequest:
     """A forced schedule as given: a whole :class:`Schedule`, or a request (its text parsed)."""
     if isinstance(schedule, (Schedule, ScheduleRequest)):
         return schedule

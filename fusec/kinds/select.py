@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 from fusec.ir.graph import Node
 from fusec.ir.region import Region
 from fusec.kinds.registry import KINDS, as_forced, kind_of
-from fusec.schedule.base import Schedule, ScheduleError, ScheduleRequest
+from fusec.schedule.base import ForcedSchedule, Schedule, ScheduleError, ScheduleRequest
 from fusec.schedule.contract import layout_problem
 from fusec.schedule.device import H200, DeviceProperties
 from fusec.schedule.heuristics import nest_for, one_pass_pays
@@ -57,7 +57,7 @@ def choose(nest: LoopNest, device: DeviceProperties = H200) -> Schedule:
     return schedule
 
 
-def resolve(nest: LoopNest, forced: Schedule | ScheduleRequest | str | None = None,
+def resolve(nest: LoopNest, forced: ForcedSchedule | None = None,
             device: DeviceProperties = H200) -> Schedule:
     """The schedule of ``nest``'s region: the heuristic's, or ``forced`` completed and checked."""
     if forced is None:

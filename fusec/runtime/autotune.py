@@ -25,7 +25,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from fusec.ir.region import Region
 from fusec.kinds import analyze, candidates, generate, resolve
 from fusec.schedule import ArrayLayout, DeviceProperties, Schedule, ScheduleError
 from fusec.schedule.nest import is_array
+
+if TYPE_CHECKING:
+    from fusec.runtime.plan import Plan
 
 ENV = "FUSEC_AUTOTUNE"
 TUNE_REPS = 20  # timed launches per candidate (the median is kept)
@@ -195,7 +198,7 @@ def tune_device() -> DeviceProperties:
     return device_properties(cupy_module().cuda.runtime.getDevice())
 
 
-def cached_schedules(plan: Any, values: Mapping[Node, Any], device: DeviceProperties) -> dict[str, Schedule]:
+def cached_schedules(plan: Plan, values: Mapping[Node, Any], device: DeviceProperties) -> dict[str, Schedule]:
     """By kernel name, the schedules the tune cache holds for ``plan``'s kernels over its graph inputs laid out
     as ``values`` (arrays or :class:`fusec.ArraySpec`) say, intermediates fresh C-contiguous arrays."""
     from fusec.schedule import layouts_of

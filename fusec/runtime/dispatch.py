@@ -1,9 +1,9 @@
 """The dispatch fast path: a repeat call with an argument layout seen before goes straight to the driver.
 
-After a checked call, :class:`fusec.Fused` asks the launcher for a :class:`PlanRunner` for the exact
-layout of its arguments (shapes, strides, dtypes, alignment, device). The runner holds every kernel of
-the plan resolved for that layout, so a repeat call only finds its outputs and launches. Two things
-keep that under a few microseconds:
+After a checked call, :class:`fusec.Fused` asks its :class:`fusec.runtime.executable.Executable`, which asks the
+launcher, for a :class:`PlanRunner` for the exact layout of its arguments (shapes, strides, dtypes, alignment,
+device). The runner holds every kernel of the plan resolved for that layout, so a repeat call only finds its
+outputs and launches. Two things keep that under a few microseconds:
 
 - **Pre-packed launches** (:class:`PackedLaunch`). A kernel's parameters are laid out once, each in a
   slot of its own (the array pointers first, then the frozen scalars, written when the runner is
@@ -36,6 +36,7 @@ from __future__ import annotations
 import struct
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,7 +146,7 @@ class PlanStep:
     launch: PackedLaunch | None  # None: an empty grid, nothing to launch
     in_slots: tuple[int, ...]  # value slots of its array inputs
     outputs: tuple[tuple[int, tuple[int, ...], np.dtype, OutputRecycler | None], ...]  # slot, shape, dtype
-    workspace: Any  # None, or a callable giving the zeroed scratch buffer of the current stream
+    workspace: Callable[[], Any] | None  # None, or a callable giving the zeroed scratch buffer of the current stream
     # its launch contract's alignment masks, one per array (inputs, then outputs): a pointer p fits when
     # p & mask == 0 (0: any address; fusec.schedule.contract.LaunchContract.masks)
     masks: tuple[int, ...] = ()
@@ -164,7 +165,7 @@ class PlanRunner:
     itself, so a repeat call goes through two Python frames: its own ``__call__`` and ``run``."""
 
     def __init__(self, steps: tuple[PlanStep, ...], n_inputs: int, out_slots: tuple[int, ...], device: int,
-                 structure: str = "list", checked_path: Any = None):
+                 structure: str = "list", checked_path: Callable[[Sequence[Any]], Any] | None = None):
         self.steps = steps
         self.out_slots = out_slots
         self.device = device

@@ -9,8 +9,10 @@ occupancy, and freeze the scalar arguments as NumPy scalars of the exact C++ par
 call looks the recipe up, allocates the outputs and launches: no planning, no rendering. Arguments are
 passed by each parameter's declared role (input, output, workspace, scalar), whatever the kernel's kind.
 Recipes live as long as their region: they are dropped when the region (its plan) is.
-:meth:`KernelLauncher.plan_runner` goes one step further for :class:`fusec.Fused`'s repeat calls: every
-kernel of a plan resolved and its launch pre-packed (:mod:`fusec.runtime.dispatch`).
+:func:`run_plan` runs every kernel of a plan this way (the checked path); :meth:`KernelLauncher.plan_runner` goes
+one step further for repeat calls: every kernel of a plan resolved and its launch pre-packed
+(:mod:`fusec.runtime.dispatch`). A call of a function, with ``out=`` and its writes into its arguments, is
+:class:`fusec.runtime.executable.Executable`'s, which uses both.
 
 Every launch checks the kernel's launch contract first (:mod:`fusec.schedule.contract`: the alignment its vector
 accesses need of each pointer, the shapes and strides it was built for): arrays that do not meet it launch nothing,
@@ -40,7 +42,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,12 +53,15 @@ from fusec.codegen.compiler_bugs import check_narrow_values
 from fusec.codegen.lower import ERROR_PARAM
 from fusec.codegen.spec import KernelSpec
 from fusec.ir.graph import Node
+from fusec.ir.interpret import run_nodes
 from fusec.ir.region import Region
 from fusec.kinds import ForcedSchedules, check_forced, generate
+from fusec.runtime.autotune import TUNE_REPS, Tuned, enabled, tuned_schedule
 from fusec.runtime.cubin_cache import cached_cubin, compile_and_store, compiled_with_cupy, precompile
-from fusec.runtime.dispatch import PackedLaunch, PlanRunner, PlanStep, recycler_for
+from fusec.runtime.dispatch import OutputRecycler, PackedLaunch, PlanRunner, PlanStep, recycler_for
 from fusec.runtime.gpu import cupy_module
-from fusec.schedule import Schedule, ScheduleError, layouts_of
+from fusec.runtime.plan import Plan, take_read_backs
+from fusec.schedule import ArrayLayout, DeviceProperties, ForcedSchedule, Schedule, ScheduleError, layouts_of
 from fusec.schedule.contract import ContractViolation, LaunchContract
 from fusec.schedule.device import device_properties
 from fusec.support import logs
@@ -236,7 +241,7 @@ class KernelLauncher:
         return entry
 
     def recipe(self, region: Region, arrays: list[Any], out: Mapping[Node, Any] | None = None,
-               schedule: Any = None, autotune: bool = False) -> LaunchRecipe:
+               schedule: ForcedSchedule | None = None, autotune: bool = False) -> LaunchRecipe:
         """Generate, compile and size the launch of ``region`` over these input arrays (``schedule``: a
         forced one, else the heuristics', or with ``autotune`` the tuned one), every time:
         :meth:`cached_recipe` is the cached way."""
@@ -270,10 +275,10 @@ class KernelLauncher:
             workspace_bytes=spec.launch.workspace_bytes(grid) if grid else 0, tuned=tuned,
         )
 
-    def _tune(self, region: Region, arrays: list[Any], layouts: Mapping[Node, Any], props: Any) -> Any:
+    def _tune(self, region: Region, arrays: list[Any], layouts: Mapping[Node, ArrayLayout],
+              props: DeviceProperties) -> Tuned:
         """The autotuned schedule of ``region`` over ``arrays`` (:func:`fusec.runtime.autotune.tuned_schedule`): each
         candidate built, run on the arrays into fresh outputs and timed (median of CUDA-event times)."""
-        from fusec.runtime.autotune import TUNE_REPS, tuned_schedule
         from fusec.runtime.gpu import time_ms
 
         cp = cupy_module()
@@ -301,13 +306,11 @@ class KernelLauncher:
         return tuned_schedule(region, layouts, props, run, timer)
 
     def cached_recipe(self, region: Region, arrays: list[Any], device: int,
-                       out: Mapping[Node, Any] | None = None, schedule: Any = None,
+                       out: Mapping[Node, Any] | None = None, schedule: ForcedSchedule | None = None,
                        autotune: bool | None = None) -> LaunchRecipe:
         """:meth:`recipe`, cached by the region, the forced schedule (or autotuning: ``autotune``, None for the
         launcher's setting) and the layout of its inputs (and ``out`` arrays) on ``device``: each array's
         shape, strides, dtype and pointer alignment."""
-        from fusec.runtime.autotune import enabled
-
         entry = self._entry(region)
         tune = schedule is None and not out and enabled(self.autotune if autotune is None else autotune)
         key: tuple = (device, None if schedule is None else str(schedule), tune,
@@ -370,7 +373,7 @@ class KernelLauncher:
 
     # -- running -----------------------------------------------------------------------------------
     def run_region(self, region: Region, graph_values: Mapping[Node, Any], out: Mapping[Node, Any] | None = None,
-                   schedule: Any = None, autotune: bool | None = None) -> dict[Node, Any]:
+                   schedule: ForcedSchedule | None = None, autotune: bool | None = None) -> dict[Node, Any]:
         """Launch ``region`` on its inputs (read from ``graph_values``); returns ``{output node: array}``.
 
         ``out`` may give arrays (any layout, not overlapping the inputs) to write some outputs into;
@@ -415,7 +418,7 @@ class KernelLauncher:
             recipe.function((recipe.grid, 1, 1), recipe.block, tuple(recipe.arguments(arrays, outs, workspace)))
 
     def _fitting_recipe(self, region: Region, arrays: list[Any], outs: list[Any], recipe: LaunchRecipe,
-                        schedule: Any, exc: ContractViolation) -> LaunchRecipe:
+                        schedule: ForcedSchedule | None, exc: ContractViolation) -> LaunchRecipe:
         """A recipe built for exactly these arrays (inputs and outputs), for a launch whose cached recipe's contract
         they do not meet: the forced schedule if it fits them, else its scalar variant, else the heuristics'.
         Not cached (a recipe found for arrays it does not fit is a keying bug: logged on ``fusec.recompile``)."""
@@ -430,7 +433,7 @@ class KernelLauncher:
                 continue
         raise AssertionError("unreachable: the heuristics' schedule fits any layout")
 
-    def plan_runner(self, plan: Any, arrays: list[Any], structure: str = "list",
+    def plan_runner(self, plan: Plan, arrays: list[Any], structure: str = "list",
                     schedules: ForcedSchedules | None = None, autotune: bool | None = None) -> PlanRunner | None:
         """A runner for ``plan`` over arrays laid out exactly as ``arrays`` (shapes, strides, dtypes,
         alignment, device): every kernel's recipe resolved and its launch packed now, so a call only
@@ -464,7 +467,7 @@ class KernelLauncher:
         if check_indices() and any(step_recipe.spec.error_sites for step_recipe in recipes):
             return None  # gathers' indices are checked after every call: the checked path
 
-        def checked_path(given: Any) -> Any:  # arrays a kernel's launch contract does not take: run_plan's way
+        def checked_path(given: Sequence[Any]) -> Any:  # arrays a kernel's contract does not take: run_plan's way
             if logs.on("recompile"):
                 logs.emit("recompile", "%s: the fast path's launch contracts not met: the checked path runs",
                           plan.graph.name)
@@ -474,7 +477,7 @@ class KernelLauncher:
         return PlanRunner(tuple(steps), len(plan.graph.inputs), tuple(slot[o] for o in plan.graph.outputs), device,
                           structure, checked_path)
 
-    def source(self, region: Region, graph_values: Mapping[Node, Any], schedule: Any = None) -> str:
+    def source(self, region: Region, graph_values: Mapping[Node, Any], schedule: ForcedSchedule | None = None) -> str:
         """The CUDA source ``run_region`` compiles for these inputs (no launch)."""
         layouts = layouts_of(self._entry(region).inputs, graph_values)
         device = device_properties(cupy_module().cuda.runtime.getDevice())
@@ -482,7 +485,7 @@ class KernelLauncher:
 
 
 def _plan_step(launcher: KernelLauncher, recipe: LaunchRecipe, in_slots: tuple[int, ...],
-               outputs: tuple[tuple[Any, ...], ...]) -> PlanStep:
+               outputs: tuple[tuple[int, tuple[int, ...], np.dtype, OutputRecycler | None], ...]) -> PlanStep:
     """One kernel of a runner, its launch packed by parameter role: the arrays' pointers (written on each
     call) lead, then the workspace's (when the launch needs one; a kernel of one block gets a null
     pointer, written once with the scalars), then the scalars; with its launch contract's alignment masks,
@@ -548,16 +551,13 @@ def default_launcher() -> KernelLauncher:
     return _DEFAULT
 
 
-def run_plan(plan: Any, arrays: list[Any], out: Mapping[Node, Any] | None = None,
+def run_plan(plan: Plan, arrays: list[Any], out: Mapping[Node, Any] | None = None,
              launcher: KernelLauncher | None = None, schedules: ForcedSchedules | None = None,
              autotune: bool | None = None) -> list[Any]:
     """Run every kernel of ``plan`` (a :class:`fusec.runtime.plan.Plan`) on CuPy ``arrays`` (one per graph
     input); returns one array per graph output. ``out`` maps output nodes to arrays to write into
     (of the node's dtype and shape, not overlapping any input); ``schedules`` forces kernels' schedules
     by kernel name; ``autotune`` (None: the launcher's setting) tunes the others on their first launch."""
-    from fusec.ir.interpret import run_nodes
-    from fusec.runtime.plan import take_read_backs
-
     launcher = launcher or default_launcher()
     check_forced(schedules, [k.name for k in plan.kernels])
     memory: dict[Node, Any] = dict(zip(plan.graph.inputs, arrays))

@@ -12,12 +12,12 @@ Each kernel kind's own schedule class and heuristics are in :mod:`fusec.kinds`, 
 checks schedules. This layer imports the IR and nothing above it.
 """
 
-from fusec.schedule.base import Schedule, ScheduleError, ScheduleRequest
+from fusec.schedule.base import ForcedSchedule, Schedule, ScheduleError, ScheduleRequest
 from fusec.schedule.device import H200, DeviceProperties
 from fusec.schedule.layout import ArrayLayout, alignment, layout_of, layouts_of
 from fusec.schedule.nest import LoopNest
 
 __all__ = [
-    "H200", "ArrayLayout", "DeviceProperties", "LoopNest", "Schedule", "ScheduleError", "ScheduleRequest",
-    "alignment", "layout_of", "layouts_of",
+    "H200", "ArrayLayout", "DeviceProperties", "ForcedSchedule", "LoopNest", "Schedule", "ScheduleError",
+    "ScheduleRequest", "alignment", "layout_of", "layouts_of",
 ]

@@ -196,6 +196,10 @@ def parse_schedule_text(text: str, schedule_types: Mapping[str, type[Schedule]])
     return ScheduleRequest(cls, variant, tuple(given.items()))
 
 
+# a schedule forced on a kernel, as a caller gives it: a whole Schedule, a request (fields left out), or its text
+ForcedSchedule = Schedule | ScheduleRequest | str
+
+
 def _value_text(value: Any) -> str:
     if isinstance(value, bool):
         return str(int(value))
@@ -204,4 +208,5 @@ def _value_text(value: Any) -> str:
     return str(value)
 
 
-__all__ = ["BLOCK", "MIN_RESIDENT", "WARP", "Schedule", "ScheduleError", "ScheduleRequest", "parse_schedule_text"]
+__all__ = ["BLOCK", "MIN_RESIDENT", "WARP", "ForcedSchedule", "Schedule", "ScheduleError", "ScheduleRequest",
+           "parse_schedule_text"]

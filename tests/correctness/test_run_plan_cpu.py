@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 import fusec
+import fusec.runtime.executable
 import fusec.runtime.launch
 from fusec.ir.interpret import run_nodes
+from fusec.runtime.executable import Executable
 from tests.helpers import assert_matches_numpy, random_array, seed_of
 
 
@@ -135,24 +137,57 @@ IN_PLACE = {
 }
 
 
+def _executable(fn: Any, arrays: list[Any], launcher: Any) -> Executable:
+    """``fusec.fuse(fn)``'s executable for ``arrays`` as :class:`fusec.Fused` makes it, on ``launcher``."""
+    fused = fusec.fuse(fn)
+    traced, plan, _ = fused._plan(fused._params(tuple(arrays), {}))
+    return Executable(plan, structure=traced.structure, updates=traced.updates, parts=traced.parts, launcher=launcher)
+
+
 @pytest.mark.parametrize("name", sorted(IN_PLACE))
-def test_run_gpu_bookkeeping_keeps_values_read_before_the_writes(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The GPU path's bookkeeping (``Fused._run_gpu``: which kernels write into the arguments, ``run_plan``, the
-    writes after it) with NumPy arrays for CuPy's and the interpreter for kernels that write where they are told:
+def test_executable_bookkeeping_keeps_values_read_before_the_writes(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU path's bookkeeping (``Executable.__call__``: which kernels write into the arguments, ``run_plan``,
+    the writes after it) with NumPy arrays for CuPy's and the interpreter for kernels that write where they are told:
     a value read before a write keeps what it read; the arguments end as NumPy leaves them."""
     launcher = WritingLauncher()
     monkeypatch.setattr(fusec.runtime.launch, "cupy_module", lambda: np)
-    monkeypatch.setattr(fusec.runtime.launch, "default_launcher", lambda: launcher)
+    monkeypatch.setattr(fusec.runtime.executable, "cupy_module", lambda: np)
     fn = IN_PLACE[name]
     rng = np.random.default_rng(seed_of("run_gpu bookkeeping", name))
     x, y = random_array(rng, (4, 5), "float32", special=False), random_array(rng, (4, 5), "float32", special=False)
-    fused = fusec.fuse(fn)
     mine, theirs = [x.copy(), y.copy()], [x.copy(), y.copy()]
-    traced, plan, _ = fused._plan(fused._params(tuple(mine), {}))
-    got = traced.pack(fused._run_gpu(plan, mine, None, traced, xp=np))
+    executable = _executable(fn, mine, launcher)
+    assert executable.runner(mine) is None  # a call that writes into its arguments takes the checked path
+    got = executable(mine)
     want = fn(*theirs)
     assert_matches_numpy(np.asarray(got), np.asarray(want), exact=True)
     for m, t in zip(mine, theirs):
         assert_matches_numpy(m, t, exact=True)
     if name == "add_and_return_it":  # the kernel wrote the new value straight into the argument, returned as it is
         assert launcher.written and launcher.written[0] is mine[0] and got is mine[0]
+
+
+def test_executable_out_is_written_by_the_kernel_or_copied_into(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``out=`` on the GPU path (``Executable.__call__``, NumPy standing in for CuPy): an ``out`` of the result's dtype
+    that shares no memory with an argument is written by the kernel itself; one over an argument, or of another
+    dtype, receives a copy; the call returns the ``out`` arrays, packed as the function returns."""
+    launcher = WritingLauncher()
+    monkeypatch.setattr(fusec.runtime.launch, "cupy_module", lambda: np)
+    monkeypatch.setattr(fusec.runtime.executable, "cupy_module", lambda: np)
+    rng = np.random.default_rng(seed_of("executable out"))
+    x, y = random_array(rng, (4, 5), "float32", special=False), random_array(rng, (4, 5), "float32", special=False)
+    fn = lambda a, b: (a * b + 1, (a - b).sum(axis=1))  # noqa: E731
+    want = fn(x, y)
+    executable = _executable(fn, [x, y], launcher)
+    fresh, wide = np.zeros((4, 5), np.float32), np.zeros(4, np.float64)
+    got = executable([x, y], out=[fresh, wide])
+    assert isinstance(got, tuple) and got[0] is fresh and got[1] is wide
+    assert any(w is fresh for w in launcher.written) and not any(w is wide for w in launcher.written)
+    assert_matches_numpy(fresh, want[0], exact=True)
+    assert_matches_numpy(wide, want[1].astype(np.float64), exact=True)
+    mine = [x.copy(), y.copy()]
+    launcher.written.clear()
+    got = executable(mine, out=[mine[0], np.zeros(4, np.float32)])  # out over an argument: computed aside, copied
+    assert got[0] is mine[0] and not any(w is mine[0] for w in launcher.written)
+    assert_matches_numpy(mine[0], want[0], exact=True)
+    assert_matches_numpy(mine[1], y, exact=True)

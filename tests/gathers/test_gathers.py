@@ -447,9 +447,9 @@ def test_gather_benchmark_cross_entropy_builder() -> None:
 
 
 def test_gather_in_place_update_leaves_the_argument_on_index_error() -> None:
-    """A function that gathers never writes its updates in place (``fusec.frontend.update.hazard``): an index out of
+    """A function that gathers never writes its updates in place (``fusec.runtime.write_backs.hazard``): an index out of
     range raises before any argument changes, on both backends."""
-    from fusec.frontend.update import hazard
+    from fusec.runtime.write_backs import hazard
 
     def step(p, g, i):
         p -= 0.5 * g[i]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.frontend.update import hazard
+from fusec.runtime.write_backs import hazard
 from fusec.support.errors import FusecOverflowError, FusecTypeError, FusecValueError, UnsupportedError
 from tests.helpers import assert_matches_numpy, random_array
 

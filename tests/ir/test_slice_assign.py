@@ -239,7 +239,7 @@ def test_slice_assign_direct_write_only_where_nothing_else_touches_the_argument(
     """Which assigned parts a GPU kernel may write straight into the argument's view (``direct_parts``; NumPy
     arrays stand in for CuPy's here): the argument's only change, a computed value of the selection's shape that
     is not returned, no kernel reading the argument."""
-    from fusec.frontend.update import direct_parts
+    from fusec.runtime.write_backs import direct_parts
 
     def direct(fn, *args):
         fused = fusec.fuse(fn)
