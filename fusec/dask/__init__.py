@@ -71,8 +71,7 @@ def _prepare(fused: Fused, params: list[tuple[str, Any]]) -> tuple[Any, Any, lis
         raise FusecTypeError(f"{fused.name} got {a} data in argument '{na}' and {b} data in argument '{nb}'",
                              hint="give every array (and every Dask array's chunks) one library: "
                                   "x.map_blocks(cupy.asarray) moves Dask chunks to the GPU")
-    fused._check_arguments(specs)
-    traced, graph, scalars = fused._traced(specs)
+    traced, graph, scalars = fused.traced_for(specs)
     if traced.updates or traced.parts:
         raise UnsupportedError(f"{fused.name} updates arguments in place, which fusec does not do on Dask arrays",
                                hint="return the new values instead (Dask arrays are immutable)")

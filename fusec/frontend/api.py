@@ -306,6 +306,13 @@ class Fused:
     def _graph(self, params: list[tuple[str, Any]]) -> Graph:
         return self._traced(params)[1]
 
+    def traced_for(self, params: list[tuple[str, Any]]) -> tuple[TracedFunction, Graph, list[np.ndarray]]:
+        """For named arguments ``params`` (arrays, :class:`fusec.ArraySpec` values and scalars, in signature order),
+        checked as a call checks them: the trace (from the trace cache, or traced now), its graph for their shapes
+        and the runtime scalars' values. What callers outside the call path (the Dask path) build on."""
+        self._check_arguments(params)
+        return self._traced(params)
+
     def _traced(self, params: list[tuple[str, Any]]) -> tuple[TracedFunction, Graph, list[np.ndarray]]:
         """The trace for these arguments, its graph for their shapes, and the runtime scalars' values
         (0-d NumPy arrays, the graph's inputs after the arrays). A runtime scalar that turns out to decide
