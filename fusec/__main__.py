@@ -91,7 +91,7 @@ def passes_epilog() -> str:
 
 
 def cmd_opt(args: argparse.Namespace) -> int:
-    from fusec.ir.text import print_graph
+    from fusec.ir.printer import print_graph
     from fusec.passes.manager import optimize_text
 
     text, filename = _read_text(args.file)

@@ -41,8 +41,7 @@ from hypothesis import strategies as st
 from fusec.ir import dtypes as fdt
 from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.ops import NO_IDENTITY, OPS, Kind, ufunc_loops
-from fusec.ir.region import Refusal, make_regions, members_problem, region_space
-from fusec.ir.text import REGION_KINDS
+from fusec.ir.region import REGION_KINDS, Refusal, make_regions, members_problem, region_space
 from fusec.support.errors import FusecError
 
 __all__ = ["graphs", "partitioned_graphs", "ALL_DTYPES", "FLOAT_DTYPES"]

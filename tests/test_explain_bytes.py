@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.ir.text import node_names
+from fusec.ir.printer import node_names
 
 F32 = "float32"
 # a grid-stride loop over the elements: `for (index_t i = START; i < BOUND; i += stride) {`

@@ -8,7 +8,7 @@ import numpy as np
 import fusec
 from fusec.inspect.siblings import bytes_saved, siblings
 from fusec.ir.ops import Kind
-from fusec.ir.text import node_names
+from fusec.ir.printer import node_names
 
 F32 = "float32"
 

@@ -16,7 +16,8 @@ import numpy as np
 import fusec
 from benchmarks.compile_time import random_dag
 from fusec.ir import graph as ir_graph
-from fusec.ir.text import parse, print_graph
+from fusec.ir.printer import print_graph
+from fusec.ir.text import parse
 from fusec.passes.manager import optimize_text
 
 

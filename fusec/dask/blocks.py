@@ -62,7 +62,7 @@ class BlockProgram:
 
     @classmethod
     def of(cls, graph: Graph, fusion: bool = True) -> BlockProgram:
-        from fusec.ir.text import print_graph
+        from fusec.ir.printer import print_graph
 
         return cls(print_graph(graph), fusion)
 

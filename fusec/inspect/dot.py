@@ -17,7 +17,7 @@ import numpy as np
 from fusec.ir import dtypes
 from fusec.ir.graph import Node
 from fusec.ir.ops import Kind
-from fusec.ir.text import node_names
+from fusec.ir.printer import node_names
 from fusec.runtime.plan import format_bytes
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from fusec.inspect.siblings import bytes_saved as sibling_bytes_saved
 from fusec.inspect.siblings import sibling_lines
 from fusec.inspect.timing import KernelTime, Timings, measure, to_device
 from fusec.ir.graph import Node
-from fusec.ir.text import node_names
+from fusec.ir.printer import node_names
 from fusec.kinds import check_forced, generate
 from fusec.passes.manager import DEFAULT_PIPELINE
 from fusec.runtime.autotune import enabled, lookup, tune_device

@@ -201,7 +201,7 @@ class Graph:
         return users
 
     def __str__(self) -> str:
-        from fusec.ir.text import print_graph
+        from fusec.ir.printer import print_graph
 
         return print_graph(self)
 

@@ -1,4 +1,4 @@
-"""The IR's text form: :func:`print_graph` prints a graph canonically, :func:`parse` reads it back.
+"""The IR's text form: :func:`fusec.ir.printer.print_graph` prints a graph canonically, :func:`parse` reads it back.
 
 ``parse(print_graph(g)) == g`` (the very node objects: nodes are interned) and, for canonical text,
 ``print_graph(parse(t)) == t``::
@@ -11,7 +11,7 @@
     }
 
 Inputs are named by their ``name`` attribute, every other node ``%0, %1, ...`` in printed order
-(:func:`node_names`). After fusion the nodes of each region sit in a block
+(:func:`fusec.ir.printer.node_names`). After fusion the nodes of each region sit in a block
 ``kernel @k1 pointwise recomputes %0 { ... }``; a node in several regions is printed in the first and
 named in the header of the others; ``no kernels`` marks a partitioned graph with no regions
 (``regions == ()``). Comments (``# ...``, and ``// ...`` so that ``fusec opt`` reads the pass cases
@@ -23,7 +23,6 @@ with their directive lines) and blank lines are ignored. The parser builds every
 from __future__ import annotations
 
 import json
-import math
 import re
 import sys
 from collections.abc import Callable
@@ -35,10 +34,10 @@ from fusec.ir import dtypes
 from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.infer import Shape
 from fusec.ir.ops import OPS
-from fusec.ir.region import REGION_KINDS, Region, kind_problem, make_regions
-from fusec.support.errors import FusecError, ParseError, VerifyError
+from fusec.ir.printer import global_name, type_text
+from fusec.ir.region import REGION_KINDS, kind_problem, make_regions
+from fusec.support.errors import FusecError, ParseError
 
-_BARE_GLOBAL = re.compile(r"[A-Za-z0-9_.]+\Z")
 _TOKEN = re.compile(r"""
     (?P<ws>\s+) | (?P<comment>(?:\#|//).*)
   | (?P<name>%[A-Za-z0-9_.]+)
@@ -50,137 +49,6 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE)
 MAX_NESTING = 16  # lists inside lists in an attribute value (fusec's own attributes nest one deep)
 _WORDS = {"true": True, "false": False, "none": None, "inf": float("inf"), "nan": float("nan")}
-_Block = tuple[Region | None, list[Node]]
-
-# --- printing ----------------------------------------------------------------------------------
-
-
-def block_layout(graph: Graph) -> tuple[list[_Block], dict[Node, str], str | None]:
-    """The printed blocks (region or None for top level, its nodes), the names, and a problem if the
-    regions cannot be printed in the order given (a block reads a node printed after it)."""
-    index = {n: i for i, n in enumerate(graph.nodes)}
-    body = [n for n in graph.nodes if n.op != "input"]
-    blocks: list[_Block] = []
-    if graph.regions is None:
-        blocks.append((None, body))
-    else:
-        home: dict[Node, Region] = {}
-        for r in graph.regions:
-            for n in r.nodes:
-                if n in index and n.op != "input":
-                    home.setdefault(n, r)
-        printed: set[Node] = set()
-        for r in graph.regions:
-            own = [n for n in dict.fromkeys(r.nodes) if home.get(n) is r]
-            own.sort(key=index.__getitem__)
-            needed, stack, seen = [], [o for n in own for o in n.operands], set(own)
-            while stack:  # top-level nodes this block reads, directly or through other nodes
-                n = stack.pop()
-                if n in seen or n in printed or n.op == "input":
-                    continue
-                seen.add(n)
-                if n not in home:
-                    needed.append(n)
-                stack.extend(n.operands)
-            if needed:
-                blocks.append((None, sorted(needed, key=index.__getitem__)))
-            blocks.append((r, own))
-            printed.update(needed, own)
-        rest = [n for n in body if n not in printed]
-        if rest:
-            blocks.append((None, rest))
-    names = {n: "%" + str(n.attr("name", "?")) for n in graph.nodes if n.op == "input"}
-    for i, n in enumerate(n for _, nodes in blocks for n in nodes):
-        names[n] = f"%{i}"
-    problem, defined = None, {n for n in graph.nodes if n.op == "input"}
-    for r, nodes in blocks:
-        for n in nodes:
-            late = [o for o in n.operands if o not in defined]
-            if late and problem is None:
-                where = f"kernel {global_name(r.name)}" if r else "top level"
-                problem = (f"regions are not in dependency order: {names[n]} ({n.op}) in {where} reads "
-                           f"{names.get(late[0], '?')}, which is printed after it")
-            defined.add(n)
-    return blocks, names, problem
-
-
-def node_names(graph: Graph) -> dict[Node, str]:
-    """Each node's text name: ``%x`` for an input named ``x``, ``%0, %1, ...`` for the others in
-    printed order (``graph.nodes`` order when there are no regions)."""
-    return block_layout(graph)[1]
-
-
-def _type(dt: np.dtype, shape: Shape) -> str:
-    return f"{dtypes.short(dt)}[{','.join(map(str, shape))}]"
-
-
-def global_name(name: str) -> str:
-    return "@" + (name if _BARE_GLOBAL.match(name) else json.dumps(name))
-
-
-def _value(v: object) -> str:
-    if isinstance(v, (bool, np.bool_)):
-        return "true" if v else "false"
-    if isinstance(v, (tuple, list)):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
-    if isinstance(v, str):
-        return json.dumps(v)
-    if v is None:
-        return "none"
-    if isinstance(v, float):
-        return _float_text(v, repr(float(v)))
-    return str(v)
-
-
-def _float_text(v: float, text: str) -> str:
-    """``text``, or ``-nan`` for a NaN with its sign bit set: str() and repr() drop a NaN's sign, which
-    copysign and signbit read."""
-    return "-nan" if math.isnan(v) and math.copysign(1.0, v) < 0 else text
-
-
-def _attrs(attrs: tuple[tuple[str, object], ...], skip: tuple[str, ...]) -> str:
-    items = [f"{k}={_value(v)}" for k, v in attrs if k not in skip]
-    return " {" + ", ".join(items) + "}" if items else ""
-
-
-def _line(node: Node, names: dict[Node, str]) -> str:
-    text = f"{names[node]} = {node.op}"
-    if node.op == "const":
-        v = node.attr("value")
-        text += " " + (_float_text(v, str(node.dtype.type(v))) if node.dtype.kind == "f" else _value(v))
-    if node.operands:
-        text += " " + ", ".join(names[o] for o in node.operands)
-    attrs = _attrs(node.attrs, ("value",) if node.op == "const" else ())
-    return f"{text}{attrs} : {_type(node.dtype, node.shape)}"
-
-
-def print_graph(graph: Graph) -> str:
-    """The canonical text of ``graph`` (no trailing newline)."""
-    blocks, names, problem = block_layout(graph)
-    if problem:
-        raise VerifyError(problem, loc=f"func {global_name(graph.name)}")
-    sig = ", ".join(f"{names[n]}: {_type(n.dtype, n.shape)}{_attrs(n.attrs, ('name', 'index'))}"
-                    for n in graph.inputs)
-    outs = [_type(n.dtype, n.shape) for n in graph.outputs]
-    lines = [f"func {global_name(graph.name)}({sig}) -> "
-             f"{outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'} {{"]
-    placed: set[Node] = set()
-    for region, nodes in blocks:
-        if region is None:
-            lines += ["  " + _line(n, names) for n in nodes]
-            continue
-        again = [names[n] for n in dict.fromkeys(region.nodes) if n in placed]
-        lines.append(f"  kernel {global_name(region.name)} {region.kind}"
-                     + (" recomputes " + ", ".join(again) if again else "") + " {")
-        lines += ["    " + _line(n, names) for n in nodes]
-        lines.append("  }")
-        placed.update(nodes)
-    if graph.regions == ():
-        lines.append("  no kernels")  # partitioned, with nothing to run: not the same as unpartitioned
-    lines.append(("  return " + ", ".join(names[n] for n in graph.outputs)).rstrip())
-    lines.append("}")
-    return "\n".join(lines)
-
 
 # --- parsing -----------------------------------------------------------------------------------
 
@@ -387,8 +255,8 @@ def parse(text: str, filename: str | None = None) -> Graph:
             ln.end()
             got = [(n.dtype, n.shape) for n in outputs]
             if got != out_types:
-                raise ln.error(f"returns ({', '.join(_type(*t) for t in got)}) but the signature says "
-                               f"({', '.join(_type(*t) for t in out_types)})")
+                raise ln.error(f"returns ({', '.join(type_text(*t) for t in got)}) but the signature says "
+                               f"({', '.join(type_text(*t) for t in out_types)})")
         elif ln.toks and ln.toks[0][0] == "name":
             node = _parse_node(ln, env, defined_at)
             if kernel is not None:
@@ -441,7 +309,7 @@ def _parse_node(ln: _Line, env: dict[str, Node], defined_at: dict[str, int]) -> 
     except (KeyError, TypeError) as exc:
         raise ln.error(f"{op}: missing or bad attribute {exc}") from exc
     if (node.dtype, node.shape) != (dt, shape):
-        raise ln.error(f"type {_type(dt, shape)} does not match the inferred {_type(node.dtype, node.shape)}")
+        raise ln.error(f"type {type_text(dt, shape)} does not match the inferred {type_text(node.dtype, node.shape)}")
     env[name] = node
     defined_at[name] = ln.lineno
     return node

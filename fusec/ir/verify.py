@@ -36,9 +36,9 @@ from fusec.ir import dtypes
 from fusec.ir.graph import Graph, Node, attr_key
 from fusec.ir.infer import infer
 from fusec.ir.ops import OPS, VARIADIC, Kind, arity_ok
+from fusec.ir.printer import block_layout, global_name
 from fusec.ir.region import REGION_KINDS, Region, kind_problem, make_regions
 from fusec.ir.reshape_math import outside_kernels
-from fusec.ir.text import block_layout, global_name
 from fusec.support.errors import FusecError, VerifyError
 
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")

@@ -432,7 +432,7 @@ class _Partition(Recomputation):
 
 def partition(graph: Graph, counts: PartitionCounts | None = None) -> Graph:
     """``graph`` with regions and refusals (graph must be in keepdims form); ``counts`` receives the work."""
-    from fusec.ir.text import node_names
+    from fusec.ir.printer import node_names
 
     part = _Partition(graph, counts if counts is not None else PartitionCounts())
     for _ in range(8):
@@ -489,7 +489,7 @@ def fuse(graph: Graph) -> Graph:
     kept = kept_values.kept_in_memory(graph)
     if not kept:
         return fused
-    from fusec.ir.text import node_names
+    from fusec.ir.printer import node_names
 
     names = node_names(fused)
     notes = [f"{names.get(n, n.op)} ({n.op}) is read through more than {kept_values.VIEWS_PER_VALUE} different "

@@ -55,7 +55,8 @@ def optimize_text(text: str, passes: Iterable[str] | str = DEFAULT_PIPELINE, fil
     (verifying before and after each pass unless ``check`` is false; ``dump`` as there), then
     ``print_graph``. Unknown pass names fail before the text is parsed.
     """
-    from fusec.ir.text import parse, print_graph
+    from fusec.ir.printer import print_graph
+    from fusec.ir.text import parse
 
     names = [n.strip() for n in passes.split(",") if n.strip()] if isinstance(passes, str) else list(passes)
     for name in names:

@@ -81,7 +81,8 @@ from fusec.codegen.spec import KernelSpec
 from fusec.ir.graph import Graph, Node
 from fusec.ir.interpret import to_xp
 from fusec.ir.ops import OPS, Kind, ufunc_loops
-from fusec.ir.text import parse, print_graph
+from fusec.ir.printer import print_graph
+from fusec.ir.text import parse
 from fusec.kinds import generate as generate_kernel
 from fusec.runtime.plan import Plan, make_plan
 from fusec.schedule import ArrayLayout, alignment, layouts_of

@@ -28,7 +28,8 @@ from fusec.codegen.render import render_kernel, render_module
 from fusec.ir.dtypes import ir_dtype
 from fusec.ir.graph import Graph, make_node
 from fusec.ir.ops import Kind
-from fusec.ir.text import parse, print_graph
+from fusec.ir.printer import print_graph
+from fusec.ir.text import parse
 from fusec.runtime.plan import execute_numpy, make_plan
 from tests.fuzz import corpus
 from tests.fuzz.seed import SEED

@@ -11,7 +11,8 @@ import pytest
 import fusec
 from fusec.codegen import nvrtc
 from fusec.ir.interpret import interpret
-from fusec.ir.text import parse, print_graph
+from fusec.ir.printer import print_graph
+from fusec.ir.text import parse
 from fusec.ir.verify import verify
 from fusec.passes.manager import optimize_text
 from fusec.support.errors import FusecError, FusecIndexError, FusecValueError, UnsupportedError, VerifyError

@@ -14,7 +14,8 @@ import fusec
 from benchmarks.compile_time import chain, kernel_sources, random_dag
 from fusec.ir.graph import make_node
 from fusec.ir.interpret import interpret
-from fusec.ir.text import parse, print_graph
+from fusec.ir.printer import print_graph
+from fusec.ir.text import parse
 from fusec.ir.verify import verify
 from fusec.passes.canonicalize import canonicalize
 from fusec.passes.manager import CLEANUP_PIPELINE, run_pipeline

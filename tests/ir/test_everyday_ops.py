@@ -24,7 +24,8 @@ import fusec
 from fusec.codegen import nvrtc
 from fusec.ir import special
 from fusec.ir.interpret import interpret
-from fusec.ir.text import parse, print_graph
+from fusec.ir.printer import print_graph
+from fusec.ir.text import parse
 from tests.helpers import assert_matches_numpy, numpy_error_class, random_array, seed_of
 
 SHAPES = [(2, 3, 4), (1029,), (3, 0), ()]

@@ -319,7 +319,8 @@ def test_inplace_adamw_kernel_compiles_with_nvrtc():
 
 
 def test_inplace_traced_graph_round_trips_through_ir_text():
-    from fusec.ir.text import parse, print_graph
+    from fusec.ir.printer import print_graph
+    from fusec.ir.text import parse
 
     x = np.zeros((4, 5), np.float32)
     fused = fusec.fuse(_adamw)

@@ -290,7 +290,8 @@ def test_rope_is_one_kernel_with_no_copy() -> None:
 
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_join_graphs_round_trip_through_ir_text(name: str) -> None:
-    from fusec.ir.text import parse, print_graph
+    from fusec.ir.printer import print_graph
+    from fusec.ir.text import parse
 
     fn, _ = WORKLOADS[name]
     args = _args(name, "float16")
@@ -301,7 +302,8 @@ def test_join_graphs_round_trip_through_ir_text(name: str) -> None:
 
 
 def test_iota_text_keeps_float_values_exact() -> None:
-    from fusec.ir.text import parse, print_graph
+    from fusec.ir.printer import print_graph
+    from fusec.ir.text import parse
 
     for dtype in ("float16", "float32", "float64"):
         graph = fusec.fuse(_plus_arange(0.1, 2.3, 0.7, dtype)).trace(np.zeros(4, dtype))

@@ -13,8 +13,9 @@ import pytest
 import fusec
 from benchmarks.idioms_reshape import build_groupnorm, groupnorm_inputs
 from fusec.ir.graph import Graph, make_node
+from fusec.ir.printer import print_graph
 from fusec.ir.reshape_math import common_refinement, sub_extents, view_strides
-from fusec.ir.text import parse, print_graph
+from fusec.ir.text import parse
 from fusec.ir.verify import verify
 from fusec.support.errors import FusecError, FusecValueError, UnsupportedError
 from tests.helpers import assert_matches_numpy, random_array, seed_of

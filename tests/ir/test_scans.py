@@ -17,7 +17,8 @@ from fusec import ArraySpec
 from fusec.ir.dtypes import ir_dtype
 from fusec.ir.graph import make_node
 from fusec.ir.interpret import interpret
-from fusec.ir.text import parse, print_graph
+from fusec.ir.printer import print_graph
+from fusec.ir.text import parse
 from fusec.support.errors import FusecError, FusecValueError
 from tests.helpers import assert_matches_numpy, random_array, seed_of
 

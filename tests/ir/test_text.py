@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from fusec.ir.dtypes import ir_dtype
 from fusec.ir.graph import Graph, make_node
 from fusec.ir.interpret import interpret
+from fusec.ir.printer import node_names, print_graph
 from fusec.ir.region import make_regions
-from fusec.ir.text import node_names, parse, print_graph
+from fusec.ir.text import parse
 from fusec.passes.fold import fold
 from fusec.support.errors import ParseError, VerifyError
 from tests.strategies import graphs, partitioned_graphs

@@ -194,7 +194,8 @@ def test_view_of_0d_input_matches_numpy(key: object) -> None:
 
 
 def test_view_text_round_trip_keeps_python_bounds_and_integer_indices() -> None:
-    from fusec.ir.text import parse, print_graph
+    from fusec.ir.printer import print_graph
+    from fusec.ir.text import parse
 
     fused = fusec.fuse(lambda x: x[None, ::-3, ..., 5] - x[-1, 1:][None, :3])
     graph = fused.trace(fusec.ArraySpec((9, 10), "float32"))

@@ -30,7 +30,8 @@ import pytest
 
 from fusec.ir.graph import Graph
 from fusec.ir.interpret import interpret
-from fusec.ir.text import parse, print_graph
+from fusec.ir.printer import print_graph
+from fusec.ir.text import parse
 from fusec.passes.manager import optimize_text
 from fusec.runtime.plan import execute_numpy, make_plan
 from fusec.support.errors import FusecError
