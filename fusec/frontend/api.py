@@ -26,6 +26,7 @@ import numpy as np
 from fusec.frontend import arguments, foreign, lazy_arrays
 from fusec.frontend.aliases import check_unread
 from fusec.frontend.indexing import unread_index_checks
+from fusec.frontend.nodes import ShapeGuard
 from fusec.frontend.recompile import RecompileTracker
 from fusec.frontend.scalars import NeedsConcrete, Scalar, is_runtime_candidate, scalar_class
 from fusec.frontend.trace import output_node, return_site, trace_function
@@ -33,7 +34,7 @@ from fusec.frontend.tracer import Tracer
 from fusec.frontend.update import check_updated
 from fusec.inspect.explain import Explanation
 from fusec.ir import dtypes
-from fusec.ir.graph import Graph, rebind
+from fusec.ir.graph import Graph, rebind_nodes
 from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
 from fusec.runtime.executable import Executable, pack_results
 from fusec.runtime.plan import Plan, make_plan
@@ -63,6 +64,8 @@ class TracedFunction:
     # (argument position, extent, axis, line) of each argument used as the indices of a gather no result reads:
     # checked before a call as NumPy checks them (fusec.frontend.indexing.unread_index_checks)
     index_checks: tuple[tuple[int, int, int, str | None], ...] = ()
+    # fusec's decisions taken from this trace's sizes: reused for new sizes only where each still holds
+    guards: tuple[ShapeGuard, ...] = ()
 
     @property
     def n_results(self) -> int:
@@ -349,10 +352,18 @@ class Fused:
                 if entry is None:
                     # a new size of a known signature: re-infer shapes, unless the function read a size (then
                     # its runtime scalars may hold sizes too: ``lr / x.shape[0]``)
-                    if traced.shape_specialized:
+                    # re-inferred, unless a decision fusec took from the old sizes does not hold for these
+                    graph, broken = None, None
+                    if not traced.shape_specialized:
+                        graph, mapping = rebind_nodes(traced.graph, [tuple(s) for s in shapes]
+                                                      + [()] * len(traced.scalars))
+                        broken = next((g for g in traced.guards if not g.holds_after(mapping)), None)
+                        if broken is not None and logs.on("cache"):
+                            logs.emit("cache", "%s: traced again for shapes %s: %s", self.name, list(shapes),
+                                      broken.why)
+                    if graph is None or broken is not None:
                         entry = self._timed_trace(params, traced.runtime, key, [key], size_read=True)
                     else:
-                        graph = rebind(traced.graph, [tuple(s) for s in shapes] + [()] * len(traced.scalars))
                         entry = dataclasses.replace(traced, graph=graph, by_shapes={})
                         self._count("shape_reuses")
                         if logs.on("cache"):
@@ -409,7 +420,8 @@ class Fused:
         index_checks = unread_index_checks(set(graph.nodes), traced.gathers, graph.inputs)
         # the checks' extents are this trace's sizes: a new size traces again
         return TracedFunction(graph, structure, specialized or bool(index_checks), tuple(scalars),
-                              tuple(i for i, _ in updates), runtime, parts=tuple(parts), index_checks=index_checks)
+                              tuple(i for i, _ in updates), runtime, parts=tuple(parts), index_checks=index_checks,
+                              guards=traced.guards)
 
     def plan(self, *args: Any, **kwargs: Any) -> Plan:
         """The kernels these arguments (arrays or :class:`fusec.ArraySpec`) run as, with bytes moved."""

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from fusec.frontend.composite import ones_like
-from fusec.frontend.nodes import cast, new_node
+from fusec.frontend.nodes import add_shape_guard, cast, new_node
 from fusec.frontend.registry import implements, implements_ufunc
 from fusec.frontend.tracer import Tracer, apply_ufunc, as_node, reduction
 from fusec.frontend.view_functions import diagonal, ravel
@@ -73,23 +73,20 @@ def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None, 
         raise UnsupportedError("einsum's sublist form is not traced", hint="write the subscripts as a string")
     nodes = [as_node(x, "einsum") for x in operands]
     letters, out_letters = _parse(subscripts, [n.ndim for n in nodes])
-    extent: dict[str, int] = {}
-    for node, term in zip(nodes, letters):
-        for c, d in zip(term, node.shape):
-            if extent.get(c, d) != d and 1 not in (extent.get(c), d):
-                raise FusecValueError(f"operands could not be broadcast together: subscript {c!r} has extents "
-                                      f"{extent[c]} and {d}")
-            extent[c] = max(extent.get(c, d), d)
+    extent = _extents(nodes, letters)
     if len(set(out_letters)) != len(out_letters) or any(c not in extent for c in out_letters):
         raise FusecValueError(f"invalid output subscripts {out_letters!r} in einstein sum")
     summed = [c for c in extent if c not in out_letters]
     order_ = list(out_letters) + summed
-    loops = math.prod(extent[c] for c in order_)
-    largest = max([n.size for n in nodes] + [math.prod(extent[c] for c in out_letters)])
-    if loops > LOOP_LIMIT * max(largest, 1):
+    too_many = _loops_beyond_limit(nodes, letters, out_letters)
+    if too_many is not None:
+        loops, largest = too_many
         raise UnsupportedError(
             f"einsum {subscripts!r} runs {loops} loops for arrays of at most {largest} elements: a matrix product, "
             "which fusec does not generate", hint="call np.matmul/np.einsum (or a BLAS) outside the fused function")
+    # the decision is the sizes', not the first call's: a trace reused for other sizes checks it again
+    add_shape_guard(tuple(nodes), lambda ns: _loops_beyond_limit(list(ns), letters, out_letters) is None,
+                    f"einsum {subscripts!r} runs more than {LOOP_LIMIT} loops per element at these sizes")
     result_dt = dtypes.as_dtype(np.dtype(dtype)) if dtype is not None else dtypes.as_dtype(
         np.result_type(*(n.dtype for n in nodes)))
     placed = [_place(node, term, order_, result_dt) for node, term in zip(nodes, letters)]
@@ -104,6 +101,27 @@ def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None, 
     if result_dt == dtypes.BOOL:
         return reduction("any", Tracer(product), axes)
     return reduction("sum", Tracer(product), axes, dtype=result_dt)
+
+
+def _extents(nodes: list[Node], letters: list[str]) -> dict[str, int]:
+    """Each subscript letter's extent over the operands (broadcast: 1 gives way)."""
+    extent: dict[str, int] = {}
+    for node, term in zip(nodes, letters):
+        for c, d in zip(term, node.shape):
+            if extent.get(c, d) != d and 1 not in (extent.get(c), d):
+                raise FusecValueError(f"operands could not be broadcast together: subscript {c!r} has extents "
+                                      f"{extent[c]} and {d}")
+            extent[c] = max(extent.get(c, d), d)
+    return extent
+
+
+def _loops_beyond_limit(nodes: list[Node], letters: list[str], out_letters: str) -> tuple[int, int] | None:
+    """(loops, elements of the largest operand or result) where a contraction of ``nodes`` runs more than
+    :data:`LOOP_LIMIT` loops per element of the largest (a matrix product), else None."""
+    extent = _extents(nodes, letters)
+    loops = math.prod(extent.values())
+    largest = max([n.size for n in nodes] + [math.prod(extent[c] for c in out_letters)])
+    return (loops, largest) if loops > LOOP_LIMIT * max(largest, 1) else None
 
 
 def _place(node: Node, term: str, order: list[str], dt: np.dtype) -> Node:

@@ -1,5 +1,7 @@
 """The IR nodes tracing builds, below the tracer: every node made while a function traces carries the user's line
-(:func:`new_node`), and the per-trace record of whether the function read a concrete size.
+(:func:`new_node`), and the per-trace record of what the trace assumed about sizes: whether the function read a
+concrete size (then a new size traces again), and the shape guards of fusec's own size-dependent decisions (a trace
+is reused for new sizes while each guard holds on them, and traced again where one does not).
 
 :class:`TracedArray` is the base of :class:`fusec.frontend.tracer.Tracer`, so that the modules below the tracer (runtime
 scalars, indexing, assignments) tell a traced array from other values without importing it.
@@ -8,6 +10,8 @@ scalars, indexing, assignments) tell a traced array from other values without im
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,6 +38,35 @@ def shape_was_read() -> bool:
 
 def reset_shape_read() -> None:
     _state.shape_read = False
+    _state.guards = []
+
+
+@dataclass(frozen=True)
+class ShapeGuard:
+    """A decision the trace took from the sizes of ``nodes`` (not only their ranks), such as a contraction small
+    enough to trace as a product and a sum: ``holds(nodes)`` says whether the same decision stands for the same
+    nodes over other sizes (their shapes re-inferred). ``why`` names the decision for the logs."""
+
+    nodes: tuple[Node, ...]
+    holds: Callable[[tuple[Node, ...]], bool]
+    why: str
+
+    def holds_after(self, mapping: Mapping[Node, Node]) -> bool:
+        """Whether the decision stands for the nodes as ``mapping`` (a graph's nodes -> the same over new sizes)
+        re-infers them; it stands where the graph no longer holds them (their result is read by nothing)."""
+        if any(n not in mapping for n in self.nodes):
+            return True
+        return self.holds(tuple(mapping[n] for n in self.nodes))
+
+
+def add_shape_guard(nodes: tuple[Node, ...], holds: Callable[[tuple[Node, ...]], bool], why: str) -> None:
+    """Record that the trace decided something from the sizes of ``nodes`` (see :class:`ShapeGuard`)."""
+    _state.guards.append(ShapeGuard(tuple(nodes), holds, why))
+
+
+def shape_guards() -> tuple[ShapeGuard, ...]:
+    """The shape guards recorded since :func:`reset_shape_read`."""
+    return tuple(getattr(_state, "guards", ()))
 
 
 def mark_shape_read() -> None:
@@ -77,5 +110,5 @@ def as_axis(node: Node, axis: int, ndim: int) -> Node:
     return new_node("expand_dims", [node], {"axes": others}) if others else node
 
 
-__all__ = ["TracedArray", "as_axis", "cast", "const", "iota_node", "mark_shape_read", "new_node", "reset_shape_read",
-           "shape_was_read", "squeeze_axes"]
+__all__ = ["ShapeGuard", "TracedArray", "add_shape_guard", "as_axis", "cast", "const", "iota_node", "mark_shape_read",
+           "new_node", "reset_shape_read", "shape_guards", "shape_was_read", "squeeze_axes"]

@@ -35,7 +35,7 @@ import fusec.frontend.shift_functions  # noqa: F401
 import fusec.frontend.view_functions  # noqa: F401
 from fusec.frontend import aliases, indexing, registry, scalars, slice_assign
 from fusec.frontend.hints import KEYWORD_HINTS
-from fusec.frontend.nodes import reset_shape_read, shape_was_read
+from fusec.frontend.nodes import ShapeGuard, reset_shape_read, shape_guards, shape_was_read
 from fusec.frontend.scalars import Scalar
 from fusec.frontend.tracer import Tracer, WeakScalar, call_function, operand, weak_default
 from fusec.ir import dtypes
@@ -172,6 +172,7 @@ class Traced(NamedTuple):
     updates: list[tuple[int, Node]]
     parts: list[Any] = []  # assignments to part of an argument, in order (fusec.runtime.write_backs.PartialUpdate)
     gathers: list[Node] = []  # every gather made, read or not (fusec.frontend.indexing.unread_index_checks)
+    guards: tuple[ShapeGuard, ...] = ()  # fusec's own decisions taken from sizes (fusec.frontend.nodes.ShapeGuard)
 
 
 def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_positional: int | None = None,
@@ -228,7 +229,7 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
             _restore(patched)
         updates, parts = slice_assign.final_updates(tracers, inputs, parts, before, new_values)
         return Traced(inputs + [s.node() for s in runtime_inputs], result, shape_was_read(), runtime_inputs, updates,
-                      parts, gathers)
+                      parts, gathers, shape_guards())
 
 
 def _scalar_input(name: str, index: int, dt: np.dtype) -> Node:

@@ -232,6 +232,11 @@ def rewrite(graph: Graph, fn: Callable[[Node], Node], follow: set[Node] | None =
 
 def rebind(graph: Graph, shapes: list[Shape]) -> Graph:
     """The same function over inputs of new shapes (same ranks); every node's shape re-inferred."""
+    return rebind_nodes(graph, shapes)[0]
+
+
+def rebind_nodes(graph: Graph, shapes: list[Shape]) -> tuple[Graph, dict[Node, Node]]:
+    """:func:`rebind`, and each node of ``graph`` -> its node over the new shapes."""
     assert len(shapes) == len(graph.inputs)
     mapping: dict[Node, Node] = {
         node: make_node("input", (), dict(node.attrs), dtype=node.dtype, shape=tuple(s), loc=node.loc)
@@ -241,4 +246,4 @@ def rebind(graph: Graph, shapes: list[Shape]) -> Graph:
         if node not in mapping:
             mapping[node] = with_operands(node, tuple(mapping[o] for o in node.operands))
     return Graph(graph.name, tuple(mapping[i] for i in graph.inputs),
-                 tuple(mapping[o] for o in graph.outputs))
+                 tuple(mapping[o] for o in graph.outputs)), mapping

@@ -168,6 +168,29 @@ def test_matrix_products_are_refused_with_the_blas_hint() -> None:
         assert __file__ in str(info.value)
 
 
+def test_matrix_product_refusal_is_decided_per_call_not_by_the_first_call() -> None:
+    """A contraction small enough to trace as a product and a sum at its first sizes is refused at sizes where it is
+    a matrix product, though the trace is otherwise reused for new sizes (issue 32's call-history bug: ``a @ b`` of
+    4 x 4 matrices, then 8192 x 8192 ones planned as one rows kernel of 2^39 loops); einsum likewise. A matrix-vector
+    product traces at every size and keeps reusing its trace."""
+    cases = [(lambda a, b: a @ b, (4, 4), (8192, 8192)),
+             (lambda a, b: np.einsum("bqd,bkd->bqk", a, b), (2, 4, 4), (8, 2048, 128))]
+    for fn, first, shape in cases:
+        f = fusec.fuse(fn)
+        small = [np.ones(first, np.float32)] * 2
+        assert_matches_numpy(f(*small), fn(*small))
+        with pytest.raises(UnsupportedError, match="matrix product") as info:
+            f.plan(fusec.ArraySpec(shape, small[0].dtype), fusec.ArraySpec(shape, small[0].dtype))
+        assert __file__ in str(info.value)
+        again = [np.full_like(a, 2) for a in small]
+        assert_matches_numpy(f(*again), fn(*again))
+    matvec = fusec.fuse(lambda a, v: a @ v)
+    for n in (4, 64, 1000):
+        a, v = np.ones((n, 64), np.float32), np.ones(64, np.float32)
+        assert_matches_numpy(matvec(a, v), a @ v)
+    assert matvec.cache_info().traces == 1 and matvec.cache_info().shape_reuses == 2
+
+
 @pytest.mark.parametrize("fn, error, text", [
     (lambda x: np.einsum("ij,j->i", x), ValueError, "fewer operands"),
     (lambda x: np.einsum("ijk->i", x), ValueError, "too many subscripts"),
