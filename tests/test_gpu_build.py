@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from tests import backends
 from tests.gpu_build import gpu_only
 from tests.gpu_build.sample import choose
 from tests.gpu_build.standin import cuda, memory
@@ -114,6 +115,14 @@ def test_skip_lists_name_tests_that_exist() -> None:
     assert gpu_only.reason(gpu_only.NEEDS_GPU, "tests/gpu/test_views_gpu.py::test_view_index_gpu_matches_numpy") is None
 
 
+def test_backend_files_are_the_files_whose_tests_run_on_both_backends() -> None:
+    """``tests.backends.FILES`` (what build-only mode and the GPU check add to ``tests/gpu``) names every test file
+    with a CuPy half, and only those."""
+    users = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py")
+             if backends.runs_on_both_backends(p.read_text(encoding="utf-8"))}
+    assert users == set(backends.FILES)
+
+
 # ---- the mode, in child processes ------------------------------------------------------------------------------------
 
 NEEDS_NO_GPU = pytest.mark.skipif(gpu_count() > 0, reason="build-only mode refuses to start where there is a GPU")
@@ -134,6 +143,15 @@ def test_gpu_build_mode_runs_a_gpu_test_and_says_so_and_is_off_by_default() -> N
     assert "distinct kernel sources generated and compiled for sm_90" in on.stdout
     off = _pytest(test)
     assert off.returncode == 0 and "BUILD-ONLY" not in off.stdout and GPU_SKIP_REASON in off.stdout
+
+
+@NEEDS_NO_GPU
+def test_gpu_build_mode_runs_the_cupy_half_of_a_test_on_both_backends() -> None:
+    done = _pytest("tests/ir/test_numpy_functions.py", "--gpu-build", "-k", "add_accumulate", "-v")
+    assert done.returncode == 0, done.stdout[-3000:]
+    ran = [line for line in done.stdout.splitlines() if " PASSED" in line]
+    assert len(ran) == 3 and all("-cupy-" in line for line in ran), ran
+    assert "-numpy-" not in done.stdout  # the NumPy half: deselected
 
 
 @NEEDS_NO_GPU
