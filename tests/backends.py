@@ -21,13 +21,14 @@ cases of ``tests/gpu/``. ``tests/test_gpu_build.py`` checks that every file usin
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 import pytest
 
 FILES = (
+    "tests/correctness/test_correctness.py",
     "tests/fuzz/test_inplace_fuzz.py",
     "tests/ir/test_numpy_functions.py",
 )
@@ -59,10 +60,12 @@ class Backend(str):
         return device_copy(x)
 
     def to_host(self, a: Any) -> Any:
-        """A result as NumPy arrays (a tuple's items each)."""
+        """A result on the host: itself on NumPy; on CuPy ``cupy.asnumpy`` of it (of a tuple's items each)."""
+        if not self.gpu:
+            return a
         if isinstance(a, tuple):
             return tuple(self.to_host(x) for x in a)
-        return self.xp.asnumpy(a) if self.gpu and isinstance(a, self.xp.ndarray) else a
+        return self.xp.asnumpy(a)
 
     def results(self, fused: Any, *args: Any) -> list[Any]:
         """What ``fused(*args)`` gives, each way this backend runs it: on NumPy the call; on CuPy the plan's kernels
@@ -87,16 +90,18 @@ NUMPY = Backend("numpy")
 CUPY = Backend("cupy")
 
 
-def on_backends(numpy: Iterable[Any] = (), cupy: Iterable[Any] = ()) -> list[Any]:
+def on_backends(numpy: Iterable[Any] = (), cupy: Iterable[Any] = (), ids: Callable[[Any], str] | None = None
+                ) -> list[Any]:
     """pytest parameters ``(backend, *case)``: each of ``numpy``'s cases on NumPy, each of ``cupy``'s on CuPy, marked
-    ``gpu`` (a case that is not a tuple is one value)."""
+    ``gpu`` (a case that is not a tuple is one value). ``ids(case)``, if given, names a case (after the backend's
+    name); else pytest names it from its values."""
     from tests.helpers import GPU_ONLY
 
-    def values(case: Any) -> tuple:
-        return case if isinstance(case, tuple) else (case,)
+    def param(backend: Backend, case: Any, marks: Any = ()) -> Any:
+        values = case if isinstance(case, tuple) else (case,)
+        return pytest.param(backend, *values, marks=marks, id=f"{backend}-{ids(case)}" if ids else None)
 
-    return ([pytest.param(NUMPY, *values(case)) for case in numpy]
-            + [pytest.param(CUPY, *values(case), marks=GPU_ONLY) for case in cupy])
+    return [param(NUMPY, case) for case in numpy] + [param(CUPY, case, GPU_ONLY) for case in cupy]
 
 
 def runs_on_both_backends(source: str) -> bool:
