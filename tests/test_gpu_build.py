@@ -136,22 +136,18 @@ def _pytest(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 @NEEDS_NO_GPU
 def test_gpu_build_mode_runs_a_gpu_test_and_says_so_and_is_off_by_default() -> None:
+    """A test of tests/gpu, and of a test on both backends the CuPy half only (the NumPy half is deselected)."""
     test = "tests/gpu/test_regressions_gpu.py::test_negative_zero_constant_output_keeps_its_sign"
-    on = _pytest(test, "--gpu-build")
+    both = "tests/ir/test_numpy_functions.py::test_numpy_function_matches_numpy"
+    on = _pytest(test, both, "--gpu-build", "-k", "negative_zero or add_accumulate", "-v")
     assert on.returncode == 0, on.stdout[-3000:]
-    assert "fusec GPU BUILD-ONLY MODE" in on.stdout and "1 passed" in on.stdout
+    assert "fusec GPU BUILD-ONLY MODE" in on.stdout and "4 passed" in on.stdout
     assert "distinct kernel sources generated and compiled for sm_90" in on.stdout
+    ran = [line.split(" PASSED")[0] for line in on.stdout.splitlines() if " PASSED" in line]
+    assert ran[0] == test and len(ran) == 4 and all("-cupy-" in line for line in ran[1:]), ran
+    assert "-numpy-" not in on.stdout
     off = _pytest(test)
     assert off.returncode == 0 and "BUILD-ONLY" not in off.stdout and GPU_SKIP_REASON in off.stdout
-
-
-@NEEDS_NO_GPU
-def test_gpu_build_mode_runs_the_cupy_half_of_a_test_on_both_backends() -> None:
-    done = _pytest("tests/ir/test_numpy_functions.py", "--gpu-build", "-k", "add_accumulate", "-v")
-    assert done.returncode == 0, done.stdout[-3000:]
-    ran = [line for line in done.stdout.splitlines() if " PASSED" in line]
-    assert len(ran) == 3 and all("-cupy-" in line for line in ran), ran
-    assert "-numpy-" not in done.stdout  # the NumPy half: deselected
 
 
 @NEEDS_NO_GPU
