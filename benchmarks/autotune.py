@@ -14,19 +14,13 @@ import sys
 import tempfile
 
 import cupy as cp
-import numpy as np
 
 import fusec
 from fusec.kinds import generate
 from fusec.runtime import autotune, tune_cache
 from fusec.runtime.launch import KernelLauncher, run_plan
 from fusec.schedule.device import device_properties
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
+from tests.workloads import softmax
 
 CASES = {  # name -> (function, argument shapes)
     "col_sum_2^24x8": (lambda x: x.sum(axis=0), [(1 << 24, 8)]),

@@ -12,9 +12,9 @@ Stages, with what each writes under ``--out``:
 1. the fuzz corpus (``scripts/make_fuzz_corpus.py``, ``--fuzz-count`` graphs of every generator family, seed
    ``--fuzz-seed``, default the day's date so that each day draws new graphs) is built and its kernels compiled
    on the CPUs the suite leaves free, in the background while stage 2 runs;
-2. the GPU suite: each file of ``tests/gpu/`` (the fuzzer's aside) and the other files with GPU tests, in its own
-   ``pytest -m gpu`` process, ``--jobs`` at a time (a CUDA error that poisons a process's context ends that file
-   only), largest files first;
+2. the GPU suite: each file of ``tests/gpu/`` (the fuzzer's aside) and the other files with GPU tests (among them
+   ``tests/backends.py``'s ``FILES``, whose tests run on both backends), in its own ``pytest -m gpu`` process,
+   ``--jobs`` at a time (a CUDA error that poisons a process's context ends that file only), largest files first;
 3. the fuzzer over the corpus (``tests/gpu/test_fuzz_gpu.py``; its report is ``fuzz_report.txt``);
 4. ``benchmarks/run.py --quick`` and ``--suite sweep --quick`` (``bench/*.json``), alone on the GPU;
 5. with ``--dask-bench``, ``benchmarks/dask_bench.py`` at its default size and with ``--cluster``.
@@ -46,7 +46,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-OTHER_GPU_FILES = ("tests/test_examples.py", "tests/test_cli.py", "tests/test_explain.py")
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.backends import FILES as BOTH_BACKENDS  # noqa: E402
+
+# the files outside tests/gpu with GPU tests: a few of their own, and those whose tests run on both backends
+OTHER_GPU_FILES = ("tests/test_examples.py", "tests/test_cli.py", "tests/test_explain.py", *BOTH_BACKENDS)
 FUZZ_TEST = "tests/gpu/test_fuzz_gpu.py"
 _RESULT_RE = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
 _FAILED_RE = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$")

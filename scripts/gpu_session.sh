@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session, batched into device calls. Every log lands in $OUT; the last lines printed are a
 # short summary. Run from the repository root on a machine with an NVIDIA GPU:
-#   OUT=/tmp/out bash scripts/gpu_session.sh tests   # pytest -m gpu (tests/gpu, examples, CLI), the fuzzer, the demo
+#   OUT=/tmp/out bash scripts/gpu_session.sh tests   # pytest -m gpu (every GPU test of tests/), the fuzzer, the demo
 #                                                    (TESTS_TIMEOUT, FUSEC_FUZZ_TIME_LIMIT: seconds, 280 and 110)
 #   OUT=/tmp/out bash scripts/gpu_session.sh bench   # benchmarks/run.py with every peer (add --quick for a short run;
 #                                                    set FUSEC_GIT_COMMIT to the commit: the copy's git data may be stale)
@@ -17,8 +17,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 start=$(date +%s)
 mode=${1:-tests}
 if [ "$mode" = tests ]; then
-  timeout ${TESTS_TIMEOUT:-280} python -m pytest -m gpu -q -p no:cacheprovider -o addopts="" tests/gpu \
-    tests/test_examples.py tests/test_cli.py tests/test_explain.py --deselect tests/gpu/test_fuzz_gpu.py \
+  timeout ${TESTS_TIMEOUT:-280} python -m pytest -m gpu -q -p no:cacheprovider -o addopts="" tests \
+    --deselect tests/gpu/test_fuzz_gpu.py \
     > "$OUT/gpu_tests.log" 2>&1
   tests_rc=$?
   FUSEC_FUZZ_TIME_LIMIT=${FUSEC_FUZZ_TIME_LIMIT:-110} timeout $(( ${FUSEC_FUZZ_TIME_LIMIT:-110} + 40 )) \

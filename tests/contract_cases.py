@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from tests.workloads import col_sum, softmax, sum_abs
+
 OFFSETS = (0, 1, 2, 3)  # elements past a 256-byte aligned base
 DTYPES = ("float32", "float16", "float64")
 BASE_ALIGN = 256
@@ -28,19 +30,6 @@ def axpy(x, y):
 
 def scale_shift(x, w, b):  # rows scaled and shifted by broadcast vectors: inner_vector
     return x * w + b
-
-
-def sum_abs(x):
-    return np.abs(x).sum()
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def col_sum(x):
-    return x.sum(axis=0)
 
 
 def cumsum(x):

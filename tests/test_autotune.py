@@ -20,25 +20,13 @@ from fusec.kinds import MAX_CANDIDATES, analyze, candidates, check, choose
 from fusec.runtime import autotune, tune_cache
 from fusec.runtime.cubin_cache import pack_signed
 from fusec.schedule import H200, ArrayLayout
+from tests.workloads import col_sum, gelu, softmax
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def col_sum(x):
-    return x.sum(axis=0)
-
-
 def transpose_add(x, y):
     return x.T * 2 + y
-
-
-def gelu(x):
-    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
 
 
 def mean_var0(x):

@@ -231,3 +231,19 @@ def test_idioms_copy_target_needs_one_kernel_and_the_copy_share() -> None:
     rec["workloads"] = None
     assert run.copy_target_summary({"workloads": [dict(rec, name="x")]}) == [
         "0 of 1 cases in at most 1 kernel at >= 90.9% of the copy ceiling; below: x (1 kernel(s), 80% of copy)"]
+
+
+def test_shared_workloads_need_numpy_only() -> None:
+    """``tests/workloads.py`` is imported by benchmarks run from the repository root on a GPU machine
+    (``PYTHONPATH=.``): it imports NumPy and nothing else, so a benchmark never needs pytest or the test tools."""
+    import ast
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parent / "workloads.py").read_text(encoding="utf-8")
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    assert imported == {"__future__", "numpy"}

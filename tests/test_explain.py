@@ -18,15 +18,11 @@ from fusec.codegen.render import render_body
 from fusec.inspect.explain import Explanation, KernelTime, Timings
 from fusec.runtime.plan import format_bytes
 from tests.conftest import cuda_gpu_present
+from tests.workloads import softmax
 
 F32 = "float32"
 NO_DOT = "Graphviz 'dot' not found: install graphviz to test the drawing"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 def row_then_column(x):
@@ -328,15 +324,10 @@ def _clip_by_norm(x):
     return x * np.minimum(1.0, 1.0 / (n + 1e-6))
 
 
-def _softmax_rows(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 @pytest.mark.parametrize("fn, shape, schedule, passes", [
     (_clip_by_norm, (1 << 20,), "reduce-all:grid_barrier,loop=strided", 2),  # the norm, then the scaling
-    (_softmax_rows, (64, 5000), "rows:block", 2),  # max with the online sum of exp, then the outputs
-    (_softmax_rows, (64, 5000), "rows:block,one_pass=0", 3),  # max, sum of exp, outputs
+    (softmax, (64, 5000), "rows:block", 2),  # max with the online sum of exp, then the outputs
+    (softmax, (64, 5000), "rows:block,one_pass=0", 3),  # max, sum of exp, outputs
     (lambda x: x.sum(axis=0), (5000, 64), "cols:tiles", 1),
 ], ids=["reduce_all_epilogue", "rows_one_pass", "rows_two_pass", "cols"])
 def test_explain_bytes_read_count_every_pass_the_kernel_makes(fn, shape, schedule, passes) -> None:
@@ -354,6 +345,6 @@ def test_explain_bytes_read_count_every_pass_the_kernel_makes(fn, shape, schedul
 
 
 def test_explain_rows_held_in_registers_read_once() -> None:
-    e = fusec.fuse(_softmax_rows).explain(fusec.ArraySpec((64, 4096), "float32"))
+    e = fusec.fuse(softmax).explain(fusec.ArraySpec((64, 4096), "float32"))
     assert e.kernels[0].schedule.in_registers and list(e.input_passes(0).values()) == [1]
     assert e.bytes_moved == e.plan.bytes_moved

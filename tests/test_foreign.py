@@ -14,6 +14,7 @@ import pytest
 import fusec
 from fusec.support.errors import FusecTypeError
 from tests.helpers import assert_matches_numpy, random_array
+from tests.workloads import softmax
 
 
 class FakeTensor:
@@ -47,16 +48,11 @@ def fakelib(monkeypatch):
     return module
 
 
-def _softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 def test_foreign_cpu_tensor_in_tensor_out_matches_numpy():
     x = random_array(np.random.default_rng(1), (5, 7), np.float32, special=False)
-    got = fusec.fuse(_softmax)(FakeTensor(x))
+    got = fusec.fuse(softmax)(FakeTensor(x))
     assert isinstance(got, FakeTensor)
-    assert_matches_numpy(got.numpy(), _softmax(x))
+    assert_matches_numpy(got.numpy(), softmax(x))
 
 
 def test_foreign_inputs_are_viewed_not_copied_and_updates_write_through():
@@ -103,7 +99,7 @@ def test_foreign_keyword_arguments_out_and_tuple_results():
 
 def test_foreign_trace_and_explain_take_tensors():
     x = FakeTensor(random_array(np.random.default_rng(5), (8, 16), np.float32))
-    fused = fusec.fuse(_softmax)
+    fused = fusec.fuse(softmax)
     assert "%x: f32[8,16]" in str(fused.trace(x))
     assert "1 kernel(s)" in str(fused.explain(x))
 
@@ -111,11 +107,11 @@ def test_foreign_trace_and_explain_take_tensors():
 def test_foreign_export_refused_is_a_fusec_error_with_a_hint():
     x = FakeTensor(np.zeros(3, np.float32), refuse="Can't export tensors that require grad")
     with pytest.raises(FusecTypeError, match="DLPack") as info:
-        fusec.fuse(_softmax)(x)
+        fusec.fuse(softmax)(x)
     assert "detach" in info.value.hint
 
 
 def test_foreign_unknown_device_is_a_fusec_error():
     x = FakeTensor(np.zeros(3, np.float32), device_type=7)
     with pytest.raises(FusecTypeError, match="device type 7"):
-        fusec.fuse(_softmax)(x)
+        fusec.fuse(softmax)(x)

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from tests import backends
 from tests.gpu_build import gpu_only
 from tests.gpu_build.sample import choose
 from tests.gpu_build.standin import cuda, memory
@@ -114,6 +115,14 @@ def test_skip_lists_name_tests_that_exist() -> None:
     assert gpu_only.reason(gpu_only.NEEDS_GPU, "tests/gpu/test_views_gpu.py::test_view_index_gpu_matches_numpy") is None
 
 
+def test_backend_files_are_the_files_whose_tests_run_on_both_backends() -> None:
+    """``tests.backends.FILES`` (what build-only mode and the GPU check add to ``tests/gpu``) names every test file
+    with a CuPy half, and only those."""
+    users = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py")
+             if backends.runs_on_both_backends(p.read_text(encoding="utf-8"))}
+    assert users == set(backends.FILES)
+
+
 # ---- the mode, in child processes ------------------------------------------------------------------------------------
 
 NEEDS_NO_GPU = pytest.mark.skipif(gpu_count() > 0, reason="build-only mode refuses to start where there is a GPU")
@@ -127,11 +136,16 @@ def _pytest(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 @NEEDS_NO_GPU
 def test_gpu_build_mode_runs_a_gpu_test_and_says_so_and_is_off_by_default() -> None:
+    """A test of tests/gpu, and of a test on both backends the CuPy half only (the NumPy half is deselected)."""
     test = "tests/gpu/test_regressions_gpu.py::test_negative_zero_constant_output_keeps_its_sign"
-    on = _pytest(test, "--gpu-build")
+    both = "tests/ir/test_numpy_functions.py::test_numpy_function_matches_numpy"
+    on = _pytest(test, both, "--gpu-build", "-k", "negative_zero or add_accumulate", "-v")
     assert on.returncode == 0, on.stdout[-3000:]
-    assert "fusec GPU BUILD-ONLY MODE" in on.stdout and "1 passed" in on.stdout
+    assert "fusec GPU BUILD-ONLY MODE" in on.stdout and "4 passed" in on.stdout
     assert "distinct kernel sources generated and compiled for sm_90" in on.stdout
+    ran = [line.split(" PASSED")[0] for line in on.stdout.splitlines() if " PASSED" in line]
+    assert ran[0] == test and len(ran) == 4 and all("-cupy-" in line for line in ran[1:]), ran
+    assert "-numpy-" not in on.stdout
     off = _pytest(test)
     assert off.returncode == 0 and "BUILD-ONLY" not in off.stdout and GPU_SKIP_REASON in off.stdout
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.backends import runs_on_both_backends
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -62,8 +64,10 @@ def test_gpu_check_passes_a_clean_file() -> None:
 
 def test_gpu_check_runs_every_file_with_gpu_tests() -> None:
     files = gpu_check.gpu_test_files(None)
+    # a file with GPU tests: its module or a test is marked gpu, or its tests run on both backends
     marked = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py")
-              if p != Path(__file__).resolve() and ("GPU_ONLY" in p.read_text() or "mark.gpu" in p.read_text())}
+              if p != Path(__file__).resolve() and ("GPU_ONLY" in p.read_text() or "mark.gpu" in p.read_text()
+                                                     or runs_on_both_backends(p.read_text()))}
     assert marked - {gpu_check.FUZZ_TEST} == set(files)
     assert gpu_check.FUZZ_TEST not in files
     assert gpu_check.gpu_test_files(["scan"]) == ["tests/gpu/test_scan_gpu.py"]

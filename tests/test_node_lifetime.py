@@ -19,11 +19,7 @@ from fusec.ir import graph as ir_graph
 from fusec.ir.printer import print_graph
 from fusec.ir.text import parse
 from fusec.passes.manager import optimize_text
-
-
-def _softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+from tests.workloads import softmax
 
 
 def _layernorm(x, w):
@@ -36,7 +32,7 @@ def _use_fusec() -> None:
     x = np.random.default_rng(0).random((16, 32), dtype=np.float32)
     w = np.ones(32, np.float32)
     spec, row = fusec.ArraySpec((16, 32), "float32"), fusec.ArraySpec((32,), "float32")
-    for fn, specs, arrays in ((_softmax, [spec], [x]), (_layernorm, [spec, row], [x, w])):
+    for fn, specs, arrays in ((softmax, [spec], [x]), (_layernorm, [spec, row], [x, w])):
         f = fusec.fuse(fn)
         text = print_graph(f.trace(*specs))
         assert parse(text) is not None and optimize_text(text)
@@ -63,7 +59,7 @@ def test_fused_functions_leave_no_nodes_alive_with_cuda_source():
     """The CUDA source (codegen, no GPU needed) keeps no node either."""
     gc.collect()
     before = set(ir_graph._INTERN.values())
-    f = fusec.fuse(_softmax)
+    f = fusec.fuse(softmax)
     assert "__global__" in f.cuda_source(fusec.ArraySpec((16, 32), "float32"))
     del f
     gc.collect()

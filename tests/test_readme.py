@@ -26,6 +26,7 @@ import pytest
 import fusec
 from fusec.__main__ import build_parser, main
 from fusec.passes.manager import DEFAULT_PIPELINE
+from tests import backends
 from tests.conftest import cuda_gpu_present
 from tests.test_examples import load_example
 
@@ -375,7 +376,7 @@ def test_adamw_block_is_one_kernel_updating_its_arguments():
 
 def test_tests_block_commands():
     commands = _commands(block("pytest -m gpu           #"))
-    assert commands == ["pytest", "pytest -m gpu", "pytest tests/gpu --gpu-build",
+    assert commands == ["pytest", "pytest -m gpu", "pytest --gpu-build",
                         "bash scripts/gpu_check.sh --out /tmp/gpu-check"]
     assert (ROOT / "scripts" / "gpu_check.sh").is_file()  # its own behaviour: tests/test_gpu_check.py
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
@@ -395,7 +396,11 @@ def test_tests_block_commands():
         return
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     collected = [line for line in done.stdout.splitlines() if "::" in line]
-    assert len(collected) > 5000 and all(line.startswith("tests/gpu/") for line in collected)
+    assert len(collected) > 5000 and {line.split("::")[0] for line in collected} >= set(backends.FILES)
+    # tests/gpu, and of the files whose tests run on both backends the CuPy halves only
+    assert all(line.startswith("tests/gpu/") or (line.split("::")[0] in backends.FILES
+                                                 and "cupy" in line.partition("[")[2].rstrip("]").split("-"))
+               for line in collected)
     assert "fusec GPU build-only mode" in done.stdout
 
 

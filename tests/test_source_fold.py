@@ -17,6 +17,7 @@ from fusec.inspect.source_fold import fold_accumulators, fold_twins, shown_body
 from fusec.kinds import generate_plan
 from fusec.runtime.plan import make_plan
 from tests.fuzz.corpus import generate, input_layouts, plan_specs
+from tests.workloads import softmax
 
 ROOT = Path(__file__).resolve().parent.parent
 SOFTMAX = str(ROOT / "examples" / "softmax.py")
@@ -62,11 +63,6 @@ def unfold(shown: str, full: str) -> list[str]:
     return notes
 
 
-def _softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 def test_explain_source_of_softmax_is_under_150_lines_and_full_is_the_exact_source(capsys) -> None:
     argv = ["explain", f"{SOFTMAX}:softmax", "--arg", "f32[8192,8192]"]
     assert main([*argv, "--source"]) == 0
@@ -78,13 +74,13 @@ def test_explain_source_of_softmax_is_under_150_lines_and_full_is_the_exact_sour
     report = out[:out.index("// fusec helper headers")]
     assert full_out.startswith(report) and "lines folded" not in full_out
     spec = fusec.ArraySpec((8192, 8192), F32)
-    assert full_out[len(report):].rstrip("\n") == fusec.fuse(_softmax, name="softmax").cuda_source(
+    assert full_out[len(report):].rstrip("\n") == fusec.fuse(softmax, name="softmax").cuda_source(
         spec, full=True).rstrip("\n")
 
 
 def test_softmax_source_folds_the_accumulators_and_the_division_rerun() -> None:
     spec = fusec.ArraySpec((8192, 8192), F32)
-    f = fusec.fuse(_softmax, name="softmax")
+    f = fusec.fuse(softmax, name="softmax")
     (kernel,) = generate_plan(f.plan(spec), {f.plan(spec).graph.inputs[0]: spec})
     body = render_body(kernel.spec)
     shown = shown_body(kernel.spec, body)
@@ -102,9 +98,9 @@ def _kernels(fn, *specs, schedules=None):
 
 
 CASES = {
-    "softmax_warp": (_softmax, ((64, 100),), {"k0": "rows:warp"}),
-    "softmax_block": (_softmax, ((64, 3000),), {"k0": "rows:block"}),
-    "softmax_warp_regs": (_softmax, ((512, 96),), {"k0": "rows:warp_regs"}),
+    "softmax_warp": (softmax, ((64, 100),), {"k0": "rows:warp"}),
+    "softmax_block": (softmax, ((64, 3000),), {"k0": "rows:block"}),
+    "softmax_warp_regs": (softmax, ((512, 96),), {"k0": "rows:warp_regs"}),
     "layernorm": (lambda x: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5),
                   ((128, 1000),), None),
     "col_sums_split": (lambda x: x.sum(axis=0) * 2, ((4096, 8),), {"k0": "cols:last_block"}),

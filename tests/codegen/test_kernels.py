@@ -31,6 +31,22 @@ from fusec.ir.region import Region, RegionSpace, make_region, region_space
 from fusec.kinds import generate
 from fusec.schedule import ArrayLayout
 from fusec.schedule.nest import INT32_LIMIT
+from tests.workloads import (
+    adam_no_bias_correction,
+    bias_add,
+    center_all,
+    col_max_argmax,
+    col_softmax,
+    col_sum,
+    gelu,
+    layernorm_centered,
+    mean_var,
+    router,
+    row_min_argmin,
+    row_sum,
+    softmax,
+    sum_abs,
+)
 
 ARCHS = ["sm_90", "sm_80"]
 FLOATS = ["float16", "float32", "float64"]
@@ -38,77 +54,11 @@ INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"
 ALL = ["bool", *INTS, *FLOATS]
 
 
-# ---- workloads ----------------------------------------------------------------------------------------------
-
-
-def sum_abs(x):
-    return np.abs(x).sum()
-
-
-def gelu(x):
-    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def layernorm(x):
-    mean = x.mean(axis=-1, keepdims=True)
-    centered = x - mean
-    var = (centered * centered).mean(axis=-1, keepdims=True)
-    return centered / np.sqrt(var + 1e-5)
-
-
-def router(x):
-    p = softmax(x)
-    return p.max(axis=-1), p.argmax(axis=-1)
-
-
-def row_min_argmin(x):
-    return x.min(axis=-1), x.argmin(axis=-1)
-
-
-def row_sum(x):
-    return x.sum(axis=-1)
-
-
-def col_sum(x):
-    return x.sum(axis=0)
+# ---- workloads (the shared ones are tests/workloads.py's) -----------------------------------------------------
 
 
 def col_any_all(x):
     return x.any(axis=0), x.all(axis=0)
-
-
-def col_softmax(x):
-    e = np.exp(x - x.max(axis=0, keepdims=True))
-    return e / e.sum(axis=0, keepdims=True)
-
-
-def col_max_argmax(x):
-    return x.max(axis=0), x.argmax(axis=0)
-
-
-def mean_var(x):
-    return x.mean(), x.var()
-
-
-def center_all(x):
-    """reduce-all with an output over every element: x - mean(x)."""
-    return x - x.mean()
-
-
-def adam(p, g, m, v):
-    m2 = 0.9 * m + 0.1 * g
-    v2 = 0.999 * v + 0.001 * (g * g)
-    p2 = p - 0.001 * m2 / (np.sqrt(v2) + 1e-8)
-    return p2, m2, v2
-
-
-def bias_add(x, b):
-    return x + b
 
 
 def transpose_add(x, y):
@@ -196,7 +146,7 @@ WORKLOADS: dict[str, Workload] = {
         Variant("float32", ((8, 8192),), align=4),
         Variant("float32", ((4, 5, 64),), ("neg",)),
     ]),
-    "layernorm": Workload(layernorm, [
+    "layernorm": Workload(layernorm_centered, [
         *(Variant(dt, ((64, 8192),)) for dt in FLOATS),
         *(Variant("float32", ((8, n),)) for n in (1000, 16384)),
         Variant("float32", ((1029, 917),), ("neg",)),
@@ -226,7 +176,7 @@ WORKLOADS: dict[str, Workload] = {
         Variant("float32", ((1029, 917),), ("f",)),
     ]),
     "center_all": Workload(center_all, [Variant("float32", ((1029, 917),)), Variant("float64", ((23,),))]),
-    "adam": Workload(adam, [
+    "adam": Workload(adam_no_bias_correction, [
         *(Variant(dt, ((1 << 20,),) * 4) for dt in FLOATS),
         Variant("float32", ((1 << 20,),) * 4, ("c", "step2", "c", "neg")),
     ]),
@@ -402,7 +352,7 @@ def test_kernels_full_rows_check_no_bounds() -> None:
 
 
 def test_kernels_rows_phases_of_layernorm_and_router() -> None:
-    spec = _spec(layernorm, (64, 8192))
+    spec = _spec(layernorm_centered, (64, 8192))
     assert len(spec.phases) == 2 and [len(p.fields) for p in spec.phases] == [1, 1]
     spec = _spec(router, (4096, 64))
     assert len(spec.phases) == 3
@@ -433,7 +383,7 @@ def test_kernels_division_by_a_row_divisor_takes_the_hoisted_reciprocal_in_regis
     assert soft.schedule.variant == "block_regs" and soft.epilogue_exact
     assert any("fast_epilogue)" in line for line in soft.epilogue_body)
     assert "if (!fast_epilogue) {" in render_body(soft)
-    norm = _spec(layernorm, (64, 8192))
+    norm = _spec(layernorm_centered, (64, 8192))
     assert any("fc::div_invariant(" in line for line in norm.epilogue_body)
     half = _spec(softmax, (64, 8192), dtype="float16")  # computed in float32 and rounded once, as div()
     assert any("fc::div_invariant(" in line for line in half.epilogue_body)
@@ -449,7 +399,7 @@ def test_kernels_epilogue_of_short_rows_computes_only_in_row_elements() -> None:
     """A row shorter than its bucket (softmax over 100 elements in 16 x 8 slots) leaves held values past its
     end unset: the epilogue must not divide them, or fc::div_invariant meets garbage (or the zeros of an
     unread slot), clears its flag and every row is written a second time with IEEE division."""
-    for fn, n in [(softmax, 100), (layernorm, 1000), (softmax, 63)]:
+    for fn, n in [(softmax, 100), (layernorm_centered, 1000), (softmax, 63)]:
         spec = _spec(fn, (5, n))
         assert not spec.full_rows and spec.epilogue_exact, (fn.__name__, n)
         epilogue = render_body(spec).split("// epilogue", 1)[1].splitlines()

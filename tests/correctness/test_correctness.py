@@ -1,9 +1,13 @@
-"""Every item of CORRECTNESS.md (``tests/correctness/cases.py``) on the CPU: through ``fusec.fuse`` on the
-NumPy backend against NumPy eager, and every kernel those calls plan compiled with NVRTC (no GPU needed).
-The same cases run on the GPU in ``tests/gpu/test_correctness_gpu.py``.
+"""Every item of CORRECTNESS.md (``tests/correctness/cases.py``) through ``fusec.fuse`` against NumPy eager on the
+same data: on the NumPy backend; and on the GPU (``pytest -m gpu``; skipped where CuPy sees no GPU) with CuPy
+arguments, first with a launcher that poisons its outputs (an element a kernel never writes shows up), then twice
+with a plain one (the second call takes the dispatch fast path), every kernel compiled up front in parallel
+processes. Inputs must be unchanged, ``out=`` (also overlapping an input) as NumPy does it. And every kernel the
+NumPy backend's calls plan compiled with NVRTC (no GPU needed).
 
 Cases with more than 2**31 elements do not run here (their data would not fit a CI machine): their kernels
-are planned from ArraySpecs, must use 64-bit indexing and must compile.
+are planned from ArraySpecs, must use 64-bit indexing and must compile; on the GPU
+``tests/gpu/test_correctness_gpu.py`` runs them against CuPy eager.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import pytest
 
 from fusec.codegen.nvrtc import CompileError, compile_cubin
 from fusec.codegen.render import render_kernel, render_module
+from fusec.runtime import launch as runtime
+from tests.backends import on_backends
 from tests.correctness.cases import CASES, Case
 from tests.correctness.check import kernel_specs, rng_of, run_case
 
@@ -21,9 +27,32 @@ LARGE = [c for c in CASES if c.large]
 KERNELS_PER_MODULE = 40
 
 
-@pytest.mark.parametrize("case", SMALL, ids=[c.id for c in SMALL])
-def test_numpy_backend_matches_numpy(case: Case) -> None:
-    run_case(case, np, np.asarray)
+@pytest.fixture(scope="module")
+def gpu_launchers() -> tuple[runtime.KernelLauncher, runtime.KernelLauncher]:
+    """A poisoning and a plain launcher, every case's kernels compiled up front (in parallel processes)."""
+    import cupy
+
+    arch = "sm_" + cupy.cuda.Device().compute_capability
+    sources = []
+    for case in SMALL:
+        if case.raises is None:
+            sources += [render_kernel(s) for s in kernel_specs(case.fn, case.make(cupy, rng_of(case)).args)]
+    runtime.precompile(sources, arch)
+    return runtime.KernelLauncher(poison=True), runtime.KernelLauncher()
+
+
+@pytest.mark.parametrize("backend, case", on_backends(numpy=SMALL, cupy=SMALL, ids=lambda c: c.id))
+def test_case_matches_numpy(backend, case: Case, request: pytest.FixtureRequest,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    if not backend.gpu:
+        run_case(case, np, np.asarray)
+        return
+    poisoned, plain = request.getfixturevalue("gpu_launchers")
+    monkeypatch.setattr(runtime, "_DEFAULT", poisoned)
+    cupy = backend.xp
+    run_case(case, cupy, cupy.asnumpy)
+    monkeypatch.setattr(runtime, "_DEFAULT", plain)
+    run_case(case, cupy, cupy.asnumpy, repeat=2)
 
 
 @pytest.mark.parametrize("case", LARGE, ids=[c.id for c in LARGE])

@@ -19,6 +19,7 @@ import dask.array as da  # noqa: E402
 
 import fusec  # noqa: E402
 from fusec.dask import blocks  # noqa: E402
+from tests import workloads  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,11 +35,6 @@ def stats(x, y):
     return (x * y).sum(axis=0), np.abs(x - y).argmax(axis=1), x + y
 
 
-def _softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 @pytest.fixture(scope="module")
 def threads_client():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=False, dashboard_address=":0") as c, \
@@ -51,7 +47,7 @@ def test_dask_distributed_threads_cluster_matches_numpy(threads_client, rng):
     y = rng.standard_normal((48, 40)).astype(np.float32)
     dx, dy = da.from_array(x, chunks=(10, 9)), da.from_array(y, chunks=(12, 8))
     got = dask.compute(softmax(dx), *stats(dx, dy))
-    np.testing.assert_allclose(got[0], _softmax(x), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(got[0], workloads.softmax(x), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(got[1], (x * y).sum(axis=0), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(got[2], np.abs(x - y).argmax(axis=1))
     np.testing.assert_array_equal(got[3], x + y)
@@ -85,9 +81,9 @@ def test_dask_distributed_processes_cluster_plans_each_program_once(rng, monkeyp
         assert all(planned[w] <= after[w] <= programs for w in planned), (planned, after, programs)
         # a Fused travels to a worker without its compiled state and runs there
         remote = client.submit(softmax, x).result()
-    np.testing.assert_allclose(first, _softmax(x), rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(second, _softmax(x), rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(remote, _softmax(x), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(first, workloads.softmax(x), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(second, workloads.softmax(x), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(remote, workloads.softmax(x), rtol=1e-5, atol=1e-7)
 
 
 def _plan_of(fused, *args):

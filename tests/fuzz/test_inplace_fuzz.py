@@ -1,11 +1,14 @@
-"""The in-place program fuzzer (``tests/fuzz/inplace_programs.py``) on the NumPy backend: random programs of copies,
-views, assignments and augmented assignments to parts of arguments, intermediates and views, run through
-``fusec.fuse`` and compared with NumPy (results and final argument contents). A refusal must be a ``FusecError``
-(counted); a wrong result or any other exception fails the test, printing each failing program in full.
+"""The in-place program fuzzer (``tests/fuzz/inplace_programs.py``): random programs of copies, views, assignments
+and augmented assignments to parts of arguments, intermediates and views, run through ``fusec.fuse`` and compared
+with NumPy (results and final argument contents). A refusal must be a ``FusecError`` (counted); a wrong result or
+any other exception fails the test, printing each failing program in full.
 
-``FUSEC_INPLACE_FUZZ_COUNT`` programs (default 500) of seed ``FUSEC_INPLACE_FUZZ_SEED`` (default: a new seed each
-day, printed with the counts); a failure reproduces with ``python -m tests.fuzz.inplace_programs --seed S
---show I``. The programs themselves, with CuPy arguments on a GPU: ``tests/gpu/test_inplace_fuzz_gpu.py``.
+On the NumPy backend: ``FUSEC_INPLACE_FUZZ_COUNT`` programs (default 500) of seed ``FUSEC_INPLACE_FUZZ_SEED``
+(default: a new seed each day, printed with the counts). On the GPU (``pytest -m gpu -s
+tests/fuzz/test_inplace_fuzz.py``; skipped where CuPy sees no GPU): the programs with CuPy arguments, every kernel's
+outputs poisoned before its launch, ``FUSEC_INPLACE_FUZZ_COUNT`` programs (default 300) of seed
+``FUSEC_INPLACE_FUZZ_SEED`` (default 0). A failure reproduces on the CPU first with ``python -m
+tests.fuzz.inplace_programs --seed S --show I``.
 """
 
 from __future__ import annotations
@@ -14,20 +17,29 @@ import datetime
 import os
 
 import numpy as np
+import pytest
 
+from tests.backends import on_backends
 from tests.fuzz import inplace_programs
 
 COUNT = int(os.environ.get("FUSEC_INPLACE_FUZZ_COUNT", "500"))
 SEED = int(os.environ.get("FUSEC_INPLACE_FUZZ_SEED", datetime.date.today().toordinal()))
+GPU_COUNT = int(os.environ.get("FUSEC_INPLACE_FUZZ_COUNT", "300"))
+GPU_SEED = int(os.environ.get("FUSEC_INPLACE_FUZZ_SEED", "0"))
 MOSTLY_RUN = 0.6  # at least this share of the programs run (the others are refused): what the fuzzer tests
 
 
-def test_inplace_programs_match_numpy() -> None:
-    summary = inplace_programs.run_programs(COUNT, SEED)
-    print(f"\n{summary.line()} (FUSEC_INPLACE_FUZZ_COUNT, FUSEC_INPLACE_FUZZ_SEED)")
+@pytest.mark.parametrize("backend, count, seed", on_backends(numpy=[(COUNT, SEED)], cupy=[(GPU_COUNT, GPU_SEED)]),
+                         ids=["numpy", "cupy"])
+def test_inplace_programs_match_numpy(backend, count: int, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    backend.poison_outputs(monkeypatch)
+    summary = inplace_programs.run_programs(count, seed, xp=backend.xp)
+    where = " on the GPU" if backend.gpu else ""
+    print(f"\n{summary.line()}{where} (FUSEC_INPLACE_FUZZ_COUNT, FUSEC_INPLACE_FUZZ_SEED)")
     assert not summary.failures, summary.report(limit=10)
-    assert summary.ran >= MOSTLY_RUN * COUNT, summary.report() + "\nrefusals:\n" + "\n".join(
-        f"{n:5d}  {reason}" for reason, n in sorted(summary.refusals.items(), key=lambda kv: -kv[1]))
+    if not backend.gpu:  # the share of programs that run: the NumPy half's check
+        assert summary.ran >= MOSTLY_RUN * count, summary.report() + "\nrefusals:\n" + "\n".join(
+            f"{n:5d}  {reason}" for reason, n in sorted(summary.refusals.items(), key=lambda kv: -kv[1]))
 
 
 def test_inplace_programs_are_deterministic_and_run_in_numpy() -> None:

@@ -19,7 +19,8 @@ from fusec.ir.interpret import to_xp
 from fusec.runtime import autotune
 from fusec.runtime.launch import KernelLauncher, run_plan
 from tests.helpers import GPU_ONLY, assert_function_matches_numpy, assert_matches_numpy, random_array, seed_of
-from tests.test_autotune import col_sum, gelu, mean_var0, softmax, sum_squares, transpose_add  # the CPU tests' regions
+from tests.test_autotune import mean_var0, sum_squares, transpose_add  # the CPU tests' regions
+from tests.workloads import col_sum, gelu, softmax
 
 cupy = pytest.importorskip("cupy")
 

@@ -1,11 +1,8 @@
 """CORRECTNESS.md's items, the input errors and the runtime's robustness on the GPU, through ``fusec.fuse`` with
 CuPy arrays: ``pytest -m gpu tests/gpu/test_correctness_gpu.py`` (skipped where CuPy sees no GPU).
 
-- every case of ``tests/correctness/cases.py`` (the table the CPU tests run on the NumPy backend) with CuPy
-  arguments against NumPy eager on the same data: first with a launcher that poisons its outputs (an element a
-  kernel never writes shows up), then twice with a plain one (the second call takes the dispatch fast path);
-  inputs must be unchanged, ``out=`` (also overlapping an input) as NumPy does it. Cases with more than 2**31
-  elements compare with CuPy eager on the device. Every kernel is compiled up front, in parallel processes;
+- the cases of ``tests/correctness/cases.py`` with more than 2**31 elements, against CuPy eager on the device (the
+  others run on both backends in ``tests/correctness/test_correctness.py``);
 - every input error of ``tests/correctness/test_input_errors.py`` with CuPy arrays, real NumPy/CuPy mixes, and
   arrays or ``out=`` on another GPU than the current one (skipped with one GPU);
 - concurrent calls from threads on their own streams (each source compiled once), a truncated on-disk cubin
@@ -29,7 +26,7 @@ from fusec.runtime import cubin_cache
 from fusec.runtime import launch as runtime
 from tests.correctness import test_runtime as cpu_runtime
 from tests.correctness.cases import CASES, Case
-from tests.correctness.check import kernel_specs, rng_of, run_case
+from tests.correctness.check import kernel_specs, rng_of
 from tests.correctness.test_input_errors import ERRORS, ErrorCase, add, check_error
 from tests.helpers import GPU_ONLY, assert_matches_numpy, gpu_count, random_array
 
@@ -38,19 +35,15 @@ cupy = pytest.importorskip("cupy")
 
 pytestmark = GPU_ONLY
 
-SMALL = [c for c in CASES if not c.large]
 LARGE = [c for c in CASES if c.large]
 GPU_ERRORS = [c for c in ERRORS if "cupy" in c.kinds]
 
 
 @pytest.fixture(scope="module")
 def launchers() -> tuple[runtime.KernelLauncher, runtime.KernelLauncher]:
-    """A poisoning and a plain launcher, every case's kernels compiled up front (in parallel processes)."""
+    """A poisoning and a plain launcher, the unfused workloads' kernels compiled up front (in parallel processes)."""
     arch = "sm_" + cupy.cuda.Device().compute_capability
     sources = []
-    for case in SMALL:
-        if case.raises is None:
-            sources += [render_kernel(s) for s in kernel_specs(case.fn, case.make(cupy, rng_of(case)).args)]
     for fn, shapes in cpu_runtime.WORKLOADS.values():
         args = tuple(cupy.zeros(s, np.float32) for s in shapes)
         sources += [render_kernel(s) for s in kernel_specs(fn, args, fusion=False)]
@@ -62,15 +55,6 @@ def launchers() -> tuple[runtime.KernelLauncher, runtime.KernelLauncher]:
 def use_launcher(monkeypatch: pytest.MonkeyPatch):
     """``use_launcher(l)``: make ``l`` the launcher that fused calls use."""
     return lambda launcher: monkeypatch.setattr(runtime, "_DEFAULT", launcher)
-
-
-@pytest.mark.parametrize("case", SMALL, ids=[c.id for c in SMALL])
-def test_gpu_matches_numpy(case: Case, launchers, use_launcher) -> None:
-    poisoned, plain = launchers
-    use_launcher(poisoned)
-    run_case(case, cupy, cupy.asnumpy)
-    use_launcher(plain)
-    run_case(case, cupy, cupy.asnumpy, repeat=2)
 
 
 @pytest.mark.parametrize("case", LARGE, ids=[c.id for c in LARGE])

@@ -17,15 +17,11 @@ import pytest
 import fusec
 from fusec.runtime import dispatch
 from tests.helpers import GPU_ONLY, assert_matches_numpy
+from tests.workloads import softmax
 
 cupy = pytest.importorskip("cupy")
 
 pytestmark = GPU_ONLY
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 WORKLOADS = {

@@ -12,13 +12,9 @@ import pytest
 import fusec
 from fusec.runtime import launch as runtime
 from tests.helpers import GPU_ONLY
+from tests.workloads import softmax
 
 pytestmark = GPU_ONLY
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 def two_kernels(x):

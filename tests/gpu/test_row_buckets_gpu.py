@@ -16,7 +16,7 @@ import fusec
 from fusec.ir.interpret import to_xp
 from fusec.runtime.launch import KernelLauncher, run_plan
 from tests.helpers import GPU_ONLY, assert_matches_numpy, random_array, seed_of
-from tests.schedule.test_row_buckets import layernorm, softmax
+from tests.workloads import layernorm, softmax
 
 cupy = pytest.importorskip("cupy")
 

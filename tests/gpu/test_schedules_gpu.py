@@ -14,26 +14,12 @@ from fusec.ir import graph as ir_graph
 from fusec.ir.interpret import interpret, to_xp
 from fusec.runtime.launch import KernelLauncher, default_launcher, run_plan
 from tests.helpers import GPU_ONLY, assert_matches_numpy, random_array, seed_of
-from tests.schedule.test_schedules import (
-    channel_sum,
-    col_softmax,
-    col_sum,
-    gelu,
-    mean_var,
-    row_sum_of_transposed,
-    softmax,
-    sum_abs,
-    transpose_affine,
-)
+from tests.schedule.test_schedules import channel_sum, mean_var, row_sum_of_transposed, transpose_affine
+from tests.workloads import col_softmax, col_sum, gelu, router, softmax, sum_abs
 
 cupy = pytest.importorskip("cupy")
 
 pytestmark = GPU_ONLY
-
-
-def router(x):
-    p = softmax(x)
-    return p.max(axis=-1), p.argmax(axis=-1)
 
 
 def affine(x, w, b):

@@ -16,6 +16,7 @@ import fusec
 from fusec.support.errors import FusecTypeError
 from tests.helpers import assert_matches_numpy, gpu_count, random_array
 from tests.ir.test_inplace import _adamw  # the in-place AdamW step of the CPU tests
+from tests.workloads import softmax
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed")
 cupy = pytest.importorskip("cupy")
@@ -24,16 +25,11 @@ needs_cuda = pytest.mark.skipif(gpu_count() == 0 or not torch.cuda.is_available(
                                 reason="no CUDA GPU visible to CuPy and PyTorch")
 
 
-def _softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 def test_torch_cpu_tensors_run_the_numpy_backend():
     x = random_array(np.random.default_rng(1), (6, 9), np.float32, special=False)
-    got = fusec.fuse(_softmax)(torch.from_numpy(x.copy()))
+    got = fusec.fuse(softmax)(torch.from_numpy(x.copy()))
     assert isinstance(got, torch.Tensor) and got.device.type == "cpu"
-    assert_matches_numpy(got.numpy(), _softmax(x))
+    assert_matches_numpy(got.numpy(), softmax(x))
 
 
 def test_torch_cpu_in_place_update_writes_the_tensor():
@@ -52,10 +48,10 @@ def test_torch_cpu_in_place_update_writes_the_tensor():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_torch_cuda_tensors_in_and_out_zero_copy(dtype):
     x = torch.randn(300, 257, device="cuda", dtype=dtype)
-    got = fusec.fuse(_softmax)(x)
+    got = fusec.fuse(softmax)(x)
     assert isinstance(got, torch.Tensor) and got.device == x.device and got.dtype == dtype
     tol = dict(rtol=2e-3, atol=1e-3) if dtype == torch.float16 else {}
-    assert_matches_numpy(got.cpu().numpy(), _softmax(x.cpu().numpy()), **tol)
+    assert_matches_numpy(got.cpu().numpy(), softmax(x.cpu().numpy()), **tol)
 
 
 @pytest.mark.gpu
@@ -108,5 +104,5 @@ def test_torch_cuda_mixed_with_cupy_and_non_contiguous():
 def test_torch_requires_grad_is_a_clear_error():
     x = torch.ones(3, requires_grad=True)
     with pytest.raises(FusecTypeError) as info:
-        fusec.fuse(_softmax)(x)
+        fusec.fuse(softmax)(x)
     assert "detach" in (info.value.hint or "")

@@ -1,6 +1,7 @@
-"""Build-only mode of the GPU tests: ``pytest tests/gpu --gpu-build`` on a machine without a GPU.
+"""Build-only mode of the GPU tests: ``pytest --gpu-build`` on a machine without a GPU.
 
-Every case of every file in ``tests/gpu`` runs as written, against a host stand-in for CuPy
+Every GPU case runs as written (every case of every file in ``tests/gpu``, and the cases marked ``gpu``, the CuPy
+halves, of the files whose tests run on both backends: :data:`tests.backends.FILES`), against a host stand-in for CuPy
 (:mod:`tests.gpu_build.standin`): arrays are NumPy views of host allocations at 256-byte aligned addresses, so a
 view keeps CuPy's pointer offsets and alignments. Each case is planned, each of its kernels generated and compiled
 with NVRTC for sm_90 (into a cubin cache that dedupes identical sources) by fusec's own launcher, each launch

@@ -1,8 +1,9 @@
 """pytest's side of build-only mode (see :mod:`tests.gpu_build`): the options, switching the mode on before any
-test module imports CuPy, the header and summary lines, the skips and the sample.
+test module imports CuPy, the header and summary lines, what it collects (``tests/gpu/`` and the files of
+:data:`tests.backends.FILES`, of which only the cases marked ``gpu`` run), the skips and the sample.
 
-    pytest tests/gpu --gpu-build                          # every case
-    pytest tests/gpu --gpu-build --gpu-build-sample 0.2   # a seeded sample (seed printed; --gpu-build-seed N)
+    pytest --gpu-build                          # every GPU case
+    pytest --gpu-build --gpu-build-sample 0.2   # a seeded sample (seed printed; --gpu-build-seed N)
 
 ``FUSEC_GPU_BUILD=1``, ``FUSEC_GPU_BUILD_SAMPLE`` and ``FUSEC_GPU_BUILD_SEED`` do the same as the options.
 """
@@ -21,9 +22,13 @@ from typing import Any
 
 import pytest
 
+from tests import backends
 from tests.gpu_build import gpu_only
 
-GPU_TESTS = Path(__file__).resolve().parents[1] / "gpu"
+ROOT = Path(__file__).resolve().parents[2]
+GPU_TESTS = ROOT / "tests" / "gpu"
+# the test files with GPU cases: every file of tests/gpu, and the files whose tests run on both backends
+BOTH_BACKENDS = frozenset(ROOT / path for path in backends.FILES)
 _STATE: dict[str, Any] = {}  # enabled, seed, fraction, cache, sampled, collected, started
 
 
@@ -90,15 +95,17 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [f"fusec GPU BUILD-ONLY MODE (no GPU here: {_STATE['why'] or 'none found'}): CuPy is a host stand-in; "
             "kernels are generated and compiled with NVRTC for sm_90, each launch is checked against its arrays' "
             "layouts and run by the reference interpreter. NOT a GPU run.",
-            f"build-only: tests/gpu only, {sample}; cubin cache {_STATE['cache']}; launch checks: {checks} "
+            f"build-only: the GPU cases only (tests/gpu and the CuPy halves of tests/backends.py's FILES), {sample}; "
+            f"cubin cache {_STATE['cache']}; launch checks: {checks} "
             f"(launch contracts: {stated})"]
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """In build-only mode only tests/gpu is collected (the other tests use the real CuPy)."""
+    """In build-only mode only the files with GPU cases are collected (the other tests use the real CuPy)."""
     if not _STATE.get("enabled") or collection_path.is_dir():
         return None
-    return GPU_TESTS not in collection_path.resolve().parents
+    path = collection_path.resolve()
+    return GPU_TESTS not in path.parents and path not in BOTH_BACKENDS
 
 
 @pytest.hookimpl(trylast=True)
@@ -107,6 +114,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     from tests.gpu_build.sample import choose
 
+    # of a file whose tests run on both backends, the CuPy half only (tests/gpu's files run whole, as before)
+    cpu = {id(item) for item in items
+           if item.get_closest_marker("gpu") is None and item.path.resolve() in BOTH_BACKENDS}
+    if cpu:
+        config.hook.pytest_deselected(items=[item for item in items if id(item) in cpu])
+        items[:] = [item for item in items if id(item) not in cpu]
     _STATE["collected"] = len(items)
     kept = choose(items, _STATE["fraction"], _STATE["seed"])
     if len(kept) < len(items):
@@ -115,7 +128,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
     _STATE["sampled"] = len(items)
     files = {item.nodeid.split("::", 1)[0] for item in items}
-    _STATE["whole"] = files >= {str(p.relative_to(GPU_TESTS.parents[1])) for p in GPU_TESTS.glob("test_*.py")}
+    _STATE["whole"] = files >= {str(p.relative_to(ROOT)) for p in GPU_TESTS.glob("test_*.py")} | set(backends.FILES)
     for item in items:
         why = gpu_only.reason(gpu_only.NEEDS_GPU, item.nodeid)
         if why:
@@ -159,7 +172,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                   f"({'all' if _STATE['fraction'] >= 1 else 'seed ' + str(_STATE['seed'])}) in {seconds:.0f} s; "
                   + record.summary())
     if _STATE["fraction"] < 1:
-        reporter.line(f"rerun this sample: FUSEC_GPU_BUILD_SEED={_STATE['seed']} pytest tests/gpu --gpu-build "
+        reporter.line(f"rerun this sample: FUSEC_GPU_BUILD_SEED={_STATE['seed']} pytest --gpu-build "
                       f"--gpu-build-sample {_STATE['fraction']}")
     if _STATE.get("missing"):
         reporter.line(f"FAILED: the sample built no kernel of kind {', '.join(_STATE['missing'])}", red=True)

@@ -1,9 +1,10 @@
 """The everyday NumPy functions traced by ``fusec/frontend/creation_functions.py``, ``elementwise_functions.py``,
 ``contraction_functions.py``, the views of ``view_functions.py`` (``flipud``, ``rot90``, ``diagonal``, ...) and
-the ``where=``/``initial=`` arguments of reductions, through ``fusec.fuse`` on the NumPy backend against NumPy on
-fresh random data (NaN, infinities and extremes mixed in), in several dtypes: bit for bit where NumPy's steps
-are reproduced, within the reduction tolerance where a float sum's order differs; kernel counts; NumPy's errors;
-the refusal of matrix products. ``CASES`` is shared with ``tests/gpu/test_numpy_functions_gpu.py``.
+the ``where=``/``initial=`` arguments of reductions, through ``fusec.fuse`` against NumPy on fresh random data
+(NaN, infinities and extremes mixed in), in several dtypes: bit for bit where NumPy's steps are reproduced, within
+the reduction tolerance where a float sum's order differs; kernel counts; NumPy's errors; the refusal of matrix
+products. On the NumPy backend and on the GPU (``pytest -m gpu``: CuPy arguments, ``y`` transposed in memory, each
+kernel's outputs poisoned before its launch, then the public call; skipped where CuPy sees no GPU).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import scipy.special as sp
 
 import fusec
 from fusec.support.errors import FusecError, UnsupportedError
+from tests.backends import on_backends
 from tests.helpers import assert_matches_numpy, random_array, seed_of
 
 
@@ -117,17 +119,25 @@ def _inputs(name: str, dtype: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             np.abs(random_array(rng, SHAPE[-1:], dtype, special=False)) + 1)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32"])
+# per backend: (dtype, y's layout in memory: "c" as made, "t" the same values transposed); float16 sums in another
+# order on the GPU (in float32 there): a looser float16 tolerance
+@pytest.mark.parametrize("backend, dtype, y_layout", on_backends(
+    numpy=[(dtype, "c") for dtype in ["float32", "float64", "float16", "int32"]],
+    cupy=[(dtype, "t") for dtype in ["float32", "float16", "int32"]]))
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_numpy_function_matches_numpy(name: str, dtype: str) -> None:
+def test_numpy_function_matches_numpy(name: str, backend, dtype: str, y_layout: str) -> None:
     fn, reordered = CASES[name]
     if name in FLOAT_ONLY and dtype == "int32":
         pytest.skip("a float function")
     x, y, w = _inputs(name, dtype)
+    if y_layout == "t":
+        y = np.ascontiguousarray(y.T).T
+    args = [backend.to_device(a) for a in (x, y, w)]
     with np.errstate(all="ignore"):
         want = fn(x, y, w)
-        got = fusec.fuse(fn)(x, y, w)
-    check_result(got, want, reordered, dtype)
+        results = backend.results(fusec.fuse(fn), *args)
+    for got in results:
+        check_result(backend.to_host(got), want, reordered, dtype, float16_rtol=4e-3 if backend.gpu else 2e-3)
 
 
 def check_result(got, want, reordered: bool, dtype: str, float16_rtol: float = 2e-3) -> None:

@@ -10,28 +10,14 @@ import pytest
 
 import fusec
 from fusec import ArraySpec
+from tests.workloads import adam, layernorm, mean_var, rmsnorm, softmax, sum_abs
 
 F32 = "float32"
 ROWS = ArraySpec((4096, 1024), F32)
 
 
-def sum_abs(x):
-    return np.abs(x).sum()
-
-
-def gelu(x):
+def gelu(x):  # examples/gelu.py's form (x**3), not tests/workloads.py's (x * x * x)
     return 0.5 * x * (1.0 + np.tanh(0.7978845608 * (x + 0.044715 * x**3)))
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def layernorm(x, eps=1e-5):
-    m = x.mean(axis=-1, keepdims=True)
-    v = ((x - m) ** 2).mean(axis=-1, keepdims=True)
-    return (x - m) / np.sqrt(v + eps)
 
 
 def moe_router(logits):
@@ -40,24 +26,8 @@ def moe_router(logits):
     return probs.max(axis=-1), probs.argmax(axis=-1)
 
 
-def adam(param, grad, m, v, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, step=1):
-    m = beta1 * m + (1.0 - beta1) * grad
-    v = beta2 * v + (1.0 - beta2) * grad * grad
-    m_hat = m / (1.0 - beta1**step)
-    v_hat = v / (1.0 - beta2**step)
-    return param - lr * m_hat / (np.sqrt(v_hat) + eps), m, v
-
-
-def mean_var(x):
-    return x.mean(), x.var()
-
-
 def l2_norm(x):
     return np.sqrt(np.sum(x * x))
-
-
-def rmsnorm(x, w, eps=1e-6):
-    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * w
 
 
 def column_sums(x):

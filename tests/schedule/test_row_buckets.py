@@ -18,21 +18,7 @@ from fusec.kinds import RowSchedule
 from fusec.runtime import cubin_cache
 from fusec.schedule import ScheduleError
 from tests.helpers import assert_matches_numpy, random_array
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def layernorm(x):
-    m = x.mean(axis=-1, keepdims=True)
-    v = ((x - m) ** 2).mean(axis=-1, keepdims=True)
-    return (x - m) / np.sqrt(v + 1e-5)
-
-
-def row_sum(x):
-    return x.sum(axis=-1)
+from tests.workloads import layernorm, row_sum, softmax
 
 
 def _kernel(fn, n, dtype="float32", rows=64, schedules=None):

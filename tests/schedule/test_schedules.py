@@ -25,29 +25,12 @@ from fusec.kinds import (
 )
 from fusec.schedule import ArrayLayout, ScheduleError, layout_of, layouts_of
 from tests.helpers import assert_matches_numpy, random_array
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def gelu(x):
-    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+from tests.workloads import col_softmax, col_sum, gelu, softmax, sum_abs
 
 
 def mean_var(x):
     m = x.mean()
     return m, ((x - m) ** 2).mean()
-
-
-def sum_abs(x):
-    return np.abs(x).sum()
-
-
-def col_softmax(x):
-    e = np.exp(x - x.max(axis=0, keepdims=True))
-    return e / e.sum(axis=0, keepdims=True)
 
 
 def transpose_affine(x):
@@ -60,10 +43,6 @@ def outer(a, b):
 
 def transpose_pair(x, y):
     return x.T * 2 + y.T
-
-
-def col_sum(x):
-    return x.sum(axis=0)
 
 
 def col_mean_var(x):
