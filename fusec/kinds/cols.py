@@ -54,9 +54,6 @@ class ColSchedule(Schedule):
     blocks: int = 0
     one_pass: bool | None = None
 
-    @property
-    def variant(self) -> str:
-        return self.finish
 
     @property
     def block(self) -> tuple[int, int]:

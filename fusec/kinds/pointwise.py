@@ -48,9 +48,6 @@ class PointwiseSchedule(Schedule):
     vec: int = 1
     tile: int = 32  # tiled: the tile's edge (the block is tile x 256 / tile threads)
 
-    @property
-    def variant(self) -> str:
-        return self.loop
 
     @property
     def block(self) -> tuple[int, int]:

@@ -39,9 +39,6 @@ class ReduceAllSchedule(Schedule):
     vec: int = 1
     one_pass: bool | None = None
 
-    @property
-    def variant(self) -> str:
-        return self.finish
 
     @property
     def persistent(self) -> bool:

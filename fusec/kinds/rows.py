@@ -92,9 +92,6 @@ class RowSchedule(Schedule):
     lengths: str = "bucket"
     one_pass: bool | None = None
 
-    @property
-    def variant(self) -> str:
-        return self.mapping
 
     @property
     def capacity(self) -> int:

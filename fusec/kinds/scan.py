@@ -97,9 +97,6 @@ class ScanSchedule(Schedule):
     row_threads: int = BLOCK
     elems: int = 4
 
-    @property
-    def variant(self) -> str:
-        return self.mapping
 
     @property
     def rows_per_block(self) -> int:

@@ -60,7 +60,8 @@ class Schedule:
 
     @property
     def variant(self) -> str:
-        raise NotImplementedError
+        """The word after ``kind:`` in the text: the value of the field :attr:`variant_field` names."""
+        return getattr(self, self.variant_field)
 
     @property
     def block(self) -> tuple[int, int]:

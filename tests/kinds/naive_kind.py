@@ -31,9 +31,6 @@ class NaiveSchedule(Schedule):
     variant_field: ClassVar[str] = "loop"
     loop: str = "strided"
 
-    @property
-    def variant(self) -> str:
-        return self.loop
 
 
 class NaiveKind(KernelKind):
