@@ -54,7 +54,7 @@ class TracedFunction:
     hashed) as itself: :class:`Fused` keys its executables by it."""
 
     graph: Graph
-    structure: str  # "single" | "tuple" | "list" | "none" (it only updates arguments in place)
+    structure: str  # "single" | "tuple" | "list" | "none" (it returns None): fusec.runtime.results
     shape_specialized: bool
     scalars: tuple[Scalar, ...] = ()  # the runtime scalars that are graph inputs, after the arrays
     updates: tuple[int, ...] = ()  # array inputs updated in place: the graph's last outputs are their values
@@ -66,10 +66,12 @@ class TracedFunction:
     index_checks: tuple[tuple[int, int, int, str | None], ...] = ()
     # fusec's decisions taken from this trace's sizes: reused for new sizes only where each still holds
     guards: tuple[ShapeGuard, ...] = ()
+    nones: tuple[int, ...] = ()  # the positions of a returned tuple's or list's None entries
 
     @property
     def n_results(self) -> int:
-        """How many of the graph's outputs the function returns (the in-place updates follow them)."""
+        """How many of the graph's outputs the function returns (the in-place updates follow them): its array
+        results, None entries not counted."""
         return len(self.graph.outputs) - len(self.updates) - len(self.parts)
 
     @property
@@ -94,7 +96,7 @@ class TracedFunction:
 
     def pack(self, values: list[Any]) -> Any:
         """The function's results (the first :attr:`n_results` of ``values``) as it returns them."""
-        return pack_results(values[:self.n_results], self.structure)
+        return pack_results(values[:self.n_results], self.structure, self.nones)
 
 
 def _check_unread_indices(traced: TracedFunction, arrays: list[Any], backend: str) -> None:
@@ -139,6 +141,8 @@ class Fused:
       reductions are 0-d arrays).
     - ``f(..., out=arrays)`` writes the results into the given arrays (same-kind casting) and
       returns them.
+    - It returns what the function returns: None for ``return None`` (in-place updates still happen),
+      None at the positions of a returned tuple's or list's None entries, ``()`` for ``return ()``.
     - PyTorch tensors (and other DLPack arrays) are taken without a copy: CUDA ones run the kernels on
       PyTorch's current stream, CPU ones the NumPy backend; results come back as tensors.
     - Python and NumPy scalar arguments are runtime scalars (kernel inputs) unless static; in-place
@@ -402,14 +406,13 @@ class Fused:
         if isinstance(result, dict):
             raise UnsupportedError(f"{self.name} returned a dict", loc=return_site(self.fn, returning_dict=True),
                                    hint="return a tuple (or a list) of arrays; name them at the call site")
-        if result is None and (updates or parts):  # a function that only updates its arguments in place
+        nones: tuple[int, ...] = ()
+        if result is None:  # returns None, as the function does (its in-place updates still run)
             structure, values = "none", []
-        elif isinstance(result, (tuple, list)):
+        elif isinstance(result, (tuple, list)):  # None entries are returned as None where they are
             structure = "tuple" if isinstance(result, tuple) else "list"
-            values = list(result)
-            if not values:
-                raise TraceError(f"{self.name} returned an empty {structure}",
-                                 hint="return the arrays it computes")
+            nones = tuple(i for i, v in enumerate(result) if v is None)
+            values = [v for v in result if v is not None]
         else:
             structure, values = "single", [result]
         loc = None if all(isinstance(v, Tracer) for v in values) else return_site(self.fn)
@@ -421,7 +424,7 @@ class Fused:
         # the checks' extents are this trace's sizes: a new size traces again
         return TracedFunction(graph, structure, specialized or bool(index_checks), tuple(scalars),
                               tuple(i for i, _ in updates), runtime, parts=tuple(parts), index_checks=index_checks,
-                              guards=traced.guards)
+                              guards=traced.guards, nones=nones)
 
     def plan(self, *args: Any, **kwargs: Any) -> Plan:
         """The kernels these arguments (arrays or :class:`fusec.ArraySpec`) run as, with bytes moved."""
@@ -455,7 +458,7 @@ class Fused:
             if executable is None or executable.plan is not plan:  # new, or the plan of another fusion setting
                 if traced not in self._executables and len(self._executables) >= _SHAPES_KEPT:
                     self._executables.pop(next(iter(self._executables)))
-                executable = Executable(plan, structure=traced.structure, updates=traced.updates,
+                executable = Executable(plan, structure=traced.structure, nones=traced.nones, updates=traced.updates,
                                         parts=traced.parts, schedules=self.schedules, autotune=self.autotune)
                 self._executables[traced] = executable
         return traced, executable, scalars
@@ -517,7 +520,8 @@ class Fused:
         if traced.index_checks:
             _check_unread_indices(traced, arrays, backend)
         n = traced.n_results
-        outs = None if out is None else _check_out(self.name, out, executable.plan.graph.outputs[:n], backend)
+        outs = None if out is None else _check_out(self.name, _array_outs(out, traced.nones, n),
+                                                   executable.plan.graph.outputs[:n], backend)
         if traced.updated:
             check_updated(self.name, params, traced.updated, backend)
         if backend == "cupy":
@@ -716,6 +720,16 @@ def _type_name(value: Any) -> str:
     return f"{cls.__module__.split('.')[0]}.{cls.__name__}" if cls.__module__ != "builtins" else cls.__name__
 
 
+def _array_outs(out: Any, nones: tuple[int, ...], n: int) -> Any:
+    """``out=`` for the ``n`` array results alone: a tuple (or list) that mirrors what the function returns, None
+    at each of its None entries (``out=(o, None)`` for ``return a + b, None``), loses those Nones; any other ``out=``
+    (one array per array result: ``out=o`` or ``out=(o,)`` there) is taken as it is."""
+    if (nones and isinstance(out, (tuple, list)) and len(out) == n + len(nones)
+            and all(out[i] is None for i in nones)):
+        return type(out)(o for i, o in enumerate(out) if i not in nones)
+    return out
+
+
 def _check_out(name: str, out: Any, nodes: tuple[Any, ...], backend: str) -> list[Any]:
     """The ``out=`` arrays as a list, checked before anything runs, as NumPy checks them: one per result,
     of the arguments' library (and device), of the result's shape, writable, and of a dtype the result
@@ -723,8 +737,9 @@ def _check_out(name: str, out: Any, nodes: tuple[Any, ...], backend: str) -> lis
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     if len(outs) != len(nodes):
         raise FusecValueError(f"{name} returns {len(nodes)} array(s) but out= has {len(outs)}",
-                              hint=f"pass out= a tuple of {len(nodes)} arrays" if len(nodes) > 1 else
-                              "pass out= one array")
+                              hint=f"pass out= a tuple of {len(nodes)} arrays (one per array result; None "
+                                   "entries of the result take none)" if len(nodes) > 1 else
+                              "pass out= one array" if nodes else "it returns no arrays: leave out= out")
     library = "cupy" if backend == "cupy" else "numpy"
     for i, (node, dst) in enumerate(zip(nodes, outs)):
         where = f"out[{i}] of {name}" if len(outs) > 1 or isinstance(out, (tuple, list)) else f"out= of {name}"
@@ -862,7 +877,10 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
       reduction gives a 0-d array). Don't mix the two. Python and NumPy scalar arguments are runtime
       scalars: new values neither trace nor compile again (docs/scalars.md).
     - ``f(*args, out=arrays)``: writes the results into ``out`` (one array, or a tuple for several
-      results; same-kind casting, as NumPy's ``out=``) and returns them.
+      results; same-kind casting, as NumPy's ``out=``) and returns them. A result's None entries take no
+      ``out=`` array: pass one per array result, or None at their positions (``out=(o, None)``).
+    - A function may return None, or None entries in a tuple or list: the call returns them as they
+      are (``return ()`` gives ``()``), and its in-place updates still happen.
     - ``f.trace(*args)``: the traced IR :class:`Graph` (prints as IR text).
     - ``f.plan(*args)``: the kernels it runs as, with the bytes each moves.
     - ``f.explain(*args, run=False)``: the report (traced IR, IR after the passes with each kernel's

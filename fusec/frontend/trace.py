@@ -44,7 +44,6 @@ from fusec.support.errors import (
     FusecAttributeError,
     FusecError,
     FusecTypeError,
-    TraceError,
     UnsupportedError,
     library_file,
 )
@@ -299,13 +298,10 @@ def _own_nodes(function: ast.AST) -> list[ast.AST]:
 
 
 def output_node(value: Any, index: int, loc: str | None = None) -> Node:
-    """The node of one returned value (a Tracer, or a constant that becomes a 0-d const); errors name
-    ``loc`` (the ``return`` line) when given."""
+    """The node of one returned value (a Tracer, or a constant that becomes a 0-d const; the frontend returns
+    None entries as None without a node); errors name ``loc`` (the ``return`` line) when given."""
     if isinstance(value, Tracer):
         return value.node
-    if value is None:
-        raise TraceError(f"output {index} of the fused function is None", loc=loc,
-                         hint="return the arrays it computes (a tuple for several)")
     if isinstance(value, dict):
         raise UnsupportedError(f"output {index} of the fused function is a dict", loc=loc,
                                hint="return a tuple (or a list) of arrays; name them at the call site")

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from fusec.runtime.gpu import cupy_module
+from fusec.runtime.results import pack_source
 
 RECYCLE_MAX_BYTES = 1 << 20  # outputs up to this size are recycled; larger ones are not dispatch-bound
 RECYCLE_KEPT = 2  # arrays kept per output: a loop `y = f(x)` holds the previous result during a call
@@ -154,8 +155,8 @@ class PlanStep:
 
 class PlanRunner:
     """Every kernel of a plan, resolved for one exact input layout: ``runner.run(arrays)`` gives the
-    outputs, packed as ``structure`` says: ``"list"`` (the default), ``"tuple"`` or ``"single"`` (the
-    first output alone).
+    outputs, packed as ``structure`` and ``nones`` say (:func:`fusec.runtime.results.pack_results`): ``"list"`` (the
+    default), ``"tuple"``, ``"single"`` (the first output alone) or ``"none"`` (None).
 
     ``run`` is a straight-line Python function generated for the plan (``runner.source`` shows it):
     value ``v<i>`` is the i-th input, then each kernel's outputs in order; per kernel it takes or
@@ -165,11 +166,12 @@ class PlanRunner:
     itself, so a repeat call goes through two Python frames: its own ``__call__`` and ``run``."""
 
     def __init__(self, steps: tuple[PlanStep, ...], n_inputs: int, out_slots: tuple[int, ...], device: int,
-                 structure: str = "list", checked_path: Callable[[Sequence[Any]], Any] | None = None):
+                 structure: str = "list", checked_path: Callable[[Sequence[Any]], Any] | None = None,
+                 nones: tuple[int, ...] = ()):
         self.steps = steps
         self.out_slots = out_slots
         self.device = device
-        self.source, names = _runner_source(steps, n_inputs, out_slots, structure)
+        self.source, names = _runner_source(steps, n_inputs, out_slots, structure, nones)
         cp = cupy_module()
         names.update(lock=threading.Lock(), current_stream=cp.cuda.get_current_stream, new=cp.ndarray,
                      after_failure=self._after_failure, misfit=_MISFIT, Misfit=ContractMisfit,
@@ -196,7 +198,7 @@ class PlanRunner:
 
 
 def _runner_source(steps: tuple[PlanStep, ...], n_inputs: int, out_slots: tuple[int, ...],
-                   structure: str) -> tuple[str, dict[str, Any]]:
+                   structure: str, nones: tuple[int, ...] = ()) -> tuple[str, dict[str, Any]]:
     """The source of a runner's ``run(arrays)`` and the names it refers to."""
     names: dict[str, Any] = {}
     body = []
@@ -242,8 +244,9 @@ def _runner_source(steps: tuple[PlanStep, ...], n_inputs: int, out_slots: tuple[
         function, gx, gy, gz, bx, by, bz, shared = launch.constants
         body.append(f"    launch{k}({function}, {gx}, {gy}, {gz}, {bx}, {by}, {bz}, {shared}, stream, "
                     f"{launch.parameters}, 0)")
-    results = ", ".join(f"v{i}" for i in out_slots)
-    body.append("return " + {"single": f"v{out_slots[0]}", "tuple": f"({results},)", "list": f"[{results}]"}[structure])
+    if body[-1] == "with lock:":  # no kernel: a function that returns nothing it computes
+        body.append("    pass")
+    body.append("return " + pack_source([f"v{i}" for i in out_slots], structure, nones))
     lines = ["def run(arrays, retry=True):", "    try:", *("        " + line for line in body),
              "    except Misfit:", "        return checked_path(arrays)",
              "    except Exception as exc:", "        if not retry:", "            raise",

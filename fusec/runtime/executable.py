@@ -4,8 +4,9 @@ block task calls.
 An :class:`Executable` is a :class:`fusec.runtime.plan.Plan` with everything a call of it needs: its kernels, each
 compiled and sized by the launcher (:mod:`fusec.runtime.launch`: one launch recipe per kernel and argument layout,
 each with its launch contract, kept by the launcher for as long as the plan's regions live), how the call's results
-are packed (``structure``), what the call writes into its arguments (the function's in-place updates, wholly or in
-part: :mod:`fusec.runtime.write_backs`), and the forced schedules and autotuning it runs with.
+are packed (``structure`` and ``nones``: :mod:`fusec.runtime.results`), what the call writes into its arguments (the
+function's in-place updates, wholly or in part: :mod:`fusec.runtime.write_backs`), and the forced schedules and
+autotuning it runs with.
 
 - ``executable(arrays, out=...)`` runs a call on CuPy arrays (the checked path, :func:`fusec.runtime.launch.run_plan`):
   ``out=`` arrays receive the results (kernels write straight into those of the result's dtype that share no memory
@@ -31,28 +32,30 @@ from fusec.kinds import ForcedSchedules
 from fusec.runtime.gpu import cupy_module
 from fusec.runtime.launch import KernelLauncher, default_launcher, run_plan
 from fusec.runtime.plan import Plan, execute_numpy
+from fusec.runtime.results import STRUCTURES, check_structure, pack_results
 from fusec.runtime.write_backs import PartialUpdate, commit, direct_writes
-
-STRUCTURES = ("single", "tuple", "list", "none")  # how a call returns its results ("none": it only updates arguments)
 
 
 class Executable:
     """``plan`` made runnable (see the module docstring). ``structure``: how a call returns the function's results
-    (``"single"``, ``"tuple"``, ``"list"``, or ``"none"`` for a function that only updates its arguments);
+    (``"single"``, ``"tuple"``, ``"list"``, or ``"none"`` for a function that returns None); ``nones``: the positions
+    of a returned tuple's or list's None entries (:mod:`fusec.runtime.results`);
     ``updates``: the array arguments the function updates wholly (their new values are the graph's outputs after
     the results); ``parts``: its assignments to part of an argument (their values are the graph's last outputs);
     ``schedules``: kernels' forced schedules by name; ``autotune``: None for the launcher's setting; ``launcher``:
     None for the process's default launcher (looked up on each call)."""
 
-    __slots__ = ("plan", "structure", "updates", "parts", "schedules", "autotune", "launcher", "writes_arguments")
+    __slots__ = ("plan", "structure", "nones", "updates", "parts", "schedules", "autotune", "launcher",
+                 "writes_arguments")
 
-    def __init__(self, plan: Plan, *, structure: str = "list", updates: tuple[int, ...] = (),
-                 parts: tuple[PartialUpdate, ...] = (), schedules: ForcedSchedules | None = None,
-                 autotune: bool | None = None, launcher: KernelLauncher | None = None):
-        if structure not in STRUCTURES:
-            raise ValueError(f"structure must be one of {STRUCTURES}, not {structure!r}")
+    def __init__(self, plan: Plan, *, structure: str = "list", nones: tuple[int, ...] = (),
+                 updates: tuple[int, ...] = (), parts: tuple[PartialUpdate, ...] = (),
+                 schedules: ForcedSchedules | None = None, autotune: bool | None = None,
+                 launcher: KernelLauncher | None = None):
+        check_structure(structure, nones)
         self.plan = plan
         self.structure = structure
+        self.nones = tuple(nones)
         self.updates = tuple(updates)
         self.parts = tuple(parts)
         self.schedules = schedules
@@ -65,12 +68,13 @@ class Executable:
 
     @property
     def n_results(self) -> int:
-        """How many of the graph's outputs the function returns (the values written into arguments follow them)."""
+        """How many of the graph's outputs the function returns (the values written into arguments follow them):
+        its array results, None entries not counted; 0 for a function that returns None."""
         return len(self.plan.graph.outputs) - len(self.updates) - len(self.parts)
 
     def __call__(self, arrays: list[Any], out: list[Any] | None = None) -> Any:
         """Run a call on CuPy ``arrays`` (one per graph input); returns the results packed as ``structure`` says.
-        ``out``: one array per result (checked by the caller: shape, a dtype the result casts to same-kind, the
+        ``out``: one array per array result (checked by the caller: shape, a dtype the result casts to same-kind, the
         arguments' device) to write the results into; they are returned. The arguments the function updates are
         changed in place."""
         xp = cupy_module()
@@ -91,7 +95,7 @@ class Executable:
             if any(r is not dst for r, dst in zip(results, out)):
                 write_out(results, out, xp)
             results = out
-        return pack_results(results[:self.n_results], self.structure)
+        return pack_results(results[:self.n_results], self.structure, self.nones)
 
     def reference(self, arrays: list[Any], out: list[Any] | None = None) -> Any:
         """The call on NumPy ``arrays`` (one per graph input), run by the reference backend
@@ -101,7 +105,7 @@ class Executable:
             results = commit(self.plan, self.updates, self.parts, arrays, results, np)
         if out is not None:
             results = write_out(results[:self.n_results], out, np)
-        return pack_results(results[:self.n_results], self.structure)
+        return pack_results(results[:self.n_results], self.structure, self.nones)
 
     def runner(self, arrays: list[Any]) -> Callable[[Sequence[Any]], Any] | None:
         """The dispatch fast path for CuPy arrays laid out exactly as ``arrays`` (shapes, strides, dtypes, pointer
@@ -113,18 +117,9 @@ class Executable:
         if self.writes_arguments:
             return None
         runner = (self.launcher or default_launcher()).plan_runner(
-            self.plan, arrays, structure=self.structure, schedules=self.schedules, autotune=self.autotune)
+            self.plan, arrays, structure=self.structure, nones=self.nones, schedules=self.schedules,
+            autotune=self.autotune)
         return None if runner is None else runner.run
-
-
-def pack_results(values: Sequence[Any], structure: str) -> Any:
-    """A call's results as the function returns them: ``structure`` ``"single"`` (the first), ``"tuple"``,
-    ``"list"``, or ``"none"`` (None)."""
-    if structure == "none":
-        return None
-    if structure == "single":
-        return values[0]
-    return tuple(values) if structure == "tuple" else list(values)
 
 
 def write_out(results: list[Any], outs: list[Any], xp: Any) -> list[Any]:

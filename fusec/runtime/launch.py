@@ -61,6 +61,7 @@ from fusec.runtime.cubin_cache import cached_cubin, compile_and_store, compiled_
 from fusec.runtime.dispatch import OutputRecycler, PackedLaunch, PlanRunner, PlanStep, recycler_for
 from fusec.runtime.gpu import cupy_module
 from fusec.runtime.plan import Plan, take_read_backs
+from fusec.runtime.results import pack_results
 from fusec.schedule import ArrayLayout, DeviceProperties, ForcedSchedule, Schedule, ScheduleError, layouts_of
 from fusec.schedule.contract import ContractViolation, LaunchContract
 from fusec.schedule.device import device_properties
@@ -434,11 +435,12 @@ class KernelLauncher:
         raise AssertionError("unreachable: the heuristics' schedule fits any layout")
 
     def plan_runner(self, plan: Plan, arrays: list[Any], structure: str = "list",
-                    schedules: ForcedSchedules | None = None, autotune: bool | None = None) -> PlanRunner | None:
+                    schedules: ForcedSchedules | None = None, autotune: bool | None = None,
+                    nones: tuple[int, ...] = ()) -> PlanRunner | None:
         """A runner for ``plan`` over arrays laid out exactly as ``arrays`` (shapes, strides, dtypes,
         alignment, device): every kernel's recipe resolved and its launch packed now, so a call only
         finds its outputs and launches (:mod:`fusec.runtime.dispatch`); it packs its results as ``structure``
-        says (``"list"``, ``"tuple"``, ``"single"``). ``schedules`` forces kernels' schedules by name.
+        and ``nones`` say (:mod:`fusec.runtime.results`). ``schedules`` forces kernels' schedules by name.
         None when the plan has outputs that no kernel writes (inputs or constants returned), reads views of
         its arguments or reshapes between its kernels (taken on each call), or when the launcher poisons outputs
         (tests take the checked path)."""
@@ -472,10 +474,10 @@ class KernelLauncher:
                 logs.emit("recompile", "%s: the fast path's launch contracts not met: the checked path runs",
                           plan.graph.name)
             results = run_plan(plan, list(given), launcher=self, schedules=schedules, autotune=autotune)
-            return results[0] if structure == "single" else (tuple(results) if structure == "tuple" else results)
+            return pack_results(results, structure, nones)
 
         return PlanRunner(tuple(steps), len(plan.graph.inputs), tuple(slot[o] for o in plan.graph.outputs), device,
-                          structure, checked_path)
+                          structure, checked_path, nones)
 
     def source(self, region: Region, graph_values: Mapping[Node, Any], schedule: ForcedSchedule | None = None) -> str:
         """The CUDA source ``run_region`` compiles for these inputs (no launch)."""
