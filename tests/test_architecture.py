@@ -91,6 +91,15 @@ def test_architecture_layers_import_only_layers_below(module: str) -> None:
     assert not above, f"{module} ({layer_of(module)}) imports {above} from layers above it"
 
 
+def test_architecture_every_package_is_in_the_wheel() -> None:
+    """pyproject.toml lists the packages a wheel installs: every folder of ``fusec/`` with an ``__init__.py`` is one
+    (a layer left out installs a fusec that cannot import itself; CI's packaging check caught ``fusec.kinds``)."""
+    tomllib = pytest.importorskip("tomllib")  # (Python 3.11+)
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {"fusec"} | {f"fusec.{p.name}" for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert folders <= listed, f"packages missing from pyproject.toml: {sorted(folders - listed)}"
+
+
 def test_architecture_every_layer_is_used_as_designed() -> None:
     """ir -> passes -> schedule -> codegen -> kinds -> runtime -> frontend: each layer is there and imports the one
     below."""
