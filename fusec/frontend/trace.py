@@ -37,7 +37,7 @@ from fusec.frontend import aliases, indexing, registry, scalars, slice_assign
 from fusec.frontend.hints import KEYWORD_HINTS
 from fusec.frontend.nodes import ShapeGuard, reset_shape_read, shape_guards, shape_was_read
 from fusec.frontend.scalars import Scalar
-from fusec.frontend.tracer import Tracer, WeakScalar, call_function, operand, weak_default
+from fusec.frontend.tracer import Tracer, WeakScalar, call_function, numpy_refuses, operand, weak_default
 from fusec.ir import dtypes
 from fusec.ir.graph import Node, make_node
 from fusec.support.errors import (
@@ -305,6 +305,9 @@ def output_node(value: Any, index: int, loc: str | None = None) -> Node:
     if isinstance(value, dict):
         raise UnsupportedError(f"output {index} of the fused function is a dict", loc=loc,
                                hint="return a tuple (or a list) of arrays; name them at the call site")
+    if numpy_refuses(value):  # a string, an object: NumPy's run returns it, fusec returns arrays (its own refusal)
+        raise UnsupportedError(f"output {index} of the fused function is a {type(value).__name__}, not an array",
+                               loc=loc, hint="return the arrays it computes (a tuple for several)")
     try:
         x = operand(value, f"output {index}")
     except FusecError as exc:

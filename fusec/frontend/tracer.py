@@ -108,8 +108,24 @@ def operand(value: Any, what: str = "operand") -> Node | WeakScalar:
             f"{getattr(value, 'shape', '?')}) is used as an {what}",
             hint="pass every array as an argument of the fused function",
         )
+    if numpy_refuses(value):  # None, a string, any object: NumPy raises TypeError, so does fusec (a FusecTypeError)
+        raise FusecTypeError(f"{type(value).__name__} {value!r} as an {what} is not a number or an array (NumPy "
+                             "refuses it too)", hint="use arrays, NumPy scalars or Python numbers")
     raise UnsupportedError(f"{type(value).__name__} {value!r} as an {what} is not supported",
                            hint="use arrays, NumPy scalars or Python numbers")
+
+
+def numpy_refuses(value: Any) -> bool:
+    """Whether NumPy's ufuncs refuse ``value`` as a numeric operand with a TypeError: None, strings, bytes and objects
+    that do not convert to a numeric or boolean array (a list of numbers converts: fusec does not take it, but NumPy
+    does, so that refusal is fusec's own)."""
+    if value is None:
+        return True
+    try:
+        kind = np.asarray(value).dtype.kind
+    except Exception:  # (ragged nestings and the like: NumPy refuses them, as a ValueError or a TypeError)
+        return False
+    return kind not in "biufc"
 
 
 def _dtype_or_weak(x: Node | WeakScalar) -> Any:
@@ -215,7 +231,8 @@ def apply_ufunc(ufunc: Any, args: tuple, kwargs: dict | None = None) -> Tracer:
         return ufunc_into(ufunc, args, kwargs, qualified)
     out_dtype = kwargs.pop("dtype", None)
     for key in ("out", "where", "casting", "order", "subok", "signature", "axes", "axis"):
-        if kwargs.get(key) not in (None, True) or (key == "where" and kwargs.get(key) is False):
+        value = kwargs.get(key)  # (never ==: on a traced where= mask it would trace a comparison with None)
+        if not (value is None or (isinstance(value, (bool, np.bool_)) and bool(value))):
             raise UnsupportedError(f"the {key}= argument of {qualified} is not supported inside a fused function",
                                    hint="compute the full result and select with np.where, or use out= on the call")
         kwargs.pop(key, None)
@@ -277,9 +294,13 @@ def ufunc_into(ufunc: Any, args: tuple, kwargs: dict, qualified: str) -> Tracer:
     casting = kwargs.pop("casting", "same_kind")
     outs = out if isinstance(out, tuple) else (out,)
     if len(outs) != 1 or not isinstance(outs[0], Tracer):
-        raise UnsupportedError(f"the out= argument of {qualified} must be one traced array (an argument of the "
-                               "fused function or a value computed in it)",
-                               hint="write the result to a name (y = ...), or use out= on the call")
+        message = (f"the out= argument of {qualified} must be one traced array (an argument of the fused function or "
+                   "a value computed in it)")
+        hint = "write the result to a name (y = ...), or use out= on the call"
+        if any(not hasattr(o, "shape") for o in outs):  # out=3, out=None inside a tuple: NumPy's TypeError too
+            raise FusecTypeError(message + f", not {type(next(o for o in outs if not hasattr(o, 'shape'))).__name__}",
+                                 hint=hint)
+        raise UnsupportedError(message, hint=hint)
     target = outs[0]
     result = apply_ufunc(ufunc, args, kwargs)
     node = result.node
@@ -1016,4 +1037,5 @@ class Tracer(TracedArray):
 # ``u8 + 300`` raises during const creation; keep the OverflowError class visible to users.
 __all__ = ["REDUCTIONS", "FusecOverflowError", "Tracer", "WeakScalar", "apply_ufunc", "as_node", "broadcast_to",
            "call_function", "call_ufunc", "check_no_out", "clip", "expand_dims", "operand", "reduction", "squeeze",
-           "static_number", "to_dtype", "transpose", "ufunc_into", "ufunc_origin", "weak_default", "where"]
+           "numpy_refuses", "static_number", "to_dtype", "transpose", "ufunc_into", "ufunc_origin", "weak_default",
+           "where"]

@@ -263,3 +263,39 @@ def test_masked_array_argument_is_refused_not_silently_unmasked() -> None:
 def test_numpy_matrix_argument_is_refused_not_multiplied_elementwise() -> None:
     with pytest.raises(FusecError, match=r"is a numpy.matrix, whose \* is a matrix product"):
         fusec.fuse(lambda a, b: a * b)(np.matrix([[1.0, 2.0]]), np.matrix([[3.0], [4.0]]))
+
+
+@pytest.mark.parametrize("operand", [None, object(), "s", b"x"], ids=["None", "object", "str", "bytes"])
+def test_operand_numpy_refuses_raises_numpys_type_error(operand: Any) -> None:
+    """An operand NumPy refuses with a TypeError (issue 33, item 3): fusec's error is a TypeError too, so ``except
+    TypeError`` around a fused call catches it, and it keeps fusec's message at the user's line and its hint."""
+    x = np.ones(4)
+
+    def fn(a):
+        return a + operand
+
+    with pytest.raises(TypeError):
+        fn(x)
+    with pytest.raises(TypeError) as info:
+        fusec.fuse(fn)(x)
+    assert isinstance(info.value, FusecError) and __file__ in str(info.value) and info.value.hint
+
+
+def test_out_that_is_no_array_raises_numpys_type_error_and_a_captured_one_stays_unsupported() -> None:
+    x = np.ones(4)
+    with pytest.raises(TypeError):
+        np.add(x, 1, out=3)
+    with pytest.raises(TypeError, match="not int") as info:
+        fusec.fuse(lambda a: np.add(a, 1, out=3))(x)
+    assert isinstance(info.value, FusecError)
+    elsewhere = np.zeros(4)
+    with pytest.raises(FusecError) as info:  # NumPy takes it; fusec does not write to arrays it was not given
+        fusec.fuse(lambda a: np.add(a, 1, out=elsewhere))(x)
+    assert not isinstance(info.value, TypeError)
+
+
+def test_a_list_operand_is_fusecs_own_refusal_not_a_type_error() -> None:
+    """NumPy takes a list of numbers as an operand; fusec refuses it as unsupported (not NumPy's TypeError)."""
+    with pytest.raises(FusecError, match="is not supported") as info:
+        fusec.fuse(lambda a: a + [1.0, 2.0, 3.0, 4.0])(np.ones(4))
+    assert not isinstance(info.value, TypeError)
