@@ -32,13 +32,7 @@ template <class T> __device__ __forceinline__ T shfl_idx(const T& x, int lane) {
   if constexpr (sizeof(T) < 4) {
     return (T)__shfl_sync(0xffffffffu, (int)x, lane);
   } else {
-    unsigned int w[sizeof(T) / 4];
-    memcpy(w, &x, sizeof(T));
-#pragma unroll
-    for (int k = 0; k < (int)(sizeof(T) / 4); ++k) w[k] = __shfl_sync(0xffffffffu, w[k], lane);
-    T r;
-    memcpy(&r, w, sizeof(T));
-    return r;
+    return fs::shfl_idx_words(x, lane);  // (schedule.cuh, which every kernel includes first)
   }
 }
 

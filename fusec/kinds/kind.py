@@ -83,8 +83,4 @@ class KernelKind:
         raise NotImplementedError
 
 
-def power_of_two(n: int) -> bool:
-    return n >= 1 and n & (n - 1) == 0
-
-
-__all__ = ["KernelKind", "Refuse", "power_of_two"]
+__all__ = ["KernelKind", "Refuse"]

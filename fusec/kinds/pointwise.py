@@ -15,11 +15,11 @@ from typing import ClassVar
 from fusec.codegen.lower import Lowering, launch_policy, lower_loops
 from fusec.codegen.spec import Access, Axis, KernelSpec, LaunchPolicy, Phase
 from fusec.ir.region import POINTWISE
-from fusec.kinds.kind import KernelKind, Refuse, power_of_two
+from fusec.kinds.kind import KernelKind, Refuse
 from fusec.schedule.base import BLOCK, Schedule
 from fusec.schedule.contract import VectorAccess
 from fusec.schedule.device import DeviceProperties
-from fusec.schedule.heuristics import check_flat_loop, flat_loop
+from fusec.schedule.heuristics import check_flat_loop, flat_loop, power_of_two
 from fusec.schedule.layout import VECTOR_BYTES
 from fusec.schedule.nest import LoopNest
 

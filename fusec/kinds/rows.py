@@ -14,11 +14,11 @@ from fusec.codegen.lower import Lowering, launch_policy, lower_loops, phase_part
 from fusec.codegen.spec import Access, Axis, KernelSpec, LaunchPolicy, Phase
 from fusec.ir.graph import Node
 from fusec.ir.region import COLS, ROWS
-from fusec.kinds.kind import KernelKind, Refuse, power_of_two
+from fusec.kinds.kind import KernelKind, Refuse
 from fusec.schedule.base import BLOCK, MIN_RESIDENT, WARP, Schedule
 from fusec.schedule.contract import VectorAccess
 from fusec.schedule.device import DeviceProperties
-from fusec.schedule.heuristics import fastest_axis
+from fusec.schedule.heuristics import fastest_axis, power_of_two
 from fusec.schedule.layout import VECTOR_BYTES
 from fusec.schedule.nest import AccessInfo, LoopNest
 

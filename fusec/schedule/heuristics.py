@@ -51,6 +51,10 @@ def fastest_axis(nest: LoopNest) -> str | None:
     return "kept" if votes["kept"] >= votes["reduced"] else "reduced"
 
 
+def power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
 def flat_loop(nest: LoopNest, loop: str | None) -> tuple[str, int]:
     """(loop, vec) of a flat loop: the heuristic's, or the best of the ``loop`` asked for."""
     vec = vector_width(nest) if nest.contiguous else 1
@@ -83,7 +87,7 @@ def check_flat_loop(nest: LoopNest, loop: str, vec: int, refuse: Any) -> None:
     if loop in ("vector", "contiguous") and not nest.contiguous:
         refuse(f"a {loop} loop needs every array to step by one element along one flat index; these do not")
     if loop == "vector":
-        if vec < 2 or vec & (vec - 1):
+        if vec < 2 or not power_of_two(vec):
             refuse("a vector loop takes vec = 2, 4, 8 or 16")
         for i, info in enumerate(nest.infos):
             if nest.varying(i) and info.pointer is not None:
@@ -97,4 +101,4 @@ def check_flat_loop(nest: LoopNest, loop: str, vec: int, refuse: Any) -> None:
         refuse(f"vec={vec} needs the vector loop")
 
 
-__all__ = ["check_flat_loop", "fastest_axis", "flat_loop", "nest_for", "one_pass_pays", "vector_width"]
+__all__ = ["check_flat_loop", "fastest_axis", "flat_loop", "nest_for", "one_pass_pays", "power_of_two", "vector_width"]
