@@ -341,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a Python-number parameter of FUNC, such as temperature=0.5 (an int, a float, nan, "
                               "inf, True/False); repeat for others. --arg fills the other parameters in order")
     explain.add_argument("--source", action="store_true",
-                         help="also print each kernel's CUDA source, its helper headers and repeats folded into notes")
+                         help="also print each kernel's CUDA source, its helper headers and accumulator notes")
     explain.add_argument("--full", action="store_true",
                          help="with --source (or alone): each kernel's exact translation unit, headers included")
     explain.add_argument("--ptxas", action="store_true",

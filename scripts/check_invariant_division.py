@@ -5,8 +5,8 @@
     PYTHONPATH=. python scripts/check_invariant_division.py --a-bits 8 # every b significand x 2^8 a's (seconds)
 
 For 1 <= a, b < 2 (every float32 significand, both signs through a's sign bit alternating per chunk) it
-compares the bits of ``fc::div_invariant(a, b, fast)`` with ``__fdiv_rn(a, b)`` and requires ``fast`` to stay
-set. Scaling a and b by powers of two scales every step of the helper exactly while
+compares the bits of ``fc::div_invariant(a, b, fast, 0)`` (its first pass) with ``__fdiv_rn(a, b)`` and
+requires ``fast`` to stay set. Scaling a and b by powers of two scales every step of the helper exactly while
 2^-64 <= |a| <= 2^64 and 2^-32 <= |b| <= 2^32 (no intermediate leaves the normal range, and a - b*q0,
 whose lowest bit is at least 2^-47 |a|, stays normal), so this covers every pair the helper takes its fast
 path for; outside that range the helper clears ``fast`` and the kernel divides with IEEE division.
@@ -37,7 +37,7 @@ extern "C" __global__ void check_div_invariant(unsigned int a_first, unsigned in
   for (unsigned int k = 0; k < a_count; ++k) {
     const float a = __uint_as_float(a_sign | 0x3f800000u | ((a_first + k * a_step) & 0x7fffffu));
     bool fast = true;
-    const float q = fc::div_invariant(a, b, fast);
+    const float q = fc::div_invariant(a, b, fast, 0);
     const float ref = __fdiv_rn(a, b);
     if (__float_as_uint(q) != __float_as_uint(ref)) {
       ++bad;

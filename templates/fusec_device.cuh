@@ -124,8 +124,11 @@ FC_HALF_BINARY(div)
 // significands in [1, 2) decide it, and scripts/check_invariant_division.py compares all 2^46 of them
 // with __fdiv_rn on the GPU (BENCHMARKS.md records the run). 3 instructions instead of IEEE division's
 // ~10 (reciprocal, its refinement, a range check and a branch). A pair outside the range (a zero,
-// subnormal, inf or NaN, a huge ratio) clears `fast`: the kernel then runs the loop again with div().
-FC_FN float div_invariant(float a, float b, bool& fast) {
+// subnormal, inf or NaN, a huge ratio) clears `fast`. Such a loop runs in two passes (`exact_pass` 0 and
+// 1, unrolled, so `exact_pass` is a constant in each): the second, only where the first cleared `fast`,
+// divides with div().
+FC_FN float div_invariant(float a, float b, bool& fast, int exact_pass) {
+  if (exact_pass) return div(a, b);
   const float r = __frcp_rn(b);
   const float lowest = (fabsf(b) >= 0x1p-32f && fabsf(b) <= 0x1p32f) ? 0x1p-64f : __int_as_float(0x7f800000);
   fast = fast & (fabsf(a) >= lowest) & (fabsf(a) <= 0x1p64f);  // & not &&: no branches
@@ -133,8 +136,9 @@ FC_FN float div_invariant(float a, float b, bool& fast) {
   return __fmaf_rn(__fmaf_rn(-b, q0, a), r, q0);
 }
 // float16, as div(): the float quotient (every nonzero finite half is in the fast range), rounded once.
-FC_FN __half div_invariant(__half a, __half b, bool& fast) {
-  return __float2half_rn(div_invariant(__half2float(a), __half2float(b), fast));
+FC_FN __half div_invariant(__half a, __half b, bool& fast, int exact_pass) {
+  if (exact_pass) return div(a, b);
+  return __float2half_rn(div_invariant(__half2float(a), __half2float(b), fast, 0));
 }
 
 // numpy.negative: integers wrap (-INT_MIN == INT_MIN, -uint8(1) == 255); float16 flips the sign bit.

@@ -13,8 +13,8 @@ of the kernel computes, and only then prints each decided statement from the op 
   So a later loop computes only what its roots need *given* the held values: the operands only a held
   value needed are never emitted (:class:`LoadHeld` is a leaf of the scope's closure).
 - **Invariant division.** With the schedule's ``fast_division``, a float division by a per-row divisor is
-  ``fc::div_invariant`` (a reciprocal hoisted per row); such a loop also gets its IEEE-division twin
-  (``body_exact``), which the kernel runs instead where an operand leaves that helper's checked range.
+  ``fc::div_invariant`` (a reciprocal hoisted per row); such a loop runs in two passes (``two_pass``): the
+  second, compiled with IEEE division, runs only where an operand left that helper's checked range.
 - **Accesses.** Offsets as C++ expressions over the collapsed axes: ``i`` where one flat index addresses
   the array (contiguous loops, rows in registers), else coordinates times stride parameters.
 - **Views.** An array read through a slice gets a pointer of its own, the array's plus an offset parameter
@@ -64,6 +64,8 @@ from fusec.schedule.nest import AccessInfo, LoopNest, declaration_order
 
 _WIDE_CTYPES = ("double", "long long", "unsigned long long")
 ERROR_PARAM = "err"  # the scalar parameter holding the address of a kernel's error word (gathers)
+# a two-pass loop's pass (0, then 1 where fc::div_invariant declined): the loop variable of the templates
+EXACT_PASS = "exact_pass"
 
 
 def error_code(node: Node) -> int:
@@ -185,14 +187,15 @@ class Lowering:
 
     def line(self, node: Node, fast_flag: str | None = None) -> str:
         """``node``'s C++ line; with ``fast_flag``, a division by a loop-invariant divisor takes
-        ``fc::div_invariant``, which clears ``fast_flag`` where its operands are out of its range."""
+        ``fc::div_invariant``, which clears ``fast_flag`` where its operands are out of its range and divides as
+        IEEE division does in the loop's second pass (``EXACT_PASS``)."""
         if node.kind is Kind.GATHER:
             return f"const {cuda_ops.ctype(node.dtype)} {self.nest.var[node]} = {self.gather_expression(node)};"
         operands = [self.value(o, node) for o in node.operands]
         if cuda_ops.is_float_cube(node):  # x ** 3 as two multiplies: powf costs ~40 instructions
             expr = f"fc::cube({operands[0]})"
         elif fast_flag is not None and self.nest.invariant_division(node):
-            expr = f"fc::div_invariant({operands[0]}, {operands[1]}, {fast_flag})"
+            expr = f"fc::div_invariant({operands[0]}, {operands[1]}, {fast_flag}, {EXACT_PASS})"
         else:
             expr = cuda_ops.expression(node.op, operands, [o.dtype for o in node.operands], node.dtype)
         return f"const {cuda_ops.ctype(node.dtype)} {self.nest.var[node]} = {expr};"
@@ -233,16 +236,9 @@ class Lowering:
                 lines.append(f"const {cuda_ops.ctype(s.node.dtype)} {var} = {var}_h{slot};")
         return tuple(lines)
 
-    def loop_bodies(self, statements: Sequence[Statement], fast: bool, flag: str) -> tuple[tuple[str, ...], ...]:
-        """(body, body_exact): with ``fast``, the body divides with ``fc::div_invariant`` (clearing
-        ``flag``) and body_exact is its IEEE-division twin; else the body and no twin."""
-        if fast:
-            return self.render(statements, flag), self.render(statements, None)
-        return self.render(statements, None), ()
-
     def has_invariant_division(self, statements: Iterable[Statement]) -> bool:
         """Whether a loop of ``statements`` divides by an invariant divisor it computes (with the schedule's
-        fast division): then it gets an IEEE-division twin."""
+        fast division): then it runs in two passes, the second with IEEE division where the first declined."""
         return self.fast_division and any(isinstance(s, Compute) and self.nest.invariant_division(s.node)
                                           for s in statements)
 
@@ -273,7 +269,8 @@ def lower_loops(nest: LoopNest, schedule: Schedule, name: str | None, *, templat
         statements = lo.loop_statements([nest.reduced_value(r) for r in ph.reductions], p)
         refs: set[str] = set()
         lo.statement_refs(statements, refs)
-        body, body_exact = lo.loop_bodies(statements, lo.has_invariant_division(statements), f"fast{p}")
+        two_pass = lo.has_invariant_division(statements)
+        body = lo.render(statements, f"fast{p}" if two_pass else None)
         fields, finish, field_reductions = [], [], []
         update: dict[str, list[str]] = {state: [] for state in cuda_ops.UPDATE_STATES}
         pairs = {r.operands[0]: r for r in ph.reductions if lo.red_cuda[r].pair_helper is not None}
@@ -304,14 +301,15 @@ def lower_loops(nest: LoopNest, schedule: Schedule, name: str | None, *, templat
                 result = lo.red_cuda[pair].pair_value(f"acc{p}.{field_of[pair]}")
             finish.append(f"const {cuda_ops.ctype(r.dtype)} {nest.var[r]} = {result};")
         finish += [lo.line(n) for n in ph.finish]
-        phases_raw.append((p, fields, body, body_exact, update, finish, field_reductions, refs))
+        phases_raw.append((p, fields, body, two_pass, update, finish, field_reductions, refs))
 
     epilogue = lo.loop_statements([(n, None) for n in nest.full_outputs], None)
     epilogue_refs: set[str] = set()
     lo.statement_refs(epilogue, epilogue_refs)
     for n in nest.full_outputs:
         nest.value_refs(n, None, epilogue_refs)
-    epilogue_body, epilogue_exact = lo.loop_bodies(epilogue, lo.has_invariant_division(epilogue), "fast_epilogue")
+    epilogue_two_pass = lo.has_invariant_division(epilogue)
+    epilogue_body = lo.render(epilogue, "fast_epilogue" if epilogue_two_pass else None)
 
     # -- accesses with offset expressions, parameters -----------------------------------------------------
     index_ctype = nest.index_ctype
@@ -342,13 +340,13 @@ def lower_loops(nest: LoopNest, schedule: Schedule, name: str | None, *, templat
         uniform_loads.update((a.var, built[a.var]) for a in uni)
         row_loads.update((a.var, built[a.var]) for a in row)
     phases = []
-    for p, fields, body, body_exact, update, finish, reductions, refs in phases_raw:
+    for p, fields, body, two_pass, update, finish, reductions, refs in phases_raw:
         # 8-byte fields (an argmax pair of an int-indexed kernel is two 4-byte words)
         wide = any(cu.acc_dtype.itemsize == 8 or (cu.pair_helper is not None and index_ctype in _WIDE_CTYPES)
                    for cu in reductions)
         phases.append(Phase(p, f"Acc{p}", 8 if wide else 4, tuple(fields), accesses(nest.split(refs)[2]), body,
                             tuple(update["any"]), tuple(finish), tuple(update["first"]), tuple(update["held"]),
-                            body_exact))
+                            two_pass))
     epilogue_loads = accesses(nest.split(epilogue_refs)[2])
 
     params = [Param(nest.pointer[n], cuda_ops.ctype(n.dtype), "input") for n in nest.array_inputs]
@@ -373,7 +371,7 @@ def lower_loops(nest: LoopNest, schedule: Schedule, name: str | None, *, templat
         uniform_loads=tuple(sorted(uniform_loads.values(), key=lambda a: declaration_order(a.var))),
         row_loads=tuple(sorted(row_loads.values(), key=lambda a: declaration_order(a.var))),
         prologue=prologue, phases=tuple(phases),
-        epilogue_loads=epilogue_loads, epilogue_body=epilogue_body, epilogue_exact=epilogue_exact,
+        epilogue_loads=epilogue_loads, epilogue_body=epilogue_body, epilogue_two_pass=epilogue_two_pass,
         epilogue_stores=tuple(Store(built[nest.store_access(n).var], lo.value(n, None)) for n in nest.full_outputs),
         row_stores=tuple(Store(built[nest.store_access(n).var], lo.value(n, None)) for n in nest.row_outputs),
         launch=launch(lo.vec, phases), held=held, view_pointers=view_pointers,

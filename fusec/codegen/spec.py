@@ -112,8 +112,9 @@ class Phase:
     update_first: tuple[str, ...] = ()  # ... where the partial is the identity (the thread's first element)
     update_held: tuple[str, ...] = ()  # ... where the partial already holds one of the thread's elements
     # rows in registers, where ``body`` divides by a per-row divisor with fc::div_invariant (which clears
-    # ``fast<index>`` for operands out of its range): the body again with IEEE division, for the loop's rerun
-    body_exact: tuple[str, ...] = ()
+    # ``fast<index>`` for operands out of its range): the loop runs in two passes, the second (compiled with
+    # IEEE division, ``EXACT_PASS`` 1) only where the first cleared the flag
+    two_pass: bool = False
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,7 @@ class KernelSpec:
     phases: tuple[Phase, ...]
     epilogue_loads: tuple[Access, ...]
     epilogue_body: tuple[str, ...]
-    epilogue_exact: tuple[str, ...]  # as Phase.body_exact, for the epilogue (flag ``fast_epilogue``)
+    epilogue_two_pass: bool  # as Phase.two_pass, for the epilogue (flag ``fast_epilogue``)
     epilogue_stores: tuple[Store, ...]
     row_stores: tuple[Store, ...]
     launch: LaunchPolicy = field(compare=False)

@@ -561,8 +561,8 @@ class Fused:
         """The CUDA C source of every kernel for these arguments (arrays, whose layouts matter, or
         :class:`fusec.ArraySpec`, taken as C-contiguous). No GPU needed. Each kernel's source starts with the
         ``#include`` lines of the device-helper headers it needs (plain files in ``templates/``, ~700 lines that
-        NVRTC reads); its accumulator types and any block repeating an earlier one but for a line or two are
-        folded to notes (:mod:`fusec.inspect.source_fold`). ``full=True`` gives each kernel's exact translation
+        NVRTC reads); its accumulator types are folded to a note and a line per reduction phase
+        (:mod:`fusec.inspect.kernel_report`). ``full=True`` gives each kernel's exact translation
         unit, headers inlined: one file that compiles as it is."""
         from fusec.codegen.render import inline_headers
         from fusec.inspect.kernel_report import folded_source

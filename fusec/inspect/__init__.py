@@ -1,2 +1,2 @@
 """The inspection layer: ``explain`` and its drawings (``dot``, ``html``), timing on the GPU (``timing``), why
-siblings did not merge (``siblings``), and readable kernels (``kernel_report``, ``source_fold``)."""
+siblings did not merge (``siblings``), and readable kernels (``kernel_report``)."""

@@ -1,9 +1,11 @@
 """Readable inspections: ``cuda_source`` as shown, and ``ptxas`` as structured rows.
 
 :func:`folded_source` shows each kernel's source: the lines that include its helper headers (plain files in
-``templates/``, read by NVRTC), then its body with the accumulator types and repeated blocks folded
-(:mod:`fusec.inspect.source_fold`); ``full=True`` callers get the exact translation unit instead, headers
-inlined (:func:`fusec.codegen.render.inline_headers`).
+``templates/``, read by NVRTC), then its body with the accumulator namespace a reduction kernel starts with
+(one struct per phase, its identity and its combine: ~11 lines a phase) folded into a note and one line per
+phase, which says how many lines it stands for and that ``full=True`` (``--full``) shows them; ``full=True``
+callers get the exact translation unit instead, headers inlined (:func:`fusec.codegen.render.inline_headers`).
+The folding is for display only: the compiled source is the renderer's text, untouched.
 
 :class:`PtxasReport` is what ``Fused.ptxas`` returns: one :class:`PtxasRow` per kernel (registers, spills,
 stack, shared memory, threads per block and the blocks and occupancy per SM these allow), printed as a table.
@@ -16,15 +18,34 @@ from dataclasses import dataclass
 from typing import Any
 
 from fusec.codegen.render import split_source
-from fusec.inspect.source_fold import shown_body
 from fusec.schedule.device import H200, DeviceProperties
+
+FULL_HINT = "full=True or --full shows them"
+
+
+def fold_accumulators(lines: list[str], spec) -> list[str]:
+    """``lines`` with the namespace ``<kernel>_acc`` (the accumulator types of ``spec.phases``) folded into a
+    note and one line per phase: its struct's fields with their identities, and its combine."""
+    begin, end = f"namespace {spec.name}_acc {{", f"}}  // namespace {spec.name}_acc"
+    phases = getattr(spec, "phases", ())
+    if begin not in lines or end not in lines or not phases:
+        return lines
+    first = lines.index(begin)
+    last = lines.index(end, first)
+    summary = [f"// namespace {spec.name}_acc: each phase's accumulator, its identity and its combine "
+               f"({last - first + 1} lines folded; {FULL_HINT})"]
+    for ph in phases:
+        fields = " ".join(f"{f.ctype} {f.name} = {f.identity};" for f in ph.fields)
+        combine = "; ".join(f"a.{f.name} = {f.combine}" for f in ph.fields)
+        summary.append(f"//   {ph.acc_type} {{ {fields} }}  combine: {combine}")
+    return lines[:first] + summary + lines[last + 1:]
 
 
 def shown_source(kernel: Any) -> str:
     """``kernel``'s source (a :class:`fusec.codegen.kernel.GeneratedKernel`) as ``cuda_source`` shows it: its
-    include lines as they are, its body with the accumulator types and repeated blocks folded into notes."""
+    include lines as they are, its body with the accumulator types folded into a note."""
     block, body = split_source(kernel.source)
-    return block + shown_body(kernel.spec, body)
+    return block + "\n".join(fold_accumulators(body.splitlines(), kernel.spec)) + "\n"
 
 
 def folded_source(kernels: Iterable[Any]) -> str:
@@ -103,4 +124,5 @@ def ptxas_rows(kernels: Sequence[Any], reports: Sequence[Any], arch: str,
     return out
 
 
-__all__ = ["PtxasReport", "PtxasRow", "blocks_per_sm", "folded_source", "shown_source", "ptxas_rows"]
+__all__ = ["FULL_HINT", "PtxasReport", "PtxasRow", "blocks_per_sm", "fold_accumulators", "folded_source", "ptxas_rows",
+           "shown_source"]

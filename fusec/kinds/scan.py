@@ -354,7 +354,7 @@ class ScanKind(KernelKind):
             kept_axes=tuple(axes[k] for k in nest.kept_idx), loop_axes=tuple(axes[k] for k in nest.loop_idx),
             uniform_loads=tuple(sorted((built[a.var] for a in uniform), key=lambda a: declaration_order(a.var))),
             row_loads=tuple(sorted((built[a.var] for a in per_row), key=lambda a: declaration_order(a.var))),
-            prologue=(), phases=(), epilogue_loads=loop_loads, epilogue_body=(), epilogue_exact=(),
+            prologue=(), phases=(), epilogue_loads=loop_loads, epilogue_body=(), epilogue_two_pass=False,
             epilogue_stores=stores, row_stores=(), launch=launch, view_pointers=view_pointers,
             headers=cuda_ops.extra_headers(n.op for n in nest.members) + (SCAN_HEADER,) + (
                 (cuda_ops.INDEX_HEADER,) if nest.reads_index_views else ()),

@@ -368,21 +368,22 @@ def test_kernels_rows_phases_of_layernorm_and_router() -> None:
 
 
 def test_kernels_division_by_a_row_divisor_takes_the_hoisted_reciprocal_in_registers() -> None:
-    """Rows in registers divide float32 by a per-row divisor with fc::div_invariant and rerun the loop with
-    IEEE division where it cleared its flag; everything else divides as before."""
+    """Rows in registers divide float32 by a per-row divisor with fc::div_invariant, in a loop written once that
+    runs in two unrolled passes: the second, dividing as IEEE division does, only where the first cleared its
+    flag; everything else divides as before."""
     router_spec = _spec(router, (4096, 64))
     last = router_spec.phases[2]
-    assert any("fc::div_invariant(" in line and ", fast2)" in line for line in last.body)
-    assert any("fc::div(" in line for line in last.body_exact)
-    assert not any("div_invariant" in line for line in last.body_exact)
-    assert not router_spec.phases[0].body_exact and not router_spec.epilogue_exact
+    assert any("fc::div_invariant(" in line and ", fast2, exact_pass)" in line for line in last.body)
+    assert last.two_pass and not router_spec.phases[0].two_pass and not router_spec.epilogue_two_pass
     body = render_body(router_spec)
-    assert "bool fast2 = true;" in body and "if (!fast2) {" in body and "acc2 = Acc2_identity();" in body
+    assert "bool fast2 = true;" in body and "if (exact_pass == 0 || !fast2) {" in body
+    assert "if (exact_pass == 1) acc2 = Acc2_identity();" in body
+    assert body.count("fc::div_invariant(") == 1 and "fc::div(" not in body  # the loop is not written twice
 
-    soft = _spec(softmax, (64, 8192))  # the division is in the epilogue: the outputs are written again
-    assert soft.schedule.variant == "block_regs" and soft.epilogue_exact
-    assert any("fast_epilogue)" in line for line in soft.epilogue_body)
-    assert "if (!fast_epilogue) {" in render_body(soft)
+    soft = _spec(softmax, (64, 8192))  # the division is in the epilogue: the outputs are written in two passes
+    assert soft.schedule.variant == "block_regs" and soft.epilogue_two_pass
+    assert any("fast_epilogue, exact_pass)" in line for line in soft.epilogue_body)
+    assert "if (exact_pass == 0 || !fast_epilogue) {" in render_body(soft)
     norm = _spec(layernorm_centered, (64, 8192))
     assert any("fc::div_invariant(" in line for line in norm.epilogue_body)
     half = _spec(softmax, (64, 8192), dtype="float16")  # computed in float32 and rounded once, as div()
@@ -401,7 +402,7 @@ def test_kernels_epilogue_of_short_rows_computes_only_in_row_elements() -> None:
     unread slot), clears its flag and every row is written a second time with IEEE division."""
     for fn, n in [(softmax, 100), (layernorm_centered, 1000), (softmax, 63)]:
         spec = _spec(fn, (5, n))
-        assert not spec.full_rows and spec.epilogue_exact, (fn.__name__, n)
+        assert not spec.full_rows and spec.epilogue_two_pass, (fn.__name__, n)
         epilogue = render_body(spec).split("// epilogue", 1)[1].splitlines()
         guarded = False
         for line in epilogue:

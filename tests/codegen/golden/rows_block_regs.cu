@@ -93,32 +93,21 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
     // epilogue
     bool fast_epilogue = true;  // cleared by fc::div_invariant for operands out of its range
     #pragma unroll
-    for (int c = 0; c < 8; ++c) {
-      const index_t i0 = ((index_t)c * 256 + lane) * 4;
-      fs::Vec<float, 4> st0_v;
-    #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float v2 = v2_h[c * 4 + j];
-        const float v4 = fc::div_invariant(v2, v3, fast_epilogue);
+    for (int exact_pass = 0; exact_pass < 2; ++exact_pass) {  // pass 1 divides as IEEE division does
+      if (exact_pass == 0 || !fast_epilogue) {
+        #pragma unroll
+        for (int c = 0; c < 8; ++c) {
+          const index_t i0 = ((index_t)c * 256 + lane) * 4;
+          fs::Vec<float, 4> st0_v;
+        #pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float v2 = v2_h[c * 4 + j];
+            const float v4 = fc::div_invariant(v2, v3, fast_epilogue, exact_pass);
 
-        st0_v.v[j] = v4;
-      }
-      *reinterpret_cast<fs::Vec<float, 4>*>(out0 + st0_kb + i0) = st0_v;
-    }
-
-    if (!fast_epilogue) {  // the outputs again, dividing as IEEE division does
-      #pragma unroll
-      for (int c = 0; c < 8; ++c) {
-        const index_t i0 = ((index_t)c * 256 + lane) * 4;
-        fs::Vec<float, 4> st0_v;
-      #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float v2 = v2_h[c * 4 + j];
-          const float v4 = fc::div(v2, v3);
-
-          st0_v.v[j] = v4;
+            st0_v.v[j] = v4;
+          }
+          *reinterpret_cast<fs::Vec<float, 4>*>(out0 + st0_kb + i0) = st0_v;
         }
-        *reinterpret_cast<fs::Vec<float, 4>*>(out0 + st0_kb + i0) = st0_v;
       }
     }
   }

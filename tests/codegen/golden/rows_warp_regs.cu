@@ -111,35 +111,22 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0_rows_max_sub_exp_sum_div
     Acc2 acc2 = Acc2_identity();
     bool fast2 = true;  // cleared by fc::div_invariant for operands out of its range
     #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-    #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const index_t i = ((index_t)c * 4 + lane) * 4 + j;
-        const index_t ix0 = i;
-        const float v2 = v2_h[c * 4 + j];
-        const float v4 = fc::div_invariant(v2, v3, fast2);
-        if (c == 0 && j == 0) {  // the thread's first element: its partial is the identity
-          acc2.r0 = fc::make_arg_pair(v4, (index_t)(ix0));
-        } else {
-          fc::argmax_next_held(acc2.r0, v4, (index_t)(ix0));
-        }
-      }
-    }
-
-    if (!fast2) {  // the phase again, dividing as IEEE division does
-      acc2 = Acc2_identity();
-      #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-      #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const index_t i = ((index_t)c * 4 + lane) * 4 + j;
-          const index_t ix0 = i;
-          const float v2 = v2_h[c * 4 + j];
-          const float v4 = fc::div(v2, v3);
-          if (c == 0 && j == 0) {  // the thread's first element: its partial is the identity
-            acc2.r0 = fc::make_arg_pair(v4, (index_t)(ix0));
-          } else {
-            fc::argmax_next_held(acc2.r0, v4, (index_t)(ix0));
+    for (int exact_pass = 0; exact_pass < 2; ++exact_pass) {  // pass 1 divides as IEEE division does
+      if (exact_pass == 0 || !fast2) {
+        if (exact_pass == 1) acc2 = Acc2_identity();
+        #pragma unroll
+        for (int c = 0; c < 4; ++c) {
+        #pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const index_t i = ((index_t)c * 4 + lane) * 4 + j;
+            const index_t ix0 = i;
+            const float v2 = v2_h[c * 4 + j];
+            const float v4 = fc::div_invariant(v2, v3, fast2, exact_pass);
+            if (c == 0 && j == 0) {  // the thread's first element: its partial is the identity
+              acc2.r0 = fc::make_arg_pair(v4, (index_t)(ix0));
+            } else {
+              fc::argmax_next_held(acc2.r0, v4, (index_t)(ix0));
+            }
           }
         }
       }

@@ -1,6 +1,7 @@
-"""What ``cuda_source()`` and ``fusec explain --source`` show: the kernel's body with the helper headers, the
-accumulator types and repeated twin blocks folded into notes that account for every line they stand for, so
-that the softmax example's ``--source`` fits in 150 lines; ``full=True``/``--full`` is the exact source."""
+"""What ``cuda_source()`` and ``fusec explain --source`` show: the kernel's body with its helper headers included
+and its accumulator types folded into a note that accounts for every line it stands for, so that the softmax
+example's ``--source`` fits in 150 lines; ``full=True``/``--full`` is the exact source. A loop that divides with
+``fc::div_invariant`` is written once (two unrolled passes), not twice."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 import fusec
 from fusec.__main__ import main
 from fusec.codegen.render import render_body
-from fusec.inspect.source_fold import fold_accumulators, fold_twins, shown_body
+from fusec.inspect.kernel_report import fold_accumulators
 from fusec.kinds import generate_plan
 from fusec.runtime.plan import make_plan
 from tests.fuzz.corpus import generate, input_layouts, plan_specs
@@ -22,15 +23,17 @@ from tests.workloads import softmax
 ROOT = Path(__file__).resolve().parent.parent
 SOFTMAX = str(ROOT / "examples" / "softmax.py")
 F32 = "float32"
-_NOTE = re.compile(r"^\s*// (?P<what>.*) \((?P<n>\d+) lines folded; full=True or --full shows them\)(?:, with)?$")
-_TWIN = re.compile(r"the block that starts (\d+) lines above, again")
-_CHANGE = re.compile(r'^\s*//   "(?P<new>.*)" in place of "(?P<old>.*)"$')
+_NOTE = re.compile(r"^\s*// (?P<what>.*) \((?P<n>\d+) lines folded; full=True or --full shows them\)$")
+
+
+def shown_body(spec, body: str) -> str:
+    return "\n".join(fold_accumulators(body.splitlines(), spec)) + "\n"
 
 
 def unfold(shown: str, full: str) -> list[str]:
     """Check ``shown`` against ``full`` (one kernel's body) line by line: a shown line is the full line, or a
-    note standing for exactly the lines it says (an accumulator namespace; a block equal to the one the note
-    points at, but for the lines the note lists). Returns the notes' first lines."""
+    note standing for exactly the lines it says (an accumulator namespace, one line per struct). Returns the
+    notes' first lines."""
     shown_lines, full_lines = shown.splitlines(), full.splitlines()
     notes, i, j = [], 0, 0
     while i < len(shown_lines):
@@ -45,19 +48,10 @@ def unfold(shown: str, full: str) -> list[str]:
         extra = []
         while i + 1 + len(extra) < len(shown_lines) and shown_lines[i + 1 + len(extra)].lstrip().startswith("//   "):
             extra.append(shown_lines[i + 1 + len(extra)])
-        twin = _TWIN.match(m["what"])
-        if twin:
-            original = shown_lines[i - int(twin[1]):i - int(twin[1]) + count]
-            changes = [_CHANGE.match(line) for line in extra]
-            assert all(changes), extra
-            differ = [(a.strip(), b.strip()) for a, b in zip(folded, original) if a.strip() != b.strip()]
-            assert differ == [(c["new"], c["old"]) for c in changes]
-            assert not any(_NOTE.match(line) for line in original), "a twin points at shown lines only"
-        else:
-            assert folded[0].startswith("namespace ") and folded[0].endswith("_acc {")
-            assert folded[-1] == "}  // namespace " + folded[0].split()[1]
-            structs = [line.split()[2] for line in folded if line.startswith("struct ")]
-            assert [line.split()[1] for line in extra] == structs, "one line per accumulator struct"
+        assert folded[0].startswith("namespace ") and folded[0].endswith("_acc {")
+        assert folded[-1] == "}  // namespace " + folded[0].split()[1]
+        structs = [line.split()[2] for line in folded if line.startswith("struct ")]
+        assert [line.split()[1] for line in extra] == structs, "one line per accumulator struct"
         i, j = i + 1 + len(extra), j + count
     assert j == len(full_lines), "the shown text ends where the body ends"
     return notes
@@ -78,17 +72,18 @@ def test_explain_source_of_softmax_is_under_150_lines_and_full_is_the_exact_sour
         spec, full=True).rstrip("\n")
 
 
-def test_softmax_source_folds_the_accumulators_and_the_division_rerun() -> None:
+def test_softmax_source_folds_the_accumulators_and_writes_the_division_loop_once() -> None:
     spec = fusec.ArraySpec((8192, 8192), F32)
     f = fusec.fuse(softmax, name="softmax")
     (kernel,) = generate_plan(f.plan(spec), {f.plan(spec).graph.inputs[0]: spec})
     body = render_body(kernel.spec)
     shown = shown_body(kernel.spec, body)
     notes = unfold(shown, body)
-    assert len(notes) == 2 and "namespace k0_rows_max_sub_exp_sum_div_acc" in notes[0]
+    assert len(notes) == 1 and "namespace k0_rows_max_sub_exp_sum_div_acc" in notes[0]
     assert "Acc0 { float r0 = " in shown and "combine: a.r0 = fc::reduce_max(a.r0, b.r0)" in shown
-    assert '"const float v4 = fc::div(v2, v3);" in place of "const float v4 = fc::div_invariant(v2, v3, ' in shown
-    assert "fc::div(v2, v3)" in body and len(shown.splitlines()) < len(body.splitlines()) - 30
+    # the epilogue divides by the row's sum once in the text; its second pass (IEEE division) is the same lines
+    assert body.count("fc::div_invariant(v2, v3, fast_epilogue, exact_pass)") == 1
+    assert "fc::div(" not in body and body.count("for (int exact_pass = 0; exact_pass < 2; ++exact_pass)") == 1
 
 
 def _kernels(fn, *specs, schedules=None):
@@ -126,27 +121,6 @@ def test_folded_source_of_random_graphs_accounts_for_every_line() -> None:
             body = render_body(spec)
             folds += len(unfold(shown_body(spec, body), body))
     assert folds > 0
-
-
-def test_fold_twins_folds_a_repeated_loop_and_names_the_changed_line() -> None:
-    loop = ["for (int i = 0; i < n; ++i) {", "  const float a = x[i];", "  const float b = f(a);",
-            "  const float c = g(b);", "  y[i] = c;", "  z[i] = a;", "}"]
-    again = [line.replace("f(a)", "h(a)") for line in loop]
-    lines = ["// head", *loop, "if (slow) {", *("  " + line for line in again), "}"]
-    out = fold_twins(lines)
-    assert out[:9] == lines[:9]
-    assert out[9] == ("  // the block that starts 8 lines above, again (7 lines folded; "
-                      "full=True or --full shows them), with")
-    assert out[10] == '  //   "const float b = h(a);" in place of "const float b = f(a);"'
-    assert out[11:] == ["}"]
-
-
-def test_fold_twins_leaves_blocks_that_differ_in_more_lines_or_are_short() -> None:
-    loop = ["for (int i = 0; i < n; ++i) {", *(f"  v{k} = f{k}(x);" for k in range(6)), "}"]
-    two_changed = [line.replace("f1", "g1").replace("f2", "g2") for line in loop]  # a reader needs both loops
-    assert fold_twins(loop + two_changed) == loop + two_changed
-    short = ["if (a) {", "  b();", "}"]
-    assert fold_twins(short + short) == short + short
 
 
 def test_fold_accumulators_without_phases_changes_nothing() -> None:
