@@ -121,3 +121,39 @@ def col_softmax(x):
 
 def col_max_argmax(x):
     return x.max(axis=0), x.argmax(axis=0)
+
+
+# ---- matrix products with epilogues (benchmarks/gemm.py, issue 32) ----------------------------------------------
+
+
+def silu(x):
+    """SiLU (swish): x * sigmoid(x), written as x / (1 + exp(-x))."""
+    return x / (1.0 + np.exp(-x))
+
+
+def mlp_gelu(x, w1, b1):
+    """The MLP up-projection: ``gelu(x @ w1 + b1)`` (tanh GELU)."""
+    return gelu(x @ w1 + b1)
+
+
+def swiglu(x, wg, wu):
+    """The SwiGLU gate of LLaMA-style MLPs: ``silu(x @ wg) * (x @ wu)``."""
+    return silu(x @ wg) * (x @ wu)
+
+
+def attention_scores(q, k, mask):
+    """Attention probabilities of one batch of heads: ``softmax(q @ k.T * s + mask)`` with ``k.T`` the last two axes
+    swapped, ``s = 1/sqrt(head dim)`` (a Python float, so the dtype stays the operands') and ``mask`` an additive
+    (causal) mask broadcast over the heads."""
+    return softmax(q @ np.swapaxes(k, -1, -2) * float(q.shape[-1]) ** -0.5 + mask)
+
+
+def layernorm_residual(x, w, b, residual):
+    """A projection, its bias and the residual, normalized: ``layernorm(x @ w + b + residual)`` (no affine)."""
+    return layernorm(x @ w + b + residual)
+
+
+def router_top1(x, w_r):
+    """A mixture-of-experts router from the hidden states: ``softmax(x @ w_r)``, each token's top-1 probability and
+    its expert (``router`` on the logits)."""
+    return router(x @ w_r)
