@@ -1119,7 +1119,7 @@ def main(argv: list[str] | None = None) -> int:
     report["gpu"] = {"name": torch.cuda.get_device_name(0), "slug": R.slugify(torch.cuda.get_device_name(0)),
                      "capability": ".".join(map(str, torch.cuda.get_device_capability(0)))}
     report["settings"].update(reps=run.reps, warmup=run.warmup, tf32=bool(torch.backends.cuda.matmul.allow_tf32),
-                              cupy_tf32=os.environ.get("CUPY_TF32", "0"), fusec_arrays=args.fusec_arrays,
+                              fusec_arrays=args.fusec_arrays,
                               budget_s=args.budget, no_compile=args.no_compile, autotune=args.autotune)
     say(f"{run.stamp()} GEMM suite: {report['gpu']['name']}; {len(cases)} case(s) x {len(dtypes)} dtype(s), "
         f"{run.reps} runs per median, seed {seed}")

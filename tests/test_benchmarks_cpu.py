@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks import run
+from benchmarks import gemm, run
 from benchmarks import workloads as W
 
 
@@ -247,3 +247,173 @@ def test_shared_workloads_need_numpy_only() -> None:
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
     assert imported == {"__future__", "numpy"}
+
+
+# --- the GEMM suite (benchmarks/gemm.py) -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gemm_cpu_report() -> dict:
+    rc = gemm.main(["--cpu-check", "--seed", "1", "--dtypes", "fp16,fp32"])
+    report = gemm.LAST_REPORT
+    assert report is not None and report["mode"] == "cpu-check"
+    mismatched = any(r["impls"][0]["status"] == "mismatch" for r in report["cases"])
+    assert rc == (1 if mismatched else 0)  # a mismatch is reported in the exit status, never hidden
+    return report
+
+
+def test_gemm_cpu_check_covers_every_workload_and_numpy_meets_every_bound(gemm_cpu_report: dict) -> None:
+    """Every workload at its tiny shapes runs; NumPy itself (the naive peer) is within the float64 bound everywhere."""
+    assert {r["workload"] for r in gemm_cpu_report["cases"]} == set(gemm.WORKLOADS)
+    for rec in gemm_cpu_report["cases"]:
+        numpy = next(i for i in rec["impls"] if i["name"] == "numpy")
+        assert numpy["status"] == "ok", (rec["case"], rec["dtype"], numpy.get("reason"))
+
+
+def _fusec_statuses(report: dict, dtype: str) -> dict[str, dict]:
+    recs = [r for r in report["cases"] if r["dtype"] == dtype]
+    assert recs and all(r["impls"][0]["name"] == "fusec" for r in recs)
+    return {r["case"]: r["impls"][0] for r in recs}
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_gemm_cpu_check_fusec_never_fails_and_refusals_say_why(gemm_cpu_report: dict, dtype: str) -> None:
+    """fusec's NumPy backend on every case: a result (checked), or refused with fusec's message (the matrix products
+    it does not take yet, as the sizes grow); never an exception of another kind."""
+    fusec = _fusec_statuses(gemm_cpu_report, dtype)
+    for case, impl in fusec.items():
+        assert impl["status"] in ("ok", "refused", "mismatch"), (case, impl.get("reason"))
+        if impl["status"] == "refused":
+            assert "matrix product" in impl["reason"], (case, impl["reason"])
+    assert sum(i["status"] != "refused" for i in fusec.values()) >= 5  # small products trace today
+
+
+def test_gemm_cpu_check_fusec_float32_within_the_bound(gemm_cpu_report: dict) -> None:
+    fusec = _fusec_statuses(gemm_cpu_report, "fp32")
+    assert all(i["status"] in ("ok", "refused") for i in fusec.values()), {
+        c: i.get("reason") for c, i in fusec.items() if i["status"] not in ("ok", "refused")}
+
+
+@pytest.mark.xfail(strict=True, reason="fusec's NumPy backend runs a small float16 product as mul then sum, both in "
+                   "float16 (products rounded, float16 accumulation): beyond the float32-accumulation bound that issue "
+                   "32 sets for float16 GEMMs (mlp_gelu and swiglu); remove this mark when it accumulates in float32")
+def test_gemm_cpu_check_fusec_float16_within_the_float32_accumulation_bound(gemm_cpu_report: dict) -> None:
+    fusec = _fusec_statuses(gemm_cpu_report, "fp16")
+    assert all(i["status"] in ("ok", "refused") for i in fusec.values()), {
+        c: i.get("reason") for c, i in fusec.items() if i["status"] not in ("ok", "refused")}
+
+
+def test_gemm_cpu_check_exit_status_and_json(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "gemm.json"
+    assert gemm.main(["--cpu-check", "--seed", "2", "--dtypes", "fp32", "--cases", "router_top1,attention_scores",
+                      "--out", str(out)]) == 0  # exit 1 only on a mismatch or a failure of fusec
+    saved = json.loads(out.read_text())
+    assert {r["workload"] for r in saved["cases"]} == {"router_top1", "attention_scores"}
+    assert all(r["impls"][0]["status"] == "ok" for r in saved["cases"])
+    assert "fusec: " in capsys.readouterr().out
+
+
+def test_gemm_check_flags_a_wrong_epilogue() -> None:
+    """The bound is tight enough to catch an epilogue that drops the bias, and loose enough for float32 rounding."""
+    rng = np.random.default_rng(0)
+    d = gemm.DTYPES["fp16"]
+    x, w1, b1 = rng.standard_normal((8, 64)), rng.standard_normal((64, 32)) / 8, rng.standard_normal(32) * 0.1
+    args16 = [a.astype(np.float16).astype(np.float64) for a in (x, w1, b1)]
+    ref, bounds = gemm.ref_mlp_gelu(dict(zip(("x", "w1", "b1"), args16)), d)
+    good = (args16[0].astype(np.float32) @ args16[1].astype(np.float32) + args16[2].astype(np.float32))
+    good = gemm.TW.gelu(good).astype(np.float16).astype(np.float64)
+    assert gemm.check((good,), ref, bounds)["ok"]
+    no_bias = gemm.TW.gelu(args16[0] @ args16[1]).astype(np.float16).astype(np.float64)
+    c = gemm.check((no_bias,), ref, bounds)
+    assert not c["ok"] and "beyond the bound" in gemm.describe(c)
+    assert not gemm.check((good,), ref, bounds, finite=False)["ok"]
+
+
+def test_gemm_check_top1_accepts_near_ties_only() -> None:
+    rng = np.random.default_rng(1)
+    d = gemm.DTYPES["fp32"]
+    x, w = rng.standard_normal((6, 16)), rng.standard_normal((16, 8)) / 4
+    w[:, 3] = w[:, 5]  # experts 3 and 5 tie on every token
+    ref, bounds = gemm.ref_router_top1({"x": x, "w_r": w}, d)
+    pmax, top = ref
+    other = top.copy()
+    tied = top == 3
+    other[tied] = 5
+    assert gemm.check((pmax, other), ref, bounds)["ok"]
+    wrong = (top + 1) % 8
+    wrong[top == 4] = 6  # never a tie partner
+    c = gemm.check((pmax, wrong), ref, bounds)
+    assert not c["ok"] and "top-1" in gemm.describe(c)
+
+
+def test_gemm_quick_covers_every_workload_at_an_llm_shape() -> None:
+    quick = gemm.select_cases(None, quick=True)
+    assert {c.workload for c in quick} == set(gemm.WORKLOADS)
+    assert any(c.name.startswith("decode_") and c.dims[0] <= 16 for c in quick)
+    for c in quick:
+        assert c.dims[1] >= 2048 or c.workload == "attention_scores"
+    assert len(gemm.select_cases(None, quick=False)) == len(gemm.CASES)
+    assert [c.name for c in gemm.select_cases("router_top1", quick=False)] == [
+        c.name for c in gemm.CASES if c.workload == "router_top1"]
+    with pytest.raises(ValueError):
+        gemm.select_cases("nope", quick=False)
+    assert [d.key for d in gemm.select_dtypes("bfloat16,fp16")] == ["bf16", "fp16"]
+    assert gemm.main(["--cpu-check", "--dtypes", "fp8"]) == 2
+
+
+def test_gemm_bound_is_the_gemm_plus_the_extra_bytes_at_copy_speed() -> None:
+    """mlp_gelu reads only the bias besides the GEMM; layernorm_residual the bias and the residual; the router writes
+    less than the GEMM alone (no extra output bytes); attention reads the mask once."""
+    case = gemm.CASES_BY_NAME["mlp_gelu_8192x4096x11008"]
+    t = gemm.traffic(case, gemm.DTYPES["bf16"])
+    assert t["extra"] == 11008 * 2 and t["flops"] == 2 * 8192 * 4096 * 11008
+    ln = gemm.traffic(gemm.CASES_BY_NAME["layernorm_residual_8192x4096x4096"], gemm.DTYPES["fp32"])
+    assert ln["extra_inputs"] == 4 * (4096 + 8192 * 4096) and ln["extra_outputs"] == 0
+    router = gemm.traffic(gemm.CASES_BY_NAME["router_top1_16384x4096x64"], gemm.DTYPES["fp16"])
+    assert router["outputs"] == 16384 * (2 + 8) and router["extra"] == 0
+    att = gemm.traffic(gemm.CASES_BY_NAME["attention_scores_32x2048x128"], gemm.DTYPES["bf16"])
+    assert att["extra"] == 2048 * 2048 * 2 and att["gemm_write"] == 32 * 2048 * 2048 * 2
+    sw = gemm.traffic(gemm.CASES_BY_NAME["swiglu_4096x4096x11008"], gemm.DTYPES["bf16"])
+    assert sw["flops"] == 2 * 2 * 4096 * 4096 * 11008 and sw["extra"] == 0
+    assert gemm.bound_ms(1.0, 3_000_000_000, 3000.0) == pytest.approx(1.05 + 1.0)
+    assert gemm.bound_ms(None, 0, 3000.0) is None and gemm.bound_ms(1.0, 0, None) is None
+
+
+def _timed(name: str, ms: float | None, status: str = "ok", **extra) -> dict:
+    impl = {"name": name, "status": status, **extra}
+    if ms is not None:
+        impl["ms"] = {"median": ms, "min": ms, "max": ms, "runs": [ms]}
+    return impl
+
+
+def test_gemm_summary_and_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """The verdicts from made-up times: within the bound and faster than every peer that passed its check (a
+    mismatched peer does not count), and the table's columns."""
+    case = gemm.CASES_BY_NAME["mlp_gelu_8192x4096x11008"]
+    rec = {"case": case.name, "workload": "mlp_gelu", "dtype": "bf16", "shape": list(case.dims), "dims": "TxHxI",
+           "traffic": gemm.traffic(case, gemm.DTYPES["bf16"]), "impls": [
+               _timed("GEMM alone (torch.matmul)", 1.00, gemm_alone=True),
+               _timed("GEMM alone (cupy.matmul)", 0.98, gemm_alone=True),
+               _timed("fusec", 1.02), _timed("torch eager", 1.36), _timed("torch.compile", 1.19),
+               _timed("torch.compile max-autotune", None, "skipped", reason="--quick"),
+               _timed("cupy naive", 0.5, "mismatch", reason="wrong")]}
+    gemm.summarize(rec, copy_gbps=3000.0)
+    assert rec["gemm_ms"] == 0.98 and rec["gemm_impl"] == "GEMM alone (cupy.matmul)"
+    assert rec["bound_ms"] == pytest.approx(1.05 * 0.98 + 11008 * 2 / 3e12 * 1e3)
+    assert rec["best_peer"] == "torch.compile" and rec["meets_bound"] and rec["beats_peers"] and rec["met"]
+    refused = {**rec, "case": "swiglu_4096x4096x11008", "impls": [
+        *rec["impls"][:2], {"name": "fusec", "status": "refused", "reason": "einsum runs too many loops"},
+        *rec["impls"][3:]]}
+    gemm.summarize(refused, copy_gbps=3000.0)
+    assert refused["fusec_ms"] is None and refused["met"] is None
+    report = {"cases": [rec, refused], "gpu": {"name": "NVIDIA H100 80GB HBM3"}, "date": "2026-12-08",
+              "settings": {"reps": 5, "tf32": False}, "copy": {"gbps": 3000.0}}
+    gemm.print_tables(report)
+    out = capsys.readouterr().out
+    assert "NVIDIA H100 80GB HBM3" in out and "copy ceiling 3000 GB/s" in out and "TF32 off" in out
+    head = next(line for line in out.splitlines() if line.startswith("case"))
+    for col in ("fusec ms", "GEMM ms", "bound ms", "eager", "compile", "max-autotune", "cupy naive", "fusec/bound",
+                "vs fastest peer", "met"):
+        assert col in head
+    assert "x1.17 (torch.compile)" in out and "MISMATCH" in out
+    assert "swiglu_4096x4096x11008 bf16: fusec refused: einsum runs too many loops" in out
+    assert "1 of 2 cases timed, 1 refused" in out
