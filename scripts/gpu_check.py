@@ -17,7 +17,8 @@ Stages, with what each writes under ``--out``:
    ``--jobs`` at a time (a CUDA error that poisons a process's context ends that file only), largest files first;
 3. the fuzzer over the corpus (``tests/gpu/test_fuzz_gpu.py``; its report is ``fuzz_report.txt``);
 4. ``benchmarks/run.py --quick`` and ``--suite sweep --quick`` (``bench/*.json``), alone on the GPU;
-5. with ``--dask-bench``, ``benchmarks/dask_bench.py`` at its default size and with ``--cluster``.
+5. with ``--dask-bench``, ``benchmarks/dask_bench.py`` at its default size and with ``--cluster``;
+6. with ``--gemm-bench``, the GEMM suite ``python -m benchmarks.gemm --quick`` (``bench/gemm.json``).
 
 The last lines printed are the summary (also ``summary.txt``): each stage's time and outcome, every failed
 test, the fuzzer's mismatches and the sweep's geometric mean. Every log is in ``logs.tar.gz``. Both are
@@ -240,6 +241,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-fuzz", action="store_true")
     p.add_argument("--no-bench", action="store_true")
     p.add_argument("--dask-bench", action="store_true", help="also benchmarks/dask_bench.py, default and --cluster")
+    p.add_argument("--gemm-bench", action="store_true", help="also the GEMM suite: python -m benchmarks.gemm --quick")
     p.add_argument("--budget", type=float, default=450, help="seconds the whole run may take (default 450)")
     return p.parse_args(argv)
 
@@ -305,11 +307,27 @@ def main(argv: list[str] | None = None) -> int:
             ok, _ = run_stage(report, f"benchmarks/dask_bench.py --reps 3 {' '.join(extra)}".rstrip(), cmd,
                               logs / f"{name}_bench.log", 420, None)
             bench_ok &= ok
+    if args.gemm_bench:
+        ok, text = run_stage(report, "benchmarks.gemm --quick", gemm_bench_command(out), logs / "gemm_bench.log",
+                             420, {**os.environ, "FUSEC_GIT_COMMIT": commit, "PYTHONPATH": str(ROOT)})
+        report.extra += gemm_lines(text)
+        bench_ok &= ok
 
     report.write()
     shutil.rmtree(logs)  # in logs.tar.gz
     print("\n".join(report.lines()), flush=True)
     return 0 if not report.failed_tests and fuzz_ok and bench_ok and all(r.ok for r in results) else 1
+
+
+def gemm_bench_command(out: Path) -> list[str]:
+    """The GEMM suite's quick run (issue 32), its JSON under ``out/bench``."""
+    (out / "bench").mkdir(parents=True, exist_ok=True)
+    return [sys.executable, "-m", "benchmarks.gemm", "--quick", "--out", str(out / "bench" / "gemm.json")]
+
+
+def gemm_lines(text: str) -> list[str]:
+    """The GEMM suite's verdict line (cases timed, refused, within the bound, ahead of the fastest peer)."""
+    return [line.strip() for line in text.splitlines() if line.startswith("fusec: ") and "cases timed" in line][-1:]
 
 
 def run_stage(report: Report, what: str, cmd: list[str], log: Path, wanted: float,

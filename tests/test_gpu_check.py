@@ -120,3 +120,14 @@ def test_gpu_check_budget_cuts_and_skips_stages(tmp_path) -> None:
     assert report.timeout(300) is None
     report.skipped("benchmarks/dask_bench.py --reps 3")
     assert "benchmarks/dask_bench.py --reps 3: skipped" in (tmp_path / "summary.txt").read_text()
+
+
+def test_gpu_check_gemm_bench_is_off_by_default_and_runs_the_quick_suite(tmp_path) -> None:
+    assert not gpu_check.parse_args([]).gemm_bench and gpu_check.parse_args(["--gemm-bench"]).gemm_bench
+    cmd = gpu_check.gemm_bench_command(tmp_path)
+    assert cmd[1:] == ["-m", "benchmarks.gemm", "--quick", "--out", str(tmp_path / "bench" / "gemm.json")]
+    assert (tmp_path / "bench").is_dir()
+    text = ("x\nfusec: 3 of 18 cases timed, 15 refused, 0 mismatched or failed; within the bound (...): 2 of 3; "
+            "at least as fast as the fastest peer: 3 of 3\n")
+    assert gpu_check.gemm_lines(text) == [text.splitlines()[1]]
+    assert gpu_check.gemm_lines("fusec: 1 kernel(s) planned\n") == []
