@@ -409,6 +409,21 @@ FC_HALF_COMPARE(lt)
 FC_HALF_COMPARE(le)
 FC_HALF_COMPARE(gt)
 FC_HALF_COMPARE(ge)
+// uint64 with int64 (NumPy 2's loops Qq->? and qQ->?): exact, a negative int64 below every uint64. cmp_mixed(a, b)
+// is -1, 0 or 1 as a is below, equal to or above b.
+FC_FN int cmp_mixed(unsigned long long a, long long b) {
+  return b < 0 ? 1 : (a < (unsigned long long)b ? -1 : (a == (unsigned long long)b ? 0 : 1));
+}
+#define FC_MIXED_COMPARE(name, test) \
+  FC_FN bool name(unsigned long long a, long long b) { const int c = cmp_mixed(a, b); return test; } \
+  FC_FN bool name(long long a, unsigned long long b) { const int c = -cmp_mixed(b, a); return test; }
+FC_MIXED_COMPARE(eq, c == 0)
+FC_MIXED_COMPARE(ne, c != 0)
+FC_MIXED_COMPARE(lt, c < 0)
+FC_MIXED_COMPARE(le, c <= 0)
+FC_MIXED_COMPARE(gt, c > 0)
+FC_MIXED_COMPARE(ge, c >= 0)
+#undef FC_MIXED_COMPARE
 
 // ---- logical ops: any dtype, by truthiness (NaN is true) ---------------------------------------------
 template <class T> FC_FN bool logical_and(T a, T b) { return truth(a) && truth(b); }

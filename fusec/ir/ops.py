@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import importlib
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -311,8 +312,9 @@ def scan_ops() -> list[OpDef]:
 def ufunc_loops(op: OpDef) -> list[tuple[np.dtype, ...]]:
     """The (inputs..., output) dtype loops of an elementwise op over fusec's supported dtypes.
 
-    Read from NumPy: for each supported dtype, all inputs of that dtype, what NumPy resolves to.
-    Only loops whose inputs stay that dtype (no implicit cast) are listed.
+    Read from NumPy: for each supported dtype, all inputs of that dtype, what NumPy resolves to; and for a binary
+    op, each pair of distinct dtypes NumPy has a loop of its own for (its comparisons of uint64 with int64, which
+    NumPy 2 makes exact). Only loops whose inputs stay their dtypes (no implicit cast) are listed.
     """
     loops = []
     for dt in dtypes.SUPPORTED:
@@ -329,4 +331,12 @@ def ufunc_loops(op: OpDef) -> list[tuple[np.dtype, ...]]:
         ins, out = resolved[: op.ufunc.nin], resolved[op.ufunc.nin]
         if all(i == dt for i in ins) and out in dtypes.SHORT_NAMES:
             loops.append((*ins, out))
+    if op.ufunc is not None and op.ufunc.nin == 2 and op.name != "where":
+        for pair in itertools.permutations(dtypes.SUPPORTED, 2):
+            try:
+                resolved = op.ufunc.resolve_dtypes((*pair, None))
+            except TypeError:
+                continue
+            if resolved[:2] == pair and resolved[2] in dtypes.SHORT_NAMES:
+                loops.append((*pair, resolved[2]))
     return loops

@@ -333,3 +333,20 @@ def test_cuda_ops_docstring_examples_hold() -> None:
 
     result = doctest.testmod(cuda_ops)
     assert result.attempted >= 8 and result.failed == 0
+
+
+def test_uint64_with_int64_comparisons_are_loops_of_their_own() -> None:
+    """NumPy 2 compares uint64 with int64 exactly through loops of the two dtypes (qQ->?, Qq->?): they are the only
+    mixed loops of fusec's ops, and each prints a call of the mixed overloads in fusec_device.cuh."""
+    u64, i64 = np.dtype(np.uint64), np.dtype(np.int64)
+    mixed = sorted((op.name, loop) for op in elementwise_ops() if op.name not in ("cast", "where")
+                   for loop in ufunc_loops(op) if len(set(loop[:-1])) > 1)
+    assert [name for name, _ in mixed] == sorted(n for n in ("eq", "ne", "lt", "le", "gt", "ge") for _ in range(2))
+    assert {loop for _, loop in mixed} == {(u64, i64, np.dtype(bool)), (i64, u64, np.dtype(bool))}
+    assert cuda_ops.expression("gt", ["a", "b"], [u64, i64], np.dtype(bool)) == "fc::gt(a, b)"
+    import fusec
+
+    fused = fusec.fuse(lambda a, b: (a > b, b == a))
+    source = fused.cuda_source(fusec.ArraySpec((100,), "uint64"), fusec.ArraySpec((100,), "int32"), full=True)
+    assert "fc::gt(" in source and "fc::eq(" in source
+    nvrtc.compile_cubin(source)  # the mixed overloads resolve (an ambiguous call does not compile)

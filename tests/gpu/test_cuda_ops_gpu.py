@@ -85,8 +85,8 @@ def make_inputs(op: OpDef, in_dtypes: tuple[np.dtype, ...], seed: int) -> list[n
         a, b = _cross(dt, 2)
         cond = rng.random(a.size) < 0.5
         xs = [cond, a, b]
-    else:
-        xs = _cross(in_dtypes[0], len(in_dtypes))
+    else:  # a loop of two dtypes (uint64 with int64) takes the first's values in each (wrapped: 2**64-1 and -1)
+        xs = [x.astype(dt) for x, dt in zip(_cross(in_dtypes[0], len(in_dtypes)), in_dtypes)]
     xs = [np.concatenate([x, random_array(rng, N_RANDOM, dt)]) for x, dt in zip(xs, in_dtypes)]
     if op.sweep_mask is not None:
         mask = np.asarray(op.sweep_mask(in_dtypes[-1], xs), dtype=bool)
@@ -119,7 +119,10 @@ def _kernel(name: str, in_dtypes: tuple[np.dtype, ...], out_dtype: np.dtype, exp
     )
 
 
-def _ew_name(op_name: str) -> str:
+def _ew_name(op_name: str, in_dtypes: tuple[np.dtype, ...]) -> str:
+    """The kernel of one loop: ``ew_<op>``, with its input dtypes where they differ (uint64 with int64)."""
+    if op_name != "where" and len(set(in_dtypes)) > 1:
+        return f"ew_{op_name}_" + "_".join(dtypes.short(d) for d in in_dtypes)
     return f"ew_{op_name}"
 
 
@@ -134,9 +137,9 @@ def elementwise_source(dt: np.dtype) -> str:
                                      lambda e, to=to: cuda_ops.expression("cast", e, [dt], to)))
             continue
         for loop in ufunc_loops(op):
-            if loop[-2] == dt:  # where: (bool, dt, dt) -> dt; the others: all inputs dt
+            if loop[-2] == dt:  # where: (bool, dt, dt) -> dt; uint64 with int64; the others: all inputs dt
                 expr_of = lambda e, op=op, loop=loop: cuda_ops.expression(op.name, e, loop[:-1], loop[-1])
-                parts.append(_kernel(_ew_name(op.name), loop[:-1], loop[-1], expr_of))
+                parts.append(_kernel(_ew_name(op.name, loop[:-1]), loop[:-1], loop[-1], expr_of))
     return "\n".join(parts)
 
 
@@ -272,7 +275,7 @@ def test_cuda_ops_gpu_elementwise_matches_numpy(case) -> None:
     reference = np.where if op.name == "where" else op.ufunc
     expected = np.asarray(_numpy(reference, *xs))
     assert expected.dtype == out_dtype
-    got = _launch(_ew_name(op.name), "elementwise", in_dtypes[-1], xs, out_dtype)
+    got = _launch(_ew_name(op.name, in_dtypes), "elementwise", in_dtypes[-1], xs, out_dtype)
     assert_same(op.name, got, expected, xs)
 
 

@@ -42,3 +42,26 @@ def test_everyday_op_gpu_matches_numpy_backend(name: str, dtype: str, shape: tup
     else:
         assert_matches_numpy(got, expected, exact=True)
     assert len(fused.plan(cupy.asarray(x)).kernels) == 1
+
+
+MIXED_U64 = np.array([0, 1, 5, 2**63 - 1, 2**63, 2**64 - 1], dtype=np.uint64)
+MIXED_I64 = np.array([-(2**63), -1, 0, 1, 5, 6, 2**63 - 1], dtype=np.int64)
+
+
+@pytest.mark.parametrize("other", ["int64", "int32", "int8"])
+def test_mixed_sign_comparisons_gpu_are_exact(other: str) -> None:
+    """uint64 against signed integers, every comparison, as NumPy 2 does them (no float64 detour): each pair of
+    the designed values (equal values, 2**64-1 against -1, 2**63 against the int64 extremes) and random ones."""
+    rng = np.random.default_rng(seed_of("mixed sign gpu", other))
+    u = np.concatenate([MIXED_U64, rng.integers(0, 2**64, 500, dtype=np.uint64, endpoint=False)])
+    info = np.iinfo(other)
+    s = np.concatenate([MIXED_I64[(MIXED_I64 >= info.min) & (MIXED_I64 <= info.max)].astype(other),
+                        rng.integers(info.min, info.max, 500, dtype=other, endpoint=True)])
+    u, s = u[:, None], s[None, :]
+    fused = fusec.fuse(lambda a, b: (a == b, a != b, a < b, a <= b, a > b, a >= b, b < a, b >= a))
+    expected = fused(u, s)
+    assert [e.tolist() for e in expected] == [e.tolist() for e in (u == s, u != s, u < s, u <= s, u > s, u >= s,
+                                                                  s < u, s >= u)]
+    got = fused(cupy.asarray(u), cupy.asarray(s))
+    for g, e in zip(got, expected):
+        assert_matches_numpy(g.get(), e, exact=True)
