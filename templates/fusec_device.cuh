@@ -610,6 +610,100 @@ FC_FN T gather_compute(F element, O off, long long i, long long s, R... rest) {
   return i < 0 ? T(0) : gather_compute<T, O>(element, (O)(off + i * s), rest...);
 }
 
+
+// ---- numpy.ldexp, numpy.frexp, numpy.nextafter ------------------------------------------------------------
+// numpy.ldexp(x, n): x * 2**n rounded once, as C's ldexp (musl's scalbn steps: at most two exact scalings by a
+// power of two that keep the value normal, then one multiplication that rounds, so a subnormal result is rounded
+// once); overflow gives inf, underflow a zero of x's sign. An exponent beyond int's range (NumPy's int64 loops
+// clamp it to int's) gives the same 0 or inf. float16: ldexpf of the widened value, rounded to half once
+// (npy_float_to_half(ldexpf(...)): the float result is exact wherever the half result is not zero).
+FC_FN double pow2_double(int k) { return __longlong_as_double((long long)(0x3ff + k) << 52); }  // -1022 <= k <= 1023
+FC_FN float pow2_float(int k) { return __int_as_float((0x7f + k) << 23); }  // -126 <= k <= 127
+FC_FN double ldexp(double x, long long n) {
+  double y = x;
+  if (n > 1023) {
+    y = mul_rn(y, pow2_double(1023)); n -= 1023;
+    if (n > 1023) { y = mul_rn(y, pow2_double(1023)); n -= 1023; if (n > 1023) n = 1023; }
+  } else if (n < -1022) {  // 2**-969 = 2**-1022 * 2**53: the last step's n stays below -53 (no double rounding)
+    y = mul_rn(y, pow2_double(-969)); n += 969;
+    if (n < -1022) { y = mul_rn(y, pow2_double(-969)); n += 969; if (n < -1022) n = -1022; }
+  }
+  return mul_rn(y, pow2_double((int)n));
+}
+FC_FN float ldexp(float x, long long n) {
+  float y = x;
+  if (n > 127) {
+    y = mul_rn(y, pow2_float(127)); n -= 127;
+    if (n > 127) { y = mul_rn(y, pow2_float(127)); n -= 127; if (n > 127) n = 127; }
+  } else if (n < -126) {  // 2**-102 = 2**-126 * 2**24
+    y = mul_rn(y, pow2_float(-102)); n += 102;
+    if (n < -126) { y = mul_rn(y, pow2_float(-102)); n += 102; if (n < -126) n = -126; }
+  }
+  return mul_rn(y, pow2_float((int)n));
+}
+FC_FN __half ldexp(__half x, long long n) { return __float2half_rn(::fc::ldexp(__half2float(x), n)); }
+
+// numpy.frexp(x): (m, e) with x == m * 2**e, 0.5 <= |m| < 1, by the bits (a subnormal scaled to a normal first); for
+// 0, inf and NaN, m is x and e is 0, as C's frexp gives them (CUDA's leaves e unspecified for inf and NaN).
+// float16: frexpf of the widened value, the mantissa rounded back (exact), as NumPy's HALF_frexp.
+FC_FN int frexp_exponent(double x) {
+  long long b = __double_as_longlong(x);
+  int e = (int)((b >> 52) & 0x7ff);
+  if (e == 0x7ff || (b & 0x7fffffffffffffffLL) == 0) return 0;
+  if (e == 0) return (int)((__double_as_longlong(mul_rn(x, pow2_double(54))) >> 52) & 0x7ff) - 54 - 1022;
+  return e - 1022;
+}
+FC_FN double frexp_mantissa(double x) {
+  long long b = __double_as_longlong(x);
+  int e = (int)((b >> 52) & 0x7ff);
+  if (e == 0x7ff || (b & 0x7fffffffffffffffLL) == 0) return x;
+  if (e == 0) b = __double_as_longlong(mul_rn(x, pow2_double(54)));
+  return __longlong_as_double((b & ~(0x7ffLL << 52)) | (0x3feLL << 52));
+}
+FC_FN int frexp_exponent(float x) {
+  int b = __float_as_int(x);
+  int e = (b >> 23) & 0xff;
+  if (e == 0xff || (b & 0x7fffffff) == 0) return 0;
+  if (e == 0) return ((__float_as_int(mul_rn(x, pow2_float(25))) >> 23) & 0xff) - 25 - 126;
+  return e - 126;
+}
+FC_FN float frexp_mantissa(float x) {
+  int b = __float_as_int(x);
+  int e = (b >> 23) & 0xff;
+  if (e == 0xff || (b & 0x7fffffff) == 0) return x;
+  if (e == 0) b = __float_as_int(mul_rn(x, pow2_float(25)));
+  return __int_as_float((b & ~(0xff << 23)) | (0x7e << 23));
+}
+FC_FN int frexp_exponent(__half x) { return frexp_exponent(__half2float(x)); }
+FC_FN __half frexp_mantissa(__half x) { return __float2half_rn(frexp_mantissa(__half2float(x))); }
+
+// numpy.nextafter(x, y): C's nextafter for float and double (NaN if either is; y where x == y, so
+// nextafter(0.0, -0.0) is -0.0; from a zero the smallest subnormal of y's sign; else one step of the bits towards
+// y), by the bits. float16: NumPy's npy_half_nextafter, whose rules differ: NaN is 0x7e00, x where x == y (so
+// nextafter(0.0, -0.0) is 0.0), steps compared as its bits.
+FC_FN double nextafter(double x, double y) {
+  if (::isnan(x) || ::isnan(y)) return add_rn(x, y);
+  if (x == y) return y;
+  if (x == 0.0) return __longlong_as_double((__double_as_longlong(y) & (1LL << 63)) | 1LL);
+  const long long b = __double_as_longlong(x);
+  return __longlong_as_double(((x < y) == (x > 0.0)) ? b + 1 : b - 1);
+}
+FC_FN float nextafter(float x, float y) {
+  if (::isnan(x) || ::isnan(y)) return add_rn(x, y);
+  if (x == y) return y;
+  if (x == 0.0f) return __int_as_float((__float_as_int(y) & (int)0x80000000u) | 1);
+  const int b = __float_as_int(x);
+  return __int_as_float(((x < y) == (x > 0.0f)) ? b + 1 : b - 1);
+}
+FC_FN __half nextafter(__half x, __half y) {
+  const unsigned short a = bits(x), b = bits(y);
+  if (isnan(x) || isnan(y)) return from_bits(0x7e00u);
+  if (a == b || ((a | b) & 0x7fffu) == 0) return x;
+  if ((a & 0x7fffu) == 0) return from_bits((unsigned short)((b & 0x8000u) + 1u));
+  if (!(a & 0x8000u)) return from_bits((unsigned short)((short)a > (short)b ? a - 1u : a + 1u));
+  return from_bits((unsigned short)((!(b & 0x8000u) || (a & 0x7fffu) > (b & 0x7fffu)) ? a - 1u : a + 1u));
+}
+
 }  // namespace fc
 
 #endif  // FUSEC_DEVICE_CUH

@@ -68,6 +68,7 @@ ELEMENTWISE: dict[str, CudaOp] = {
     **_same("sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh"),
     **_same("arcsinh", "arccosh", "arctanh", "floor", "ceil", "trunc", "rint", "hypot", "copysign"),
     **_same("maximum", "minimum", "fmax", "fmin"),
+    **_same("ldexp", "nextafter", "frexp_mantissa", "frexp_exponent"),
     **_same("isnan", "isinf", "isfinite", "signbit", "eq", "ne", "lt", "le", "gt", "ge"),
     **_same("logical_and", "logical_or", "logical_xor", "logical_not"),
     **_same("bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift"),

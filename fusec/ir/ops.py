@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from fusec.ir import dtypes, special
+from fusec.ir.ufunc_output import UfuncOutput
 
 
 class Kind(enum.Enum):
@@ -55,7 +56,7 @@ class OpDef:
     name: str
     kind: Kind
     arity: int
-    ufunc: np.ufunc | special.SpecialUfunc | None = None
+    ufunc: np.ufunc | special.SpecialUfunc | UfuncOutput | None = None
     cost: int = 1
     commutative: bool = False
     doc: str = ""
@@ -167,6 +168,14 @@ _ew("maximum", np.maximum, commutative=True)
 _ew("minimum", np.minimum, commutative=True)
 _ew("fmax", np.fmax, commutative=True)
 _ew("fmin", np.fmin, commutative=True)
+# float with int (loops efe of NumPy: float16/32/64 with int32 or int64): x * 2**n rounded once
+_ew("ldexp", np.ldexp, cost=2)
+_ew("nextafter", np.nextafter, cost=2)
+# numpy.frexp's two outputs, one op each (numpy.frexp traces to both)
+_define(OpDef("frexp_mantissa", Kind.ELEMENTWISE, 1, ufunc=UfuncOutput(np.frexp, 0, "frexp_mantissa"), cost=2,
+              doc="numpy.frexp(x)[0]: the mantissa m, 0.5 <= |m| < 1, of x's sign (x itself for 0, inf and NaN)"))
+_define(OpDef("frexp_exponent", Kind.ELEMENTWISE, 1, ufunc=UfuncOutput(np.frexp, 1, "frexp_exponent"), cost=2,
+              doc="numpy.frexp(x)[1]: the int32 exponent e, x == m * 2**e (0 for 0, inf and NaN)"))
 # --- elementwise: predicates and comparisons ---------------------------------------------------
 _ew("isnan", np.isnan)
 _ew("isinf", np.isinf)
@@ -292,6 +301,8 @@ def reference(op: OpDef, xp: Any) -> Callable[..., Any]:
     assert op.ufunc is not None, op.name
     if xp is np:
         return op.ufunc
+    if isinstance(op.ufunc, UfuncOutput):  # one output of CuPy's ufunc of the name (cupy.frexp)
+        return op.ufunc.on(xp)
     if op.module == "scipy.special":
         xp = importlib.import_module("cupyx.scipy.special")
     return getattr(xp, op.ufunc.__name__)

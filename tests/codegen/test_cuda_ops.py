@@ -336,10 +336,11 @@ def test_cuda_ops_docstring_examples_hold() -> None:
 
 
 def test_uint64_with_int64_comparisons_are_loops_of_their_own() -> None:
-    """NumPy 2 compares uint64 with int64 exactly through loops of the two dtypes (qQ->?, Qq->?): they are the only
-    mixed loops of fusec's ops, and each prints a call of the mixed overloads in fusec_device.cuh."""
+    """NumPy 2 compares uint64 with int64 exactly through loops of the two dtypes (qQ->?, Qq->?): with ldexp's float
+    with int loops, they are the only mixed loops of fusec's ops, and each prints a call of the mixed overloads in
+    fusec_device.cuh."""
     u64, i64 = np.dtype(np.uint64), np.dtype(np.int64)
-    mixed = sorted((op.name, loop) for op in elementwise_ops() if op.name not in ("cast", "where")
+    mixed = sorted((op.name, loop) for op in elementwise_ops() if op.name not in ("cast", "where", "ldexp")
                    for loop in ufunc_loops(op) if len(set(loop[:-1])) > 1)
     assert [name for name, _ in mixed] == sorted(n for n in ("eq", "ne", "lt", "le", "gt", "ge") for _ in range(2))
     assert {loop for _, loop in mixed} == {(u64, i64, np.dtype(bool)), (i64, u64, np.dtype(bool))}
@@ -350,3 +351,18 @@ def test_uint64_with_int64_comparisons_are_loops_of_their_own() -> None:
     source = fused.cuda_source(fusec.ArraySpec((100,), "uint64"), fusec.ArraySpec((100,), "int32"), full=True)
     assert "fc::gt(" in source and "fc::eq(" in source
     nvrtc.compile_cubin(source)  # the mixed overloads resolve (an ambiguous call does not compile)
+
+
+def test_ldexp_loops_are_numpys_float_with_int_loops() -> None:
+    """``numpy.ldexp.types`` of fusec's dtypes: float16/32/64 with int32 ('i') or int64 ('l'), the float out; each
+    loop's call resolves to the helper's one overload (``fc::ldexp(float type, long long)``) and compiles."""
+    import fusec
+
+    want = sorted((np.dtype(t[0]), np.dtype(t[1]), np.dtype(t[-1])) for t in np.ldexp.types
+                  if t[0] in "efd" and t[1] in "il")
+    assert sorted(ufunc_loops(OPS["ldexp"])) == want and len(want) == 6
+    for a, b, _ in want:
+        source = fusec.fuse(lambda x, n: np.ldexp(x, n)).cuda_source(
+            fusec.ArraySpec((100,), a), fusec.ArraySpec((100,), b), full=True)
+        assert "fc::ldexp(" in source
+        nvrtc.compile_cubin(source)
