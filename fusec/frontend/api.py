@@ -29,7 +29,7 @@ from fusec.frontend.indexing import unread_index_checks
 from fusec.frontend.nodes import ShapeGuard
 from fusec.frontend.recompile import RecompileTracker
 from fusec.frontend.scalars import NeedsConcrete, Scalar, is_runtime_candidate, scalar_class
-from fusec.frontend.trace import output_node, return_site, trace_function
+from fusec.frontend.trace import array_module, inline, output_node, return_site, trace_function, tracing
 from fusec.frontend.tracer import Tracer
 from fusec.frontend.update import check_updated
 from fusec.inspect.explain import Explanation
@@ -67,6 +67,9 @@ class TracedFunction:
     # fusec's decisions taken from this trace's sizes: reused for new sizes only where each still holds
     guards: tuple[ShapeGuard, ...] = ()
     nones: tuple[int, ...] = ()  # the positions of a returned tuple's or list's None entries
+    # the backend ``cupy.get_array_module`` answered for while tracing ("numpy" or "cupy"), None if never asked: the
+    # trace holds for that backend's calls only
+    array_module: str | None = None
 
     @property
     def n_results(self) -> int:
@@ -332,6 +335,10 @@ class Fused:
             key = self._key(params, runtime)
             with self._lock:
                 traced = self._traces.get(key)
+                if traced is not None and traced.array_module not in (None, array_module(params)):
+                    # traced for the other backend, whose module a query answered: this backend's own trace
+                    key = (*key, ("array_module", array_module(params)))
+                    traced = self._traces.get(key)
                 if traced is None:
                     earlier = self._traces.keys()
                     failed = False
@@ -424,7 +431,7 @@ class Fused:
         # the checks' extents are this trace's sizes: a new size traces again
         return TracedFunction(graph, structure, specialized or bool(index_checks), tuple(scalars),
                               tuple(i for i, _ in updates), runtime, parts=tuple(parts), index_checks=index_checks,
-                              guards=traced.guards, nones=nones)
+                              guards=traced.guards, nones=nones, array_module=traced.array_module)
 
     def plan(self, *args: Any, **kwargs: Any) -> Plan:
         """The kernels these arguments (arrays or :class:`fusec.ArraySpec`) run as, with bytes moved."""
@@ -496,7 +503,10 @@ class Fused:
     # -- running -------------------------------------------------------------------------------
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
         """Run the function: fused kernels on the GPU for CuPy arrays, the NumPy reference backend for
-        NumPy arrays; ``out=`` (an array, or a tuple for several results) receives the results."""
+        NumPy arrays; ``out=`` (an array, or a tuple for several results) receives the results. Called while another
+        fused function traces, it is inlined into that trace: one plan, fused across the call."""
+        if tracing():
+            return self._inline(args, kwargs, out)
         if out is None and not kwargs:
             key = _fast_key(args)
             fast = self._fast.get(key)
@@ -534,6 +544,15 @@ class Fused:
                     self._remember_fast_path(args, executable, arrays)
             return results
         return executable.reference(arrays + scalars, outs)
+
+    def _inline(self, args: tuple, kwargs: dict, out: Any) -> Any:
+        """This function called from a function being traced: its Python function run on the caller's traced values
+        (its ops join the caller's trace; its errors name its own lines). Static arguments need nothing: Python
+        passes them as they are."""
+        if out is not None:
+            raise UnsupportedError(f"out= of {self.name} called inside another fused function is not supported",
+                                   hint=f"assign its results instead (y[...] = {self.name}(...))")
+        return inline(self.fn, args, kwargs)
 
     def _run_gpu(self, executable: Executable, arrays: list[Any], outs: list[Any] | None) -> Any:
         """A call of ``executable`` on CuPy ``arrays`` (with ``out=`` and write-backs: :class:`Executable`); a

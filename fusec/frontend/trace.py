@@ -8,6 +8,11 @@ implementations before anything is traced: the one place that does.
 
 Anything else (Python control flow on a traced value, an unsupported function) raises a fusec
 error naming the user's file and line.
+
+A fused function called while another traces is inlined (:func:`inline`): its Python function runs on the caller's
+traced values, so its ops join the caller's trace, one plan fused across the boundary. ``cupy.get_array_module``
+answers for the backend of the arguments being traced (:func:`array_module`): NumPy for NumPy arrays, the CuPy
+module asked for CuPy arrays and ArraySpecs; both trace the same ops.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import sys
 import textwrap
 import threading
 import tokenize
+import types
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -33,7 +39,7 @@ import fusec.frontend.join_functions  # noqa: F401
 import fusec.frontend.scan_functions  # noqa: F401
 import fusec.frontend.shift_functions  # noqa: F401
 import fusec.frontend.view_functions  # noqa: F401
-from fusec.frontend import aliases, indexing, registry, scalars, slice_assign
+from fusec.frontend import aliases, arguments, indexing, registry, scalars, slice_assign
 from fusec.frontend.hints import KEYWORD_HINTS
 from fusec.frontend.nodes import ShapeGuard, reset_shape_read, shape_guards, shape_was_read
 from fusec.frontend.scalars import Scalar
@@ -50,6 +56,48 @@ from fusec.support.errors import (
 
 # --- tracing a whole function --------------------------------------------------------------------
 _trace_lock = threading.RLock()
+# this thread's trace in progress: ``module``, the backend its arguments' module queries answer for ("numpy" or
+# "cupy"), and ``asked``, whether the traced code asked (then the trace holds for that backend only)
+_active = threading.local()
+
+
+def tracing() -> bool:
+    """Whether this thread is tracing a function now (a fused function called from it is inlined)."""
+    return getattr(_active, "module", None) is not None
+
+
+def inline(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """``fn(*args, **kwargs)`` inside the trace in progress (a fused function called from the traced one): its ops join
+    the caller's trace; the library functions its own globals hold are wrapped for the call as the traced function's
+    are."""
+    patched = _patch_libraries(fn)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _restore(patched)
+
+
+def array_module(params: list[tuple[str, Any]]) -> str:
+    """The backend a module query (``cupy.get_array_module``) answers for, for a call with arguments ``params``:
+    "numpy" for NumPy arrays (the reference backend, also with no array at all), "cupy" for CuPy arrays and
+    :class:`fusec.ArraySpec` values (the GPU's plan)."""
+    backends = {arguments.backend_of(v) for _, v in params} - {None}
+    return "numpy" if not backends or backends == {"numpy"} else "cupy"
+
+
+def _get_array_module_wrapper(original: Any, module: Any) -> Callable[..., Any]:
+    """``module.get_array_module`` (CuPy's) while tracing: for traced arguments, the module of the backend being
+    traced for (NumPy, or ``module`` itself for CuPy), so ``xp = cupy.get_array_module(x); xp.exp(x)`` traces."""
+    thread = threading.get_ident()
+
+    def get_array_module(*args: Any) -> Any:
+        if threading.get_ident() != thread or not any(isinstance(a, Tracer) for a in args):
+            return original(*args)
+        _active.asked = True
+        return np if _active.module == "numpy" else module
+
+    get_array_module.__wrapped__ = original  # type: ignore[attr-defined]
+    return get_array_module
 
 
 # Library functions that never reach a Tracer by themselves, wrapped while tracing to let Tracers through:
@@ -133,6 +181,18 @@ def _patch_libraries(fn: Callable[..., Any]) -> list[tuple[Any, str, Any]]:
         setattr(module, name, wrapper)
     user_fn = inspect.unwrap(fn)
     user_globals = getattr(user_fn, "__globals__", None)
+    # cupy.get_array_module: CuPy's module as imported, and a module named cupy the function's globals hold (the same
+    # one, or a stand-in)
+    modules = [sys.modules.get("cupy")]
+    if isinstance(user_globals, dict):
+        modules += [v for v in user_globals.values() if isinstance(v, types.ModuleType) and v.__name__ == "cupy"]
+    for module in {id(m): m for m in modules if m is not None}.values():
+        original = module.__dict__.get("get_array_module")
+        if original is not None and id(original) not in originals:
+            wrapper = _get_array_module_wrapper(original, module)
+            originals[id(original)] = wrapper
+            patched.append((module, "get_array_module", original))
+            module.get_array_module = wrapper
     if isinstance(user_globals, dict):
         for key, value in list(user_globals.items()):
             wrapper = originals.get(id(value))
@@ -172,6 +232,7 @@ class Traced(NamedTuple):
     parts: list[Any] = []  # assignments to part of an argument, in order (fusec.runtime.write_backs.PartialUpdate)
     gathers: list[Node] = []  # every gather made, read or not (fusec.frontend.indexing.unread_index_checks)
     guards: tuple[ShapeGuard, ...] = ()  # fusec's own decisions taken from sizes (fusec.frontend.nodes.ShapeGuard)
+    array_module: str | None = None  # the backend a module query answered for ("numpy", "cupy"), None if none asked
 
 
 def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_positional: int | None = None,
@@ -205,6 +266,8 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
     n = len(params) if n_positional is None else n_positional
     keywords = {name: value for (name, _), value in zip(params[n:], call_args[n:])}
     with _trace_lock:
+        outer = (getattr(_active, "module", None), getattr(_active, "asked", False))
+        _active.module, _active.asked = array_module(params), False
         patched = _patch_libraries(fn)
         reset_shape_read()
         scalars.begin(len(inputs), _scalar_input, {name for name, _ in params})
@@ -226,9 +289,11 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
             gathers = indexing.end()
             parts, before, new_values = slice_assign.end()
             _restore(patched)
+            asked = _active.module if _active.asked else None
+            _active.module, _active.asked = outer
         updates, parts = slice_assign.final_updates(tracers, inputs, parts, before, new_values)
         return Traced(inputs + [s.node() for s in runtime_inputs], result, shape_was_read(), runtime_inputs, updates,
-                      parts, gathers, shape_guards())
+                      parts, gathers, shape_guards(), asked)
 
 
 def _scalar_input(name: str, index: int, dt: np.dtype) -> Node:
@@ -317,5 +382,5 @@ def output_node(value: Any, index: int, loc: str | None = None) -> Node:
     return x
 
 
-__all__ = ["WRAPPED", "Traced", "created_functions", "output_node", "return_site", "trace_function",
-           "wrapped_functions"]
+__all__ = ["WRAPPED", "Traced", "array_module", "created_functions", "inline", "output_node", "return_site",
+           "trace_function", "tracing", "wrapped_functions"]

@@ -45,6 +45,7 @@ THREADS = 128
 EXACT_FLOAT_OPS = frozenset({
     "add", "sub", "mul", "div", "floordiv", "mod", "neg", "pos", "abs", "sign", "square", "reciprocal",
     "sqrt", "floor", "ceil", "trunc", "rint", "copysign", "where", "cast",
+    "ldexp", "nextafter", "frexp_mantissa",  # exact scalings and steps of the bits
 })
 # which zero NumPy returns for maximum(-0.0, 0.0) differs between its own loops: values exact, zero sign free
 ZERO_SIGN_FREE_OPS = frozenset({"maximum", "minimum", "fmax", "fmin"})
