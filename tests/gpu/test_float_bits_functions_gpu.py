@@ -91,9 +91,10 @@ def test_fix_sinc_i0_gpu_match_numpy(dt: str, shape: tuple[int, int]) -> None:
     fix, sinc, i0 = (r.get() for r in fused(cupy.asarray(x)))
     _bit_exact(fix, np.fix(x))
     rtol, atol = TOLERANCE[np.dtype(dt)]
-    # i0 is exp(|x|) times a 30-term Chebyshev sum: exp's few ULP grow with |x| through the exponent
+    # the Chebyshev steps, divisions and sqrt are correctly rounded on both sides: only CUDA's sin and exp (a few ULP
+    # from glibc's) differ, each once per element, so the transcendental allowance of the other GPU tests holds
     assert_matches_numpy(sinc, _numpy(np.sinc, x), rtol=4 * rtol, atol=4 * atol)
-    assert_matches_numpy(i0, _numpy(np.i0, x), rtol=8 * rtol, atol=4 * atol)
+    assert_matches_numpy(i0, _numpy(np.i0, x), rtol=4 * rtol, atol=4 * atol)
     assert len(fused.plan(cupy.asarray(x)).kernels) <= 1
 
 
