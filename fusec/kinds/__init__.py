@@ -30,5 +30,6 @@ from fusec.kinds.select import MAX_CANDIDATES, analyze, candidates, check, choos
 __all__ = [
     "KINDS", "MAX_CANDIDATES", "ColSchedule", "ForcedSchedules", "KernelKind", "MatmulSchedule", "PointwiseSchedule",
     "ReduceAllSchedule", "RowSchedule", "ScanNest", "ScanSchedule", "analyze", "as_forced", "candidates", "check",
-    "check_forced", "choose", "generate", "generate_plan", "is_library", "kind_of", "parse_schedule", "registered", "resolve",
+    "check_forced", "choose", "generate", "generate_plan", "is_library", "kind_of", "parse_schedule", "registered",
+    "resolve",
 ]

@@ -5,9 +5,10 @@ heuristics choose its schedule for a region (:meth:`KernelKind.defaults`) and co
 (:meth:`KernelKind.complete`), whether a schedule fits a region (:meth:`KernelKind.check_fields`), what the
 autotuner times beside the heuristics' choice (:meth:`KernelKind.proposals`), how a region and a schedule lower to a
 :class:`fusec.codegen.spec.KernelSpec` (:meth:`KernelKind.lower`) and the template that renders it
-(:attr:`KernelKind.template`). A kind whose kernel is a library's function (a GEMM) sets :attr:`KernelKind.generated`
-false and returns the call from :meth:`KernelKind.library` instead of lowering. :mod:`fusec.kinds.registry` lists the kinds; :mod:`fusec.kinds.select` and
-:mod:`fusec.kinds.pipeline` are the drivers that call them, and nothing else dispatches on a kind.
+(:attr:`KernelKind.template`). A kind whose kernel is a library's function (a GEMM) sets
+:attr:`KernelKind.generated` false and returns the call from :meth:`KernelKind.library` instead of lowering.
+:mod:`fusec.kinds.registry` lists the kinds; :mod:`fusec.kinds.select` and :mod:`fusec.kinds.pipeline` are the
+drivers that call them, and nothing else dispatches on a kind.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ It analyses the region over its argument layouts (:func:`fusec.kinds.analyze`), 
 schedule or completes and checks a forced one (:func:`fusec.kinds.resolve`), lowers the pair to a
 :class:`KernelSpec` with the schedule's kind (:meth:`fusec.kinds.kind.KernelKind.lower`), states its launch contract
 and renders its CUDA source; a kind whose kernel is a library's function gives its call instead
-(:meth:`fusec.kinds.kind.KernelKind.library`), whose source is a comment naming it. The runtime, the ``cuda_source``/``ptxas`` inspections and ``explain`` all go through
-it, so what they show is what runs.
+(:meth:`fusec.kinds.kind.KernelKind.library`), whose source is a comment naming it. The runtime, the
+``cuda_source``/``ptxas`` inspections and ``explain`` all go through it, so what they show is what runs.
 """
 
 from __future__ import annotations

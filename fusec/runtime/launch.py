@@ -50,12 +50,12 @@ import numpy as np
 
 from fusec.codegen import templates
 from fusec.codegen.compiler_bugs import check_narrow_values
+from fusec.codegen.kernel import GeneratedKernel
 from fusec.codegen.lower import ERROR_PARAM
 from fusec.codegen.spec import KernelSpec
 from fusec.ir.graph import Node
 from fusec.ir.interpret import run_nodes
 from fusec.ir.region import Region
-from fusec.codegen.kernel import GeneratedKernel
 from fusec.kinds import ForcedSchedules, check_forced, generate, is_library
 from fusec.runtime.autotune import TUNE_REPS, Tuned, enabled, tuned_schedule
 from fusec.runtime.cubin_cache import cached_cubin, compile_and_store, compiled_with_cupy, precompile
