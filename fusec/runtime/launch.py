@@ -20,7 +20,10 @@ and a kernel built for them runs instead (the forced schedule if it fits them, e
 heuristics'). Recipes are keyed by their arrays' layouts, pointer alignment included, so this never happens
 unless a key is wrong; the check makes sure a wrong key can never make a misaligned launch.
 
-Nothing here knows about ops or kernel kinds: the kernel spec carries everything op-specific.
+Nothing here knows about ops or kernel kinds: the kernel spec carries everything op-specific. A region whose kernel
+is a library's call (a matmul's GEMM: :meth:`fusec.kinds.kind.KernelKind.library`) runs that call instead of a
+launch (:meth:`KernelLauncher.library_kernel`, cached by its arrays' layouts as recipes are), its shapes and dtypes
+checked first, its outputs poisoned as kernels' are; a plan with one takes the checked path on every call.
 
 Compilers: ``"nvrtc"`` (default) compiles with :func:`fusec.codegen.nvrtc.compile_cubin` (no ``-ftz``, so
 float32 subnormals behave as in NumPy), loads the cubin with CuPy, and caches cubins on disk
@@ -50,7 +53,7 @@ import numpy as np
 
 from fusec.codegen import templates
 from fusec.codegen.compiler_bugs import check_narrow_values
-from fusec.codegen.kernel import GeneratedKernel
+from fusec.codegen.kernel import GeneratedKernel, LibraryCall
 from fusec.codegen.lower import ERROR_PARAM
 from fusec.codegen.spec import KernelSpec
 from fusec.ir.graph import Node
@@ -402,7 +405,8 @@ class KernelLauncher:
             self._launch(self._fitting_recipe(region, arrays, outs, recipe, schedule, exc), arrays, outs)
         return dict(zip(recipe.spec.outputs, outs))
 
-    def library_kernel(self, region: Region, arrays: list[Any], schedule: ForcedSchedule | None = None) -> Any:
+    def library_kernel(self, region: Region, arrays: list[Any], schedule: ForcedSchedule | None = None
+                       ) -> LibraryCall:
         """The library call (:class:`fusec.codegen.kernel.LibraryCall`) computing ``region`` (a library kind's) over
         these input arrays, cached by their layouts and the forced schedule, as recipes are."""
         entry = self._entry(region)
