@@ -336,7 +336,11 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
     if op_name == "window":
         return x_dtype, windows.check(windows.axes_of(attrs), x_shape)
     # broadcast_to
-    target = tuple(attrs["shape"])
+    target = attrs.get("shape")
+    if not isinstance(target, (list, tuple)) or any(
+            isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) for d in target):
+        raise FusecValueError(f"broadcast_to needs `shape`, a list of integers, got {target!r}")
+    target = tuple(int(d) for d in target)
     if len(target) < len(x_shape) or broadcast_shapes(x_shape, target, what="broadcast_to") != target:
         raise FusecValueError(f"cannot broadcast an array of shape {x_shape} to {target}")
     return x_dtype, target
