@@ -367,6 +367,7 @@ def _fake_cupy_module(gpu: FakeGpu) -> types.ModuleType:
     module.zeros = fresh
     module.asnumpy = lambda a, **_: np.array(a).view(np.ndarray)
     module.may_share_memory = np.may_share_memory
+    module.matmul = _matmul
     stream = types.SimpleNamespace(ptr=0)
     device = types.SimpleNamespace(compute_capability="90", attributes={"MultiProcessorCount": 132},
                                    synchronize=lambda: None, id=0)
@@ -385,6 +386,16 @@ def _fake_cupy_module(gpu: FakeGpu) -> types.ModuleType:
 
     module.__getattr__ = fallback  # type: ignore[attr-defined]
     return module
+
+
+def _matmul(a: Any, b: Any, out: Any = None) -> Any:
+    """``cupy.matmul`` as cuBLAS computes it: float16 accumulates in float32 and rounds once."""
+    host = (np.matmul(np.asarray(a, np.float32), np.asarray(b, np.float32)).astype(np.float16)
+            if a.dtype == np.float16 else np.matmul(np.asarray(a), np.asarray(b)))
+    if out is None:
+        return to_device(host)
+    np.copyto(out, host, casting="same_kind")
+    return out
 
 
 def _fake_driver(gpu: FakeGpu) -> types.ModuleType:

@@ -198,6 +198,40 @@ def assert_reduction_matches_numpy(actual: Any, expected: Any, reference: Any, *
                              f"bound {b[first]!r})")
 
 
+def gemm_bound(a: Any, b: Any, dtype: Any) -> np.ndarray:
+    """The error bound of ``a @ b`` (NumPy's matmul broadcasting) computed with float32 accumulation (float64 for a
+    float64 result) and rounded once to ``dtype``, against the exact product: ``K u sum|a||b|`` for the K products and
+    K - 1 additions of each element in any order (Higham's gamma_K, u the accumulator's unit roundoff, 2^-24 or
+    2^-53), plus one rounding of the result (its dtype's unit roundoff times the exact value's size) and, for
+    float16, the rounding of the accumulator's value to it. ``shared/CORRECTNESS.md``'s GEMM rule."""
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    k = a64.shape[-1]
+    u_acc = 2.0 ** -53 if np.dtype(dtype) == np.float64 else 2.0 ** -24
+    u_out = np.finfo(np.dtype(dtype)).eps / 2
+    magnitude = np.matmul(np.abs(a64), np.abs(b64))
+    return 1.01 * k * u_acc * magnitude + u_out * (np.abs(np.matmul(a64, b64)) + k * u_acc * magnitude)
+
+
+def assert_gemm_matches(actual: Any, a: Any, b: Any) -> None:
+    """``actual`` is ``a @ b`` as a GEMM computes it: integers exactly as NumPy's matmul (wrapping), floats within
+    :func:`gemm_bound` of the float64 product (its dtype NumPy's result type; finite inputs)."""
+    want = np.matmul(a, b)
+    got = np.asarray(actual)
+    assert got.dtype == want.dtype, f"dtype {got.dtype}, expected {want.dtype}"
+    assert got.shape == want.shape, f"shape {got.shape}, expected {want.shape}"
+    if want.dtype.kind in "biu":
+        assert_matches_numpy(got, want, exact=True)
+        return
+    exact = np.matmul(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    bound = gemm_bound(a, b, want.dtype)
+    err = np.abs(got.astype(np.float64) - exact)
+    bad = ~(err <= bound)
+    if bad.any():
+        first = tuple(np.argwhere(bad)[0])
+        raise AssertionError(f"further from the float64 product than the GEMM bound: {_first_mismatch(bad, got, want)} "
+                             f"(exact {exact[first]!r}, bound {bound[first]!r})")
+
+
 def assert_result_matches_numpy(actual: Any, result: Any, *, depth: int | None = None, rtol: float | None = None,
                                 atol: float | None = None, exact: bool = False) -> None:
     """``actual`` against one :class:`tests.reference.Result` of :func:`tests.reference.expect`: bool and integer

@@ -35,6 +35,7 @@ from fusec.frontend.update import check_updated
 from fusec.inspect.explain import Explanation
 from fusec.ir import dtypes
 from fusec.ir.graph import Graph, rebind_nodes
+from fusec.ir.region import MATMUL, contraction_of
 from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
 from fusec.runtime.executable import Executable, pack_results
 from fusec.runtime.plan import Plan, make_plan
@@ -160,7 +161,7 @@ class Fused:
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None, fusion: bool = True,
                  schedules: Mapping[str, Any] | None = None, static_argnames: Any = None,
-                 static_argnums: Any = None, autotune: bool | None = None):
+                 static_argnums: Any = None, autotune: bool | None = None, tf32: bool | None = None):
         if not callable(fn):
             raise FusecTypeError(f"fusec.fuse needs a function, got {type(fn).__name__}")
         functools.update_wrapper(self, fn)
@@ -169,6 +170,7 @@ class Fused:
         self.fusion = bool(fusion)  # False: one kernel per op (see fuse)
         self.schedules = _forced_schedules(schedules)  # kernel name -> forced schedule (see fuse)
         self.autotune = None if autotune is None else bool(autotune)  # None: $FUSEC_AUTOTUNE (see fuse)
+        self.tf32 = None if tf32 is None else bool(tf32)  # float32 matmuls may use TF32; None: $FUSEC_TF32 (see fuse)
         self._signature = inspect.signature(fn)
         self.static_argnames = _static_names(self._signature, self.name, static_argnames, static_argnums)
         self._auto_static: frozenset[str] = frozenset()  # runtime scalars found to decide the trace
@@ -196,14 +198,26 @@ class Fused:
         # a copy of a decorated function (with_schedules): its function is reached through the decorated one
         fn = base if isinstance(base, Fused) and base.fn is self.fn else self.fn
         return (_unpickle_fused, (fn, self.name, self.fusion, self.schedules or None,
-                                  tuple(sorted(self.static_argnames)) or None, self.autotune))
+                                  tuple(sorted(self.static_argnames)) or None, self.autotune, self.tf32))
 
     def with_schedules(self, schedules: Mapping[str, Any]) -> Fused:
         """The same function with these kernels' schedules forced (kernel name -> a schedule or its text,
         such as ``{"k0": "rows:block_regs,threads=512"}``; fields left out are the heuristics' for that
         kernel), added to the ones already forced. ``explain`` prints each kernel's schedule."""
         return Fused(self.fn, name=self.name, fusion=self.fusion, schedules={**self.schedules, **schedules},
-                     static_argnames=self.static_argnames, autotune=self.autotune)
+                     static_argnames=self.static_argnames, autotune=self.autotune, tf32=self.tf32)
+
+    def _schedules(self, plan: Plan) -> dict[str, Any]:
+        """The schedules forced on ``plan``'s kernels: the ones given, and with ``tf32`` given, each matmul's GEMM
+        with TF32 allowed (float32 ones) or not (:mod:`fusec.kinds.matmul`; unset, ``$FUSEC_TF32`` decides)."""
+        if self.tf32 is None:
+            return self.schedules
+        tf32 = {}
+        for k in plan.kernels:
+            c = contraction_of(k.region)
+            if c is not None:
+                tf32[k.name] = f"{MATMUL}:cublas,tf32={int(self.tf32 and c.dtype == np.float32)}"
+        return {**tf32, **self.schedules}
 
     # -- arguments -----------------------------------------------------------------------------
     def _params(self, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
@@ -466,7 +480,7 @@ class Fused:
                 if traced not in self._executables and len(self._executables) >= _SHAPES_KEPT:
                     self._executables.pop(next(iter(self._executables)))
                 executable = Executable(plan, structure=traced.structure, nones=traced.nones, updates=traced.updates,
-                                        parts=traced.parts, schedules=self.schedules, autotune=self.autotune)
+                                        parts=traced.parts, schedules=self._schedules(plan), autotune=self.autotune)
                 self._executables[traced] = executable
         return traced, executable, scalars
 
@@ -497,8 +511,8 @@ class Fused:
         _, plan, scalars = self._plan(params)
         values = [v for _, v in params if arguments.backend_of(v) is not None] + _on_device(scalars, cupy)
         passes = DEFAULT_PIPELINE if self.fusion and not arguments.fusion_disabled() else UNFUSED_PIPELINE
-        timings = measure(plan, values, schedules=self.schedules) if cupy is not None else None
-        return Explanation.of(plan, values, timings, passes, self.schedules, autotune=self.autotune)
+        timings = measure(plan, values, schedules=self._schedules(plan)) if cupy is not None else None
+        return Explanation.of(plan, values, timings, passes, self._schedules(plan), autotune=self.autotune)
 
     # -- running -------------------------------------------------------------------------------
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
@@ -593,13 +607,16 @@ class Fused:
         """The compiler's resource report of each kernel, compiled with NVRTC for ``arch`` (no GPU needed):
         a :class:`fusec.inspect.kernel_report.PtxasReport`, a list of rows (kernel, registers, spills, stack, shared
         memory,
-        threads, blocks and occupancy per SM) that prints as a table."""
+        threads, blocks and occupancy per SM) that prints as a table. A library's call (a matmul's GEMM) has no row:
+        there is nothing of fusec's to compile."""
         from fusec.codegen.nvrtc import compile_cubin
         from fusec.inspect.kernel_report import ptxas_rows
         from fusec.support.progress import progress
 
         kernels, reports = [], []
         for kernel in progress(self._kernels(args, kwargs), f"ptxas {self.name}", unit="kernel"):
+            if kernel.library is not None:  # a library's call (a GEMM): nothing of fusec's to compile
+                continue
             start = time.perf_counter()
             try:
                 with counters.charging(self._counts):
@@ -625,7 +642,7 @@ class Fused:
         self._check_arguments(params)
         _, plan, scalars = self._plan(params)
         values = dict(zip(plan.graph.inputs, [v for _, v in params if arguments.backend_of(v) is not None] + scalars))
-        forced = self.schedules
+        forced = self._schedules(plan)
         if enabled(self.autotune):  # what runs: the tune cache's schedules where it has them
             device = tune_device()
             forced = {**cached_schedules(plan, values, device), **forced}
@@ -668,9 +685,10 @@ def _static_names(signature: inspect.Signature, name: str, names: Any, nums: Any
 
 
 def _unpickle_fused(fn: Callable[..., Any], name: str, fusion: bool, schedules: Mapping[str, Any] | None,
-                    static_argnames: tuple[str, ...] | None = None, autotune: bool | None = None) -> Fused:
+                    static_argnames: tuple[str, ...] | None = None, autotune: bool | None = None,
+                    tf32: bool | None = None) -> Fused:
     return Fused(fn.fn if isinstance(fn, Fused) else fn, name=name, fusion=fusion, schedules=schedules,
-                 static_argnames=static_argnames, autotune=autotune)
+                 static_argnames=static_argnames, autotune=autotune, tf32=tf32)
 
 
 
@@ -848,7 +866,7 @@ def _compile_failure(fused: Fused, exc: Exception) -> FusecError:
 
 def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusion: bool = True,
          schedules: Mapping[str, Any] | None = None, static_argnames: Any = None, static_argnums: Any = None,
-         autotune: bool | None = None) -> Any:
+         autotune: bool | None = None, tf32: bool | None = None) -> Any:
     """Compile a NumPy/CuPy-style function into fused GPU kernels; returns a :class:`fusec.Fused`.
 
     Use it as a decorator, bare or with options, or call it on a function::
@@ -869,7 +887,8 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
     - ``fn``: the function. It may use NumPy or CuPy ufuncs and operators, reductions with
       ``axis``/``keepdims`` (``sum``, ``max``, ``argmax``, ``mean``, ``var``, ...), ``where``,
       ``astype``, broadcasting with ``None``/``...``/``expand_dims``/``broadcast_to``, transposes,
-      and may return one array or a tuple/list of arrays. Anything else (matmul, indexing with
+      and may return one array or a tuple/list of arrays; matrix products (``@``, ``matmul``, ``einsum``, ...)
+      large enough for a GEMM run with cuBLAS. Anything else (indexing with
       arrays, Python control flow on array values, arrays captured from outside) raises a
       :class:`fusec.FusecError` naming your file and line.
     - ``name``: the function's name in the IR, kernel names and messages (default ``fn.__name__``).
@@ -888,6 +907,9 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
       call and run the fastest whose results agree with the heuristics' (:mod:`fusec.runtime.autotune`); the
       winner is kept on disk per (device, kernel, layouts), so later processes time nothing. ``None``
       (the default) follows ``FUSEC_AUTOTUNE=1``; off unless set (timing costs seconds on a first call).
+    - ``tf32``: float32 matrix products (``@``, ``matmul``, ``einsum``... large enough to be a GEMM) may use TF32
+      tensor cores (10-bit mantissas: faster, less exact). ``None`` (the default) follows ``FUSEC_TF32=1``; off
+      unless set, as NumPy users expect (CuPy's own ``CUPY_TF32`` does not apply to fusec's GEMMs).
 
     The returned :class:`fusec.Fused` object ``f``:
 
@@ -924,7 +946,7 @@ def fuse(fn: Callable[..., Any] | None = None, *, name: str | None = None, fusio
     (read when a call plans; set it before the first call).
     """
     options = dict(name=name, fusion=fusion, schedules=schedules, autotune=autotune, static_argnames=static_argnames,
-                   static_argnums=static_argnums)
+                   static_argnums=static_argnums, tf32=tf32)
     if fn is None:
         return lambda f: fuse(f, **options)
     if isinstance(fn, Fused):
@@ -939,6 +961,7 @@ def _options_over(fused: Fused, options: dict[str, Any]) -> dict[str, Any]:
     return dict(name=options["name"] or fused.name, fusion=fused.fusion and options["fusion"],
                 schedules={**fused.schedules, **_forced_schedules(options["schedules"])},
                 autotune=fused.autotune if options["autotune"] is None else options["autotune"],
+                tf32=fused.tf32 if options["tf32"] is None else options["tf32"],
                 static_argnames=options["static_argnames"] if given_static else fused.static_argnames,
                 static_argnums=options["static_argnums"] if given_static else None)
 

@@ -4,9 +4,18 @@
 ``einsum`` takes each operand's axes to the positions of its letters (a repeated letter first takes the diagonal),
 broadcasts them against each other, multiplies in the operands' result type, and sums over the letters the output
 lacks in that type (as NumPy's ``einsum`` does: no integer widening). The product and the sum are one kernel: no
-operand is copied. A contraction whose loops outnumber the elements of every operand and of the result by more
-than :data:`LOOP_LIMIT` times is a matrix product in disguise, which a BLAS does far faster; it is refused with
-that hint (``x @ w`` for a vector ``w`` is a reduction and traces, ``a @ b`` of two matrices does not).
+operand is copied.
+
+A contraction whose loops outnumber the elements of every operand and of the result by more than
+:data:`LOOP_LIMIT` times is a matrix product, which a GEMM does far faster: where it has two operands, of a
+float or integer result type, whose letters group into batch letters (in both operands and the result), M letters
+(in the first and the result), N letters (in the second and the result) and K letters (in both, summed), it is a
+``matmul`` node (:func:`_as_matmul`: the operands cast to the result type and transposed to ``(batch..., M, K)``
+and ``(batch..., K, N)`` by views; extra M and N letters become batch axes of size 1 in the other operand, several
+K letters are reshaped into one; the result transposed back), which the matmul kind runs with cuBLAS. Any other
+such contraction (three operands, a letter summed in one operand only, a repeated letter, bool) is refused with
+the hint to call it outside. ``x @ w`` for a vector ``w`` stays a reduction; the choice is made again for every
+call's sizes (a shape guard: a trace made for one choice is made again for sizes that want the other).
 """
 
 from __future__ import annotations
@@ -18,12 +27,13 @@ from typing import Any
 import numpy as np
 
 from fusec.frontend.composite import ones_like
-from fusec.frontend.nodes import add_shape_guard, cast, new_node
+from fusec.frontend.nodes import add_shape_guard, cast, mark_shape_read, new_node
 from fusec.frontend.registry import implements, implements_ufunc
 from fusec.frontend.tracer import Tracer, apply_ufunc, as_node, reduction
 from fusec.frontend.view_functions import diagonal, ravel
 from fusec.ir import dtypes
 from fusec.ir.graph import Node
+from fusec.ir.reshape_math import reshape_node
 from fusec.support.errors import FusecValueError, UnsupportedError
 
 LOOP_LIMIT = 16  # loops per element of the largest operand or result a traced contraction may run
@@ -78,17 +88,23 @@ def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None, 
         raise FusecValueError(f"invalid output subscripts {out_letters!r} in einstein sum")
     summed = [c for c in extent if c not in out_letters]
     order_ = list(out_letters) + summed
-    too_many = _loops_beyond_limit(nodes, letters, out_letters)
-    if too_many is not None:
-        loops, largest = too_many
-        raise UnsupportedError(
-            f"einsum {subscripts!r} runs {loops} loops for arrays of at most {largest} elements: a matrix product, "
-            "which fusec does not generate", hint="call np.matmul/np.einsum (or a BLAS) outside the fused function")
-    # the decision is the sizes', not the first call's: a trace reused for other sizes checks it again
-    add_shape_guard(tuple(nodes), lambda ns: _loops_beyond_limit(list(ns), letters, out_letters) is None,
-                    f"einsum {subscripts!r} runs more than {LOOP_LIMIT} loops per element at these sizes")
     result_dt = dtypes.as_dtype(np.dtype(dtype)) if dtype is not None else dtypes.as_dtype(
         np.result_type(*(n.dtype for n in nodes)))
+    too_many = _loops_beyond_limit(nodes, letters, out_letters)
+    # the decision is the sizes', not the first call's: a trace reused for other sizes checks it again
+    gemm = too_many is not None
+    add_shape_guard(tuple(nodes), lambda ns: (_loops_beyond_limit(list(ns), letters, out_letters) is not None) == gemm,
+                    f"einsum {subscripts!r} runs {'at most' if not gemm else 'more than'} {LOOP_LIMIT} loops per "
+                    "element at the sizes it was traced for, and not at these (a matmul or a product and a sum)")
+    if too_many is not None:
+        product = _as_matmul(nodes, letters, out_letters, extent, result_dt)
+        if product is not None:
+            return Tracer(product)
+        loops, largest = too_many
+        raise UnsupportedError(
+            f"einsum {subscripts!r} runs {loops} loops for arrays of at most {largest} elements: a matrix product "
+            "that fusec cannot map to a GEMM (two operands of a float or integer type, each letter a batch, M, N or K "
+            "letter)", hint="call np.matmul/np.einsum (or a BLAS) outside the fused function")
     placed = [_place(node, term, order_, result_dt) for node, term in zip(nodes, letters)]
     product = placed[0]
     for p in placed[1:]:
@@ -101,6 +117,62 @@ def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None, 
     if result_dt == dtypes.BOOL:
         return reduction("any", Tracer(product), axes)
     return reduction("sum", Tracer(product), axes, dtype=result_dt)
+
+
+def _as_matmul(nodes: list[Node], letters: list[str], out: str, extent: dict[str, int],
+               dt: np.dtype) -> Node | None:
+    """The contraction as a ``matmul`` node (see the module docstring), or None where it is no batched matrix
+    product."""
+    if len(nodes) != 2 or dt.kind not in "iuf" or any(len(set(t)) != len(t) for t in letters):
+        return None
+    (a, b), (ta, tb) = nodes, letters
+    batch = [c for c in out if c in ta and c in tb]
+    m = [c for c in out if c in ta and c not in tb]
+    n = [c for c in out if c in tb and c not in ta]
+    k = [c for c in ta if c in tb and c not in out]
+    if not k or set(ta) != set(batch + m + k) or set(tb) != set(batch + n + k):
+        return None  # a letter summed in one operand only, or no letter summed: not a matrix product
+    for c in k:  # a summed letter both operands run along in full (NumPy would broadcast one of size 1)
+        if a.shape[ta.index(c)] != b.shape[tb.index(c)]:
+            return None
+    # the batch axes are the batch letters and all M and N letters but the last, in the result's order, each of size
+    # 1 in the operand without it; then (M, K) and (K, N)
+    lead = [c for c in out if c in batch or c in m[:-1] or c in n[:-1]]
+    x = _arranged(cast(a, dt), ta, [c if c in ta else "-" for c in lead] + m[-1:] + k, k)
+    y = _arranged(cast(b, dt), tb, [c if c in tb else "-" for c in lead] + k + n[-1:], k)
+    if not m:  # no M letter: a row of one (a vector's matmul)
+        x = new_node("expand_dims", [x], {"axes": [x.ndim - 1]})
+    if not n:
+        y = new_node("expand_dims", [y], {"axes": [y.ndim]})
+    product = new_node("matmul", [x, y])
+    got = lead + (m[-1:] or ["-"]) + (n[-1:] or ["-"])
+    ones = [i for i, c in enumerate(got) if c == "-"]
+    if ones:
+        product = new_node("squeeze", [product], {"axes": ones})
+        got = [c for c in got if c != "-"]
+    perm = [got.index(c) for c in out]
+    if perm != list(range(len(perm))):
+        product = new_node("transpose", [product], {"perm": perm})
+    return product
+
+
+def _arranged(x: Node, term: str, order: list[str], k: list[str]) -> Node:
+    """``x`` (axes lettered by ``term``) with its axes in ``order`` (``-``: a new axis of size 1), its K letters
+    ``k`` (adjacent in ``order``) merged into one axis."""
+    have = [c for c in order if c != "-"]
+    perm = [term.index(c) for c in have]
+    if perm != list(range(len(perm))):
+        x = new_node("transpose", [x], {"perm": perm})
+    ones = [i for i, c in enumerate(order) if c == "-"]
+    if ones:
+        x = new_node("expand_dims", [x], {"axes": ones})
+    if len(k) > 1:
+        first = order.index(k[0])
+        shape = list(x.shape)
+        shape[first:first + len(k)] = [math.prod(shape[first:first + len(k)])]
+        mark_shape_read()  # the merged extent is an attribute: other sizes trace again
+        x = reshape_node(x, shape, x.loc)
+    return x
 
 
 def _extents(nodes: list[Node], letters: list[str]) -> dict[str, int]:

@@ -42,6 +42,7 @@ _KIND_TEXT = {
     Kind.SCAN: "scans",
     Kind.LAYOUT: "layout",
     Kind.GATHER: "gathers",
+    Kind.CONTRACTION: "contractions",
     Kind.SOURCE: "sources",
 }
 _KIND_NOTE = {
@@ -51,6 +52,9 @@ _KIND_NOTE = {
     Kind.LAYOUT: "index remapping only, no data moved",
     Kind.GATHER: ("the array read at integer indices (negative ones wrap; out of range: `IndexError`); "
                   "`x[idx]`, `x[:, i, j]`, `take` and `take_along_axis` trace to it"),
+    Kind.CONTRACTION: ("a GEMM computed by cuBLAS, a kernel of its own; `@`, `matmul`, `dot`, `inner`, `tensordot` "
+                       "and two-operand `einsum`s trace to it where they run more than 16 loops per element of their "
+                       "largest array (a product and a sum below that)"),
     Kind.SOURCE: "read no operand data",
 }
 

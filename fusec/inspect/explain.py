@@ -377,6 +377,11 @@ def _launch_text(kernel: Any) -> str:
     if isinstance(kernel, Exception):
         text = str(kernel)
         return f"not planned ({type(kernel).__name__}: {text.splitlines()[0] if text else ''})"
+    if kernel.library is not None:  # no generated CUDA: a library's function (a GEMM)
+        return (f"a library call: {kernel.library.summary}\n"
+                "          fused into it: nothing (its operands' views only: the library reads their strides or "
+                "copies them)\n"
+                "          contract: the shapes and dtypes of its arrays (the library takes any strides)")
     spec = kernel.spec
     threads = spec.block[0] * spec.block[1]
     details = [f"{spec.row_threads} threads x {spec.elems} elements per row"] if spec.row_threads else []

@@ -43,7 +43,10 @@ def fold_accumulators(lines: list[str], spec) -> list[str]:
 
 def shown_source(kernel: Any) -> str:
     """``kernel``'s source (a :class:`fusec.codegen.kernel.GeneratedKernel`) as ``cuda_source`` shows it: its
-    include lines as they are, its body with the accumulator types folded into a note."""
+    include lines as they are, its body with the accumulator types folded into a note; a library's call as its
+    comment line."""
+    if kernel.library is not None:
+        return kernel.source
     block, body = split_source(kernel.source)
     return block + "\n".join(fold_accumulators(body.splitlines(), kernel.spec)) + "\n"
 

@@ -156,6 +156,21 @@ def _elementwise_dtype(op: OpDef, in_dtypes: list[np.dtype]) -> np.dtype:
     return out
 
 
+def matmul_result(shapes: list[Shape], in_dtypes: list[np.dtype]) -> tuple[np.dtype, Shape]:
+    """The (dtype, shape) of ``matmul`` of operands of ``shapes`` (``(..., M, K)`` and ``(..., K, N)``, batch axes
+    broadcast as NumPy's matmul does) and ``in_dtypes`` (one dtype, integer or float: the frontend casts first)."""
+    (a, b), (da, db) = shapes, in_dtypes
+    if len(a) < 2 or len(b) < 2:
+        raise FusecValueError(f"matmul takes operands of at least 2 dimensions, got shapes {list(a)} and {list(b)}")
+    if da != db or da.kind not in "iuf":
+        raise FusecTypeError(f"matmul takes two integer or float operands of one dtype, got {da} and {db}")
+    if a[-1] != b[-2]:
+        raise FusecValueError(f"matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature "
+                              f"(n?,k),(k,m?)->(n?,m?) (size {b[-2]} is different from {a[-1]})")
+    batch = broadcast_shapes(a[:-2], b[:-2], what="operands of matmul")
+    return da, (*batch, a[-2], b[-1])
+
+
 def gather_window(x_shape: Shape, attrs: Mapping[str, Any]) -> list[Bound] | None:
     """A gather's window on its array (``start``/``stop``/``step``, resolved as a slice's), or None."""
     return slice_bounds(x_shape, attrs) if "start" in attrs else None
@@ -207,7 +222,7 @@ def infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: np
 
 # ops whose result may have more dimensions, elements or bytes than each operand
 _MAY_GROW = frozenset(n for n, op in OPS.items() if op.kind is Kind.ELEMENTWISE) | {"input", "broadcast_to",
-                                                                                    "expand_dims", "gather"}
+                                                                                    "expand_dims", "gather", "matmul"}
 
 
 def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: np.dtype | None,
@@ -272,6 +287,8 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
 
     if op.kind is Kind.GATHER:
         return in_dtypes[0], gather_shape(gather_window_shape(shapes[0], attrs), shapes[1:], in_dtypes[1:], attrs)
+    if op.kind is Kind.CONTRACTION:
+        return matmul_result(shapes, in_dtypes)
     if op.kind is Kind.SCAN:
         (x_shape,), (x_dtype,) = shapes, in_dtypes
         axis = attrs.get("axis")
@@ -319,7 +336,11 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
     if op_name == "window":
         return x_dtype, windows.check(windows.axes_of(attrs), x_shape)
     # broadcast_to
-    target = tuple(attrs["shape"])
+    target = attrs.get("shape")
+    if not isinstance(target, (list, tuple)) or any(
+            isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) for d in target):
+        raise FusecValueError(f"broadcast_to needs `shape`, a list of integers, got {target!r}")
+    target = tuple(int(d) for d in target)
     if len(target) < len(x_shape) or broadcast_shapes(x_shape, target, what="broadcast_to") != target:
         raise FusecValueError(f"cannot broadcast an array of shape {x_shape} to {target}")
     return x_dtype, target

@@ -72,6 +72,8 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
         return fn(x, axis=axes, keepdims=keepdims)
     if op.kind is Kind.GATHER:
         return gather_ref.gather(xp, node, args[0], args[1:])
+    if op.kind is Kind.CONTRACTION:
+        return matmul(xp, args[0], args[1])
     if op.kind is Kind.SCAN:  # accumulate in the node's dtype, in NumPy's order
         (x,) = args
         if node.op in ("cummax", "cummin"):
@@ -94,6 +96,14 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
     if node.op == "broadcast_to":
         return xp.broadcast_to(x, tuple(node.attr("shape")))
     raise AssertionError(f"no reference for {node.op}")
+
+
+def matmul(xp: Any, a: Any, b: Any) -> Any:
+    """``matmul`` of ``a`` and ``b`` (one dtype) as fusec's GEMMs compute it: float32 and float64 as NumPy's
+    (``xp.matmul``), float16 accumulated in float32 and rounded once, integers wrapping as NumPy's loops do."""
+    if a.dtype == np.float16:
+        return xp.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.float16)
+    return xp.matmul(a, b)
 
 
 def run_nodes(xp: Any, nodes: Iterable[Node], env: dict[Node, Any],

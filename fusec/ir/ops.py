@@ -18,7 +18,10 @@ Kinds:
   read);
 - ``gather``: reads its first operand (an array) at positions its other operands (integer index arrays)
   give: ``take_along_axis``, ``take`` and integer-array indexing trace to it. Its arity is variadic
-  (:data:`VARIADIC`: the array and one index operand per gathered axis).
+  (:data:`VARIADIC`: the array and one index operand per gathered axis);
+- ``contraction``: ``matmul``, NumPy's matrix product of ``a (..., M, K)`` and ``b (..., K, N)`` (batch axes
+  broadcast, both operands of the result's dtype): a kernel of its own, computed by a GEMM library
+  (:mod:`fusec.kinds.matmul`); float16 accumulates in float32 and rounds once, integers wrap as NumPy's do.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class Kind(enum.Enum):
     SCAN = "scan"
     LAYOUT = "layout"
     GATHER = "gather"
+    CONTRACTION = "contraction"
 
 
 VARIADIC = -1  # the arity of an op taking any number (at least two) of operands: gather
@@ -249,6 +253,11 @@ _define(OpDef("reshape", Kind.LAYOUT, 1, cost=0,
 _define(OpDef("window", Kind.LAYOUT, 1, cost=0,
               doc="per axis, element i is the operand's element clamp(start + step * i, lo, hi) (`count` of them): "
                   "np.pad's edge mode and the parts of a join; a slice is a window whose clamp never binds"))
+
+# --- contractions -------------------------------------------------------------------------------
+_define(OpDef("matmul", Kind.CONTRACTION, 2, cost=16, accepts="iuf",
+              doc="numpy.matmul(a, b) of a (..., M, K) and b (..., K, N), batch axes broadcast, both of the result's "
+                  "dtype: a GEMM (float16 accumulates in float32 and rounds once; integers wrap)"))
 
 # reductions without an identity raise on an empty reduced extent, as NumPy does
 NO_IDENTITY = frozenset({"max", "min", "nanmax", "nanmin", "argmax", "argmin"})

@@ -42,7 +42,8 @@ REDUCE_ALL = "reduce-all"  # every axis reduced: scalar results
 ROWS = "rows"  # the innermost axes reduced
 COLS = "cols"  # an outer axis reduced
 SCAN = "scan"  # an inclusive scan along one axis, with its prologue and epilogue
-REGION_KINDS = (POINTWISE, REDUCE_ALL, ROWS, COLS, SCAN)
+MATMUL = "matmul"  # one contraction (a GEMM) and the views of its operands it reads through, nothing else
+REGION_KINDS = (POINTWISE, REDUCE_ALL, ROWS, COLS, SCAN, MATMUL)
 
 
 def space_kind(shape: tuple[int, ...], reduced: Iterable[int], scan_axis: int | None = None) -> str:
@@ -78,10 +79,14 @@ class RegionSpace:
     phase: Mapping[Node, int] = field(compare=False)
     # the region axis its scans run along (a scan region: no reduced axes), else None
     scan_axis: int | None = None
+    # the contraction a matmul region computes (its space is the product's shape), else None
+    contraction: Node | None = field(default=None, compare=False)
 
     @property
     def kind(self) -> str:
-        """pointwise | reduce-all | rows | cols (by which axes reduce; size-1 axes don't count) | scan."""
+        """pointwise | reduce-all | rows | cols (by which axes reduce; size-1 axes don't count) | scan | matmul."""
+        if self.contraction is not None:
+            return MATMUL
         return space_kind(self.shape, self.reduced, self.scan_axis)
 
     @property
@@ -153,6 +158,8 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
     members = [n for n in dict.fromkeys(nodes) if _is_member(n)]
     if not members:
         raise Refusal("empty region")
+    if any(n.kind is Kind.CONTRACTION for n in members):
+        return contraction_space(members)
     inside = set(members)
     reductions = [n for n in members if n.kind is Kind.REDUCTION]
     # maps over each member's own axes; for reductions, over the operand's axes (op_maps)
@@ -268,6 +275,40 @@ def region_space(nodes: Iterable[Node]) -> RegionSpace:
     return RegionSpace(tuple(shape), tuple(sorted(reduced)), final, reduce_maps, _phases(members, inside), axis)
 
 
+LIBRARY_KERNEL = ("the matmul runs in cuBLAS; its epilogue is a kernel of its own that reads the product once "
+                  "(nothing fuses into a library's GEMM yet)")
+
+
+def operand_views(contraction: Node, keep: Callable[[Node], bool] = lambda n: True) -> list[Node]:
+    """The layout views between ``contraction`` and the arrays its operands view (transposes, reshapes, slices,
+    size-1 axes added or removed, broadcasts), in topological order: what its kernel takes as views of those
+    arrays (strided layouts the GEMM reads, or CuPy's copies where it cannot), never a kernel of their own.
+    ``keep(view)`` may stop a chain (a view that is returned is written by a kernel of its own)."""
+    out: list[Node] = []
+    for o in contraction.operands:
+        chain = []
+        while o.kind is Kind.LAYOUT and o.op != "window" and not o.attr("between_kernels") and keep(o):
+            chain.append(o)
+            o = o.operands[0]
+        out.extend(reversed(chain))
+    return list(dict.fromkeys(out))
+
+
+def contraction_space(members: list[Node]) -> RegionSpace:
+    """The space of a matmul region: its one contraction's shape, the other members views of its operands
+    (:func:`operand_views`), or :class:`Refusal` naming what else would share the kernel."""
+    contractions = [n for n in members if n.kind is Kind.CONTRACTION]
+    if len(contractions) > 1:
+        raise Refusal(f"two matmuls would share a kernel: {LIBRARY_KERNEL}")
+    (c,) = contractions
+    views = set(operand_views(c))
+    other = next((n for n in members if n is not c and n not in views), None)
+    if other is not None:
+        raise Refusal(f"{other.op} and a matmul would share a kernel: {LIBRARY_KERNEL}")
+    maps = {n: (tuple(range(n.ndim)) if n is c else (None,) * n.ndim) for n in members}
+    return RegionSpace(tuple(c.shape), (), maps, {}, dict.fromkeys(members, 0), None, c)
+
+
 def outer_product_problem(op: str, ext: tuple[int, ...], out: AxisMap, shape: tuple[int, ...],
                           reduced: tuple[int, ...]) -> str | None:
     """Why a node (or a reduction's operand) of shape ``ext`` whose axes run along region axes ``out`` (None on its
@@ -379,7 +420,7 @@ class Region:
     """A set of nodes that become one kernel (filled in by the fusion pass)."""
 
     name: str
-    kind: str  # pointwise | reduce-all | rows | cols
+    kind: str  # pointwise | reduce-all | rows | cols | scan | matmul
     nodes: tuple[Node, ...]  # in topological order
     outputs: tuple[Node, ...]  # nodes read outside the region or returned (materialized)
     inputs: tuple[Node, ...]  # nodes outside the region that it reads
@@ -401,12 +442,17 @@ def kind_problem(region: Region) -> str | None:
         space = region.space
     except Refusal as exc:
         return f"its nodes cannot be one kernel: {exc}"
-    problem = members_problem(region.nodes, space)
+    problem = members_problem(region.nodes, space) if space.contraction is None else None
     if problem is not None:
         return f"its nodes cannot be one kernel: {problem}"
     if space.kind != region.kind:
         return f"is a {region.kind} kernel but its nodes make a {space.kind} one"
     return None
+
+
+def contraction_of(region: Region) -> Node | None:
+    """The contraction a matmul region computes, else None."""
+    return next((n for n in region.nodes if n.kind is Kind.CONTRACTION), None)
 
 
 def make_regions(specs: Iterable[tuple[str, str, Iterable[Node]]], users: Mapping[Node, list[Node]],

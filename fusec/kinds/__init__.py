@@ -7,7 +7,8 @@ candidates the autotuner times, its lowering and its template's name:
 - :mod:`fusec.kinds.reduce_all`: every axis reduced, in one launch;
 - :mod:`fusec.kinds.rows`: the innermost axes reduced, a row at a time (re-read, or held in registers);
 - :mod:`fusec.kinds.cols`: outer axes reduced, tiles of kept indices (and rows strided in memory);
-- :mod:`fusec.kinds.scan`: inclusive scans with their prologue and epilogue.
+- :mod:`fusec.kinds.scan`: inclusive scans with their prologue and epilogue;
+- :mod:`fusec.kinds.matmul`: a matrix product, computed by a GEMM library (a library call, no generated CUDA).
 
 :mod:`fusec.kinds.registry` is the table (adding a kind is its module, its template and a line there);
 :mod:`fusec.kinds.select` chooses, completes and checks schedules and lists candidates; :mod:`fusec.kinds.pipeline`
@@ -17,7 +18,8 @@ turns a region into a kernel. The layer sits on codegen (lowering machinery, spe
 
 from fusec.kinds.cols import ColSchedule
 from fusec.kinds.kind import KernelKind
-from fusec.kinds.pipeline import ForcedSchedules, check_forced, generate, generate_plan
+from fusec.kinds.matmul import MatmulSchedule
+from fusec.kinds.pipeline import ForcedSchedules, check_forced, generate, generate_plan, is_library
 from fusec.kinds.pointwise import PointwiseSchedule
 from fusec.kinds.reduce_all import ReduceAllSchedule
 from fusec.kinds.registry import KINDS, as_forced, kind_of, parse_schedule, registered
@@ -26,7 +28,8 @@ from fusec.kinds.scan import ScanNest, ScanSchedule
 from fusec.kinds.select import MAX_CANDIDATES, analyze, candidates, check, choose, resolve
 
 __all__ = [
-    "KINDS", "MAX_CANDIDATES", "ColSchedule", "ForcedSchedules", "KernelKind", "PointwiseSchedule",
+    "KINDS", "MAX_CANDIDATES", "ColSchedule", "ForcedSchedules", "KernelKind", "MatmulSchedule", "PointwiseSchedule",
     "ReduceAllSchedule", "RowSchedule", "ScanNest", "ScanSchedule", "analyze", "as_forced", "candidates", "check",
-    "check_forced", "choose", "generate", "generate_plan", "kind_of", "parse_schedule", "registered", "resolve",
+    "check_forced", "choose", "generate", "generate_plan", "is_library", "kind_of", "parse_schedule", "registered",
+    "resolve",
 ]

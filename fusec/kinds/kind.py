@@ -5,8 +5,10 @@ heuristics choose its schedule for a region (:meth:`KernelKind.defaults`) and co
 (:meth:`KernelKind.complete`), whether a schedule fits a region (:meth:`KernelKind.check_fields`), what the
 autotuner times beside the heuristics' choice (:meth:`KernelKind.proposals`), how a region and a schedule lower to a
 :class:`fusec.codegen.spec.KernelSpec` (:meth:`KernelKind.lower`) and the template that renders it
-(:attr:`KernelKind.template`). :mod:`fusec.kinds.registry` lists the kinds; :mod:`fusec.kinds.select` and
-:mod:`fusec.kinds.pipeline` are the drivers that call them, and nothing else dispatches on a kind.
+(:attr:`KernelKind.template`). A kind whose kernel is a library's function (a GEMM) sets
+:attr:`KernelKind.generated` false and returns the call from :meth:`KernelKind.library` instead of lowering.
+:mod:`fusec.kinds.registry` lists the kinds; :mod:`fusec.kinds.select` and :mod:`fusec.kinds.pipeline` are the
+drivers that call them, and nothing else dispatches on a kind.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NoReturn
 
+from fusec.codegen.kernel import LibraryCall
 from fusec.codegen.spec import KernelSpec
 from fusec.ir.graph import Node
 from fusec.ir.region import Region
@@ -35,6 +38,7 @@ class KernelKind:
     template: ClassVar[str]  # the Jinja template under fusec/templates/ that renders its KernelSpec
     runs: ClassVar[tuple[str, ...]]  # the region kinds (fusec.ir.region.REGION_KINDS) its schedules run
     one_pass: ClassVar[bool] = False  # whether its schedules may compute variances and softmax denominators in one pass
+    generated: ClassVar[bool] = True  # its kernels are generated CUDA; False: a library's call (:meth:`library`)
 
     def nest(self, region: Region, layouts: Mapping[Node, ArrayLayout]) -> LoopNest:
         """The loop nest of ``region`` (a region of this kind) over ``layouts``."""
@@ -81,6 +85,11 @@ class KernelKind:
         """The :class:`KernelSpec` of ``nest``'s region under ``schedule`` (checked against it); the kernel is
         called ``<name>_<kind>_<ops...>`` (``name``: the region's by default)."""
         raise NotImplementedError
+
+    def library(self, nest: Any, schedule: Any, name: str | None = None) -> LibraryCall | None:
+        """The library call computing ``nest``'s region under ``schedule`` (a kind that is not :attr:`generated`),
+        named ``<name>_<kind>``; None for a kind whose kernels are generated CUDA (:meth:`lower`)."""
+        return None
 
 
 __all__ = ["KernelKind", "Refuse"]

@@ -3,8 +3,9 @@
 It analyses the region over its argument layouts (:func:`fusec.kinds.analyze`), takes the heuristics'
 schedule or completes and checks a forced one (:func:`fusec.kinds.resolve`), lowers the pair to a
 :class:`KernelSpec` with the schedule's kind (:meth:`fusec.kinds.kind.KernelKind.lower`), states its launch contract
-and renders its CUDA source. The runtime, the ``cuda_source``/``ptxas`` inspections and ``explain`` all go through
-it, so what they show is what runs.
+and renders its CUDA source; a kind whose kernel is a library's function gives its call instead
+(:meth:`fusec.kinds.kind.KernelKind.library`), whose source is a comment naming it. The runtime, the
+``cuda_source``/``ptxas`` inspections and ``explain`` all go through it, so what they show is what runs.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from fusec.codegen.kernel import GeneratedKernel
 from fusec.codegen.render import render_kernel
 from fusec.ir.graph import Node
 from fusec.ir.region import Region
-from fusec.kinds.registry import kind_of
+from fusec.kinds.registry import KINDS, kind_of
 from fusec.kinds.select import analyze, resolve
 from fusec.schedule.base import ForcedSchedule, ScheduleError
 from fusec.schedule.contract import launch_contract
@@ -39,11 +40,22 @@ def generate(region: Region, layouts: Mapping[Node, ArrayLayout] | None = None,
     arrays' addresses and layouts), which the source names on its ``// contract:`` line."""
     nest = analyze(region, layouts)
     chosen = resolve(nest, schedule, device)
+    call = kind_of(chosen).library(nest, chosen, name)
+    if call is not None:  # a library's kernel: nothing to lower or render, the source names the call
+        if logs.on("schedule"):
+            logs.emit("schedule", "%s: %s (%s)", call.name, chosen, "forced" if schedule is not None else "heuristics")
+        return GeneratedKernel(chosen, None, call.source, call)
     computed = nest_for(nest, chosen)
     spec = replace(kind_of(chosen).lower(computed, chosen, name), contract=launch_contract(computed, chosen))
     if logs.on("schedule"):
         logs.emit("schedule", "%s: %s (%s)", spec.name, chosen, "forced" if schedule is not None else "heuristics")
     return GeneratedKernel(chosen, spec, render_kernel(spec))
+
+
+def is_library(region: Region) -> bool:
+    """Whether ``region``'s kernel is a library's call (its kind is not generated CUDA): the runtime runs it with
+    :attr:`GeneratedKernel.library` instead of launching a compiled kernel."""
+    return not KINDS[region.kind].generated
 
 
 def check_forced(forced: ForcedSchedules | None, names: list[str]) -> None:
@@ -66,4 +78,4 @@ def generate_plan(plan: Any, values: Mapping[Node, Any], forced: ForcedSchedules
     return out
 
 
-__all__ = ["ForcedSchedules", "check_forced", "generate", "generate_plan"]
+__all__ = ["ForcedSchedules", "check_forced", "generate", "generate_plan", "is_library"]

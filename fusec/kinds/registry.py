@@ -10,11 +10,12 @@ import contextlib
 from collections.abc import Iterator, Mapping
 
 from fusec.ir.region import REGION_KINDS
-from fusec.kinds import cols, pointwise, reduce_all, rows, scan
+from fusec.kinds import cols, matmul, pointwise, reduce_all, rows, scan
 from fusec.kinds.kind import KernelKind
 from fusec.schedule.base import ForcedSchedule, Schedule, ScheduleError, ScheduleRequest, parse_schedule_text
 
-KINDS: dict[str, KernelKind] = {k.name: k for k in (pointwise.KIND, reduce_all.KIND, rows.KIND, cols.KIND, scan.KIND)}
+KINDS: dict[str, KernelKind] = {k.name: k for k in (pointwise.KIND, reduce_all.KIND, rows.KIND, cols.KIND, scan.KIND,
+                                                          matmul.KIND)}
 assert set(REGION_KINDS) <= set(KINDS), "every region kind needs the kernel kind of its name"
 
 

@@ -48,6 +48,8 @@ def defaults(nest: LoopNest, device: DeviceProperties, variant: str | None = Non
 def choose(nest: LoopNest, device: DeviceProperties = H200) -> Schedule:
     """The schedule fusec runs ``nest``'s region with on ``device``."""
     schedule = defaults(nest, device)
+    if not kind_of(schedule).generated:  # a library's call: no loops, vectors or contract of fusec's
+        return schedule
     if one_pass_pays(nest, schedule):
         schedule = replace(defaults(nest.with_one_pass(), device, None, schedule.kind), one_pass=True)
     elif nest.one_pass_candidates and kind_of(schedule).one_pass:
@@ -70,7 +72,7 @@ def resolve(nest: LoopNest, forced: ForcedSchedule | None = None,
     if isinstance(forced, ScheduleRequest):
         given = dict(forced.given)
         one_pass = given.get("one_pass")
-        if one_pass is None and nest.one_pass_candidates and kind.one_pass:
+        if one_pass is None and nest.one_pass_candidates and kind.one_pass and kind.generated:
             one_pass = one_pass_pays(nest, kind.defaults(nest, device, forced.variant))
         target = nest.with_one_pass() if one_pass else nest
         fields: dict[str, Any] = dict(vars(kind.defaults(target, device, forced.variant)))

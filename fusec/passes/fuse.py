@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from fusec.ir.axis_slots import AxisSlots, SpaceCounts
 from fusec.ir.graph import Graph, Node
 from fusec.ir.ops import Kind
-from fusec.ir.region import Region, make_regions
+from fusec.ir.region import Region, contraction_space, make_regions, operand_views
 from fusec.ir.reshape_math import (
     READ_BACK,
     is_read_back,
@@ -96,16 +96,18 @@ class PartitionCounts:
 class Group:
     """One group: its space, members, the arrays it reads from outside, the nodes it owns that others read."""
 
-    __slots__ = ("gid", "state", "members_at", "reads", "exported", "first", "last")
+    __slots__ = ("gid", "state", "members_at", "reads", "exported", "first", "last", "library")
 
     def __init__(self, gid: int, state: SpaceState, members_at: legality.Members, reads: dict[Node, tuple],
-                 first: int, last: int):
+                 first: int, last: int, library: tuple[Node, ...] = ()):
         self.gid = gid
         self.state = state
         self.members_at = members_at  # the members, for a refusal's text
         self.reads = reads  # array read from outside -> (position of its first reader, operand index)
         self.exported: set[Node] = set()  # owned nodes that are returned or read by other groups
         self.first, self.last = first, last  # smallest and largest member position
+        # a matmul's group (a GEMM library computes it alone): the operand views it takes, then the matmul
+        self.library = library
 
     @property
     def members(self) -> set[Node]:
@@ -143,17 +145,23 @@ class _Partition(Recomputation):
         self.trials: dict[tuple[int, int], tuple[tuple[int, int], object]] = {}  # last space tried per pair
         self.epoch = 0  # counts changes to any group: a refusal repeats while neither group nor the epoch changed
         self.last_refusal: dict[tuple[int, int], tuple[tuple, legality.Reason]] = {}
+        library = self._library_kernels(outside)
+        taken = {v for views in library.values() for v in views if self._views_only_for(v, views)}
         for node in graph.nodes:
-            if node.kind is Kind.SOURCE or node in outside:
+            if node.kind is Kind.SOURCE or node in outside or node in taken:
                 continue
             gid = len(self.groups)
             pos = self.order[node]
+            views = library.get(node, ())
             reads: dict[Node, tuple] = {}
             for i, o in enumerate(node.operands):
+                while o in views:  # the arrays a matmul's operands view (the views are the GEMM's layouts)
+                    o = o.operands[0]
                 if o not in reads and o.op != "const" and o.op != "size":
                     reads[o] = (pos, i)
             self.with_read_back_bases(reads)
-            group = Group(gid, SpaceState.single(self.slots, node), legality.Members((node,)), reads, pos, pos)
+            group = Group(gid, SpaceState.single(self.slots, node), legality.Members((node,)), reads, pos, pos,
+                          (*views, node) if node in library else ())
             self.groups[gid] = self.owner[node] = group
             self.holders[node] = {group}
             for o in group.reads:
@@ -164,6 +172,30 @@ class _Partition(Recomputation):
         self.order_stale = False  # an edge of the graph of groups points backwards (after recomputation)
 
     # -- bookkeeping ------------------------------------------------------------------------------
+    def _library_kernels(self, outside: set[Node]) -> dict[Node, tuple[Node, ...]]:
+        """Each matmul (a kernel a library computes) -> the views of its operands it takes itself (none returned:
+        a returned view is written by a kernel of its own)."""
+        return {n: tuple(operand_views(n, lambda v: v not in self.returned and v not in outside))
+                for n in self.graph.nodes if n.kind is Kind.CONTRACTION}
+
+    def _views_only_for(self, view: Node, views: tuple[Node, ...]) -> bool:
+        """Whether ``view`` (one of a matmul's operand views) is read by that matmul's views and itself only (then no
+        other kernel holds it; else it is also a member of the kernels reading it, as views are)."""
+        inside = set(views)
+        stack, seen = [view], set()
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            for u in self.users.get(v, ()):
+                if u.kind is Kind.CONTRACTION:  # a matmul reading it takes it as a view too
+                    continue
+                if u not in inside:
+                    return False
+                stack.append(u)
+        return True
+
     def with_read_back_bases(self, reads: dict[Node, tuple]) -> None:
         """Add to ``reads`` the array behind each reshape read back between kernels that it holds: the edge of the
         graph of groups from the kernel that writes it."""
@@ -252,6 +284,9 @@ class _Partition(Recomputation):
             return False
         ga, gb = self.groups[a], self.groups[b]
         self.counts.merges_tried += 1
+        if ga.library or gb.library:  # a GEMM library's kernel takes nothing else
+            self._refuse(ga, gb, legality.LibraryKernel((ga.library or gb.library)[-1]))
+            return False
         when = (ga.state.serial, ga.state.version, gb.state.serial, gb.state.version, self.epoch)
         last = self.last_refusal.get((a, b))
         if last is not None and last[0] == when:  # nothing changed since the same refusal
@@ -423,8 +458,12 @@ class _Partition(Recomputation):
         specs, spaces = [], []
         for i, g in enumerate(order):
             group = self.groups[g]
-            nodes = sorted(group.members, key=self.order.__getitem__)
-            space = group.state.region_space(nodes)
+            if group.library:
+                nodes = sorted(group.library, key=self.order.__getitem__)
+                space = contraction_space(nodes)
+            else:
+                nodes = sorted(group.members, key=self.order.__getitem__)
+                space = group.state.region_space(nodes)
             specs.append((f"k{i}", space.kind, nodes))
             spaces.append(space)
         return make_regions(specs, self.users, self.graph.outputs, spaces)

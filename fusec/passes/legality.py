@@ -2,6 +2,8 @@
 
 A merge of groups is legal when, in this order (the first failure is the reason given):
 
+-. neither group is a matmul, which a GEMM library computes alone (:class:`LibraryKernel`; its operands' views
+   are its own, :func:`fusec.ir.region.operand_views`);
 0. no gather reads a value the same kernel computes (:func:`fusec.ir.region.gather_refusal`);
 1. the nodes have one iteration space (:func:`fusec.ir.region.region_space`, computed incrementally by
    :mod:`fusec.ir.space_state`);
@@ -28,7 +30,16 @@ from typing import Protocol
 
 from fusec.ir.axis_slots import AxisSlots
 from fusec.ir.graph import Node
-from fusec.ir.region import COLS, SCAN_GATHER, AxisMap, gather_refusal, scan_axis_problem, slice_problem, space_kind
+from fusec.ir.region import (
+    COLS,
+    LIBRARY_KERNEL,
+    SCAN_GATHER,
+    AxisMap,
+    gather_refusal,
+    scan_axis_problem,
+    slice_problem,
+    space_kind,
+)
 from fusec.ir.space_state import refusal_text
 from fusec.passes import policy
 
@@ -127,7 +138,18 @@ class ReadBackOfOwn:
                 f"that writes it ({self.reshape.attr('between_kernels')})")
 
 
-Reason = NoCommonSpace | ScanConflict | WrittenTwice | OverBudget | Cycle | GatherOfComputed | ReadBackOfOwn
+@dataclass(frozen=True)
+class LibraryKernel:
+    """A matmul (computed by a GEMM library: :mod:`fusec.kinds.matmul`) and anything else in one kernel."""
+
+    contraction: Node
+
+    def text(self, names: Names) -> str:
+        return LIBRARY_KERNEL
+
+
+Reason = (NoCommonSpace | ScanConflict | WrittenTwice | OverBudget | Cycle | GatherOfComputed | ReadBackOfOwn
+          | LibraryKernel)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -58,6 +58,8 @@ class Recomputation:
                 continue
             trials = []
             for g in readers:
+                if g.library:  # a matmul's GEMM reads it from memory: its owner keeps writing it
+                    continue
                 trial = g.state.union(SpaceState.build(self.slots, cone, evaluate=False))
                 reads = self._union_reads((g,), trial)
                 for o, key in reads_of(cone, set(cone), self.order).items():

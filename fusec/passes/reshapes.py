@@ -350,7 +350,7 @@ def _rebuild(ref: _Refinement, u: Node, new: dict[Node, Node]) -> Node:
     if u.op == "broadcast_to":
         attrs["shape"] = list(_flat(own))
         return make_node(u.op, operands, attrs, loc=u.loc)
-    if u.kind is Kind.GATHER:
+    if u.kind in (Kind.GATHER, Kind.CONTRACTION):
         # over its operands' own shapes (positions come from data, so no axis is linked through it), then cut as
         # its users want: such a reshape of a computed value is refused by check_reshapes unless it sits on an
         # argument or a result

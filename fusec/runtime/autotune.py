@@ -32,7 +32,7 @@ import numpy as np
 import fusec.runtime.tune_cache as tune_cache
 from fusec.ir.graph import Node
 from fusec.ir.region import Region
-from fusec.kinds import analyze, candidates, generate, resolve
+from fusec.kinds import analyze, candidates, generate, is_library, resolve
 from fusec.schedule import ArrayLayout, DeviceProperties, Schedule, ScheduleError
 from fusec.schedule.nest import is_array
 
@@ -176,7 +176,9 @@ def kernel_key(region: Region, layouts: Mapping[Node, ArrayLayout], device: Devi
 def lookup(region: Region, layouts: Mapping[Node, ArrayLayout], device: DeviceProperties,
            key: str | None = None) -> Schedule | None:
     """The schedule the tune cache holds for ``region`` over ``layouts`` on ``device`` (checked against the
-    region), or None."""
+    region), or None (always for a library's call, a matmul's GEMM: nothing of fusec's to tune)."""
+    if is_library(region):
+        return None
     entry = tune_cache.load(key or kernel_key(region, layouts, device))
     if entry is None:
         return None

@@ -20,7 +20,10 @@ and a kernel built for them runs instead (the forced schedule if it fits them, e
 heuristics'). Recipes are keyed by their arrays' layouts, pointer alignment included, so this never happens
 unless a key is wrong; the check makes sure a wrong key can never make a misaligned launch.
 
-Nothing here knows about ops or kernel kinds: the kernel spec carries everything op-specific.
+Nothing here knows about ops or kernel kinds: the kernel spec carries everything op-specific. A region whose kernel
+is a library's call (a matmul's GEMM: :meth:`fusec.kinds.kind.KernelKind.library`) runs that call instead of a
+launch (:meth:`KernelLauncher.library_kernel`, cached by its arrays' layouts as recipes are), its shapes and dtypes
+checked first, its outputs poisoned as kernels' are; a plan with one takes the checked path on every call.
 
 Compilers: ``"nvrtc"`` (default) compiles with :func:`fusec.codegen.nvrtc.compile_cubin` (no ``-ftz``, so
 float32 subnormals behave as in NumPy), loads the cubin with CuPy, and caches cubins on disk
@@ -50,12 +53,13 @@ import numpy as np
 
 from fusec.codegen import templates
 from fusec.codegen.compiler_bugs import check_narrow_values
+from fusec.codegen.kernel import GeneratedKernel, LibraryCall
 from fusec.codegen.lower import ERROR_PARAM
 from fusec.codegen.spec import KernelSpec
 from fusec.ir.graph import Node
 from fusec.ir.interpret import run_nodes
 from fusec.ir.region import Region
-from fusec.kinds import ForcedSchedules, check_forced, generate
+from fusec.kinds import ForcedSchedules, check_forced, generate, is_library
 from fusec.runtime.autotune import TUNE_REPS, Tuned, enabled, tuned_schedule
 from fusec.runtime.cubin_cache import cached_cubin, compile_and_store, compiled_with_cupy, precompile
 from fusec.runtime.dispatch import OutputRecycler, PackedLaunch, PlanRunner, PlanStep, recycler_for
@@ -104,11 +108,13 @@ class LaunchRecipe:
 class _RegionEntry:
     """What a launcher keeps for one region: its array inputs and its recipes by layout key."""
 
-    __slots__ = ("inputs", "recipes")
+    __slots__ = ("inputs", "recipes", "library", "calls")
 
     def __init__(self, region: Region):
         self.inputs = tuple(n for n in region.inputs if n.op not in ("const", "size", "iota"))
         self.recipes: dict[tuple, LaunchRecipe] = {}
+        self.library = is_library(region)  # a library's call (a GEMM), not a compiled kernel
+        self.calls: dict[tuple, GeneratedKernel] = {}  # its calls by layout key
 
 
 class KernelLauncher:
@@ -382,7 +388,10 @@ class KernelLauncher:
         ``autotune`` (None: the launcher's setting) tunes it on the first launch.
         """
         cp = cupy_module()
-        arrays = [graph_values[n] for n in self._entry(region).inputs]
+        entry = self._entry(region)
+        arrays = [graph_values[n] for n in entry.inputs]
+        if entry.library:
+            return self._run_library(cp, region, entry, arrays, out, schedule)
         recipe = self.cached_recipe(region, arrays, cp.cuda.runtime.getDevice(), out, schedule, autotune)
         outs = []
         for node, (shape, dtype) in zip(recipe.spec.outputs, recipe.outputs):
@@ -395,6 +404,39 @@ class KernelLauncher:
         except ContractViolation as exc:
             self._launch(self._fitting_recipe(region, arrays, outs, recipe, schedule, exc), arrays, outs)
         return dict(zip(recipe.spec.outputs, outs))
+
+    def library_kernel(self, region: Region, arrays: list[Any], schedule: ForcedSchedule | None = None
+                       ) -> LibraryCall:
+        """The library call (:class:`fusec.codegen.kernel.LibraryCall`) computing ``region`` (a library kind's) over
+        these input arrays, cached by their layouts and the forced schedule, as recipes are."""
+        entry = self._entry(region)
+        device = cupy_module().cuda.runtime.getDevice()
+        key = (device, None if schedule is None else str(schedule),
+               *[(a.shape, a.strides, a.dtype.char) for a in arrays])
+        kernel = entry.calls.get(key)
+        if kernel is None:
+            values = dict(zip(entry.inputs, arrays))
+            kernel = entry.calls[key] = generate(region, layouts_of(values, values), schedule,
+                                                 device=device_properties(device))
+        assert kernel.library is not None
+        return kernel.library
+
+    def _run_library(self, cp: Any, region: Region, entry: _RegionEntry, arrays: list[Any],
+                     out: Mapping[Node, Any] | None, schedule: ForcedSchedule | None) -> dict[Node, Any]:
+        """Run a region whose kernel is a library's call (a GEMM): its outputs allocated (or the ``out`` arrays), the
+        call's shapes and dtypes checked (its contract: the library takes any strides), poisoned like kernels'."""
+        call = self.library_kernel(region, arrays, schedule)
+        outs = []
+        for node in call.outputs:
+            given = out.get(node) if out else None
+            outs.append(given if given is not None else cp.empty(node.shape, node.dtype))
+        problem = call.violation(arrays, outs)
+        if problem is not None:
+            raise ValueError(f"{call.name}: {problem}")
+        if self.poison is not None:
+            self._poison(cp, outs, arrays)
+        call.run(cp, arrays, outs)
+        return dict(zip(call.outputs, outs))
 
     def _poison(self, cp: Any, outs: list[Any], arrays: list[Any]) -> None:
         """Fill the contiguous outputs with the poison byte, but for those sharing memory with an input: an
@@ -442,10 +484,13 @@ class KernelLauncher:
         finds its outputs and launches (:mod:`fusec.runtime.dispatch`); it packs its results as ``structure``
         and ``nones`` say (:mod:`fusec.runtime.results`). ``schedules`` forces kernels' schedules by name.
         None when the plan has outputs that no kernel writes (inputs or constants returned), reads views of
-        its arguments or reshapes between its kernels (taken on each call), or when the launcher poisons outputs
-        (tests take the checked path)."""
+        its arguments or reshapes between its kernels (taken on each call), runs a library's call (a GEMM: its
+        microseconds dwarf the checked path's), or when the launcher poisons outputs (tests take the checked
+        path)."""
         if self.poison is not None or plan.views_on_each_call:
             return None
+        if any(self._entry(k.region).library for k in plan.kernels):
+            return None  # a library's call (a GEMM, microseconds at least) takes the checked path: run_plan
         cp = cupy_module()
         device = cp.cuda.runtime.getDevice()
         check_forced(schedules, [k.name for k in plan.kernels])

@@ -127,7 +127,7 @@ class Plan:
 
     @property
     def kernel_count_unfused(self) -> int:
-        computing = (Kind.ELEMENTWISE, Kind.REDUCTION, Kind.GATHER, Kind.SCAN)
+        computing = (Kind.ELEMENTWISE, Kind.REDUCTION, Kind.GATHER, Kind.SCAN, Kind.CONTRACTION)
         return sum(1 for n in self.traced.nodes if n.kind in computing)
 
     def __len__(self) -> int:
@@ -157,7 +157,7 @@ def unfused_bytes(graph: Graph) -> int:
     reads at most as many elements of its array as it gathers)."""
     total = 0
     for n in graph.nodes:
-        if n.kind not in (Kind.ELEMENTWISE, Kind.REDUCTION, Kind.GATHER, Kind.SCAN):
+        if n.kind not in (Kind.ELEMENTWISE, Kind.REDUCTION, Kind.GATHER, Kind.SCAN, Kind.CONTRACTION):
             continue
         total += n.nbytes
         for k, o in enumerate(dict.fromkeys(n.operands)):

@@ -11,6 +11,9 @@ writes the gather's error code into the launcher's error word when the launch ha
 fusec's ``IndexError`` afterwards as on a GPU; and it accumulates float16 sums and products in float32, as the
 kernel does.
 
+A library's kernel (a matmul's cuBLAS call) has nothing to compile: its call runs on the stand-in (``cupy.matmul``
+accumulating float16 in float32, as cuBLAS does), its shapes and dtypes checked first, as on a GPU.
+
 Not here: the dispatch fast path (:meth:`plan_runner` gives None, so every call takes the checked path;
 pre-packed driver launches need a GPU) and autotuning's timings (the stand-in has no clock).
 """
@@ -45,6 +48,11 @@ class BuildOnlyLauncher(KernelLauncher):
         record.kernel_built(built)
         built_for = contracts.argument_layouts(region, built.spec, arrays, out or {})
         return dataclasses.replace(built, function=InterpretedKernel(region, built, built_for))
+
+    def library_kernel(self, region: Region, arrays: list[Any], schedule: Any = None) -> Any:
+        call = super().library_kernel(region, arrays, schedule)
+        record.library_built(call, region.kind)  # its contract (shapes and dtypes) is checked before each call
+        return call
 
     def plan_runner(self, *args: Any, **kwargs: Any) -> None:
         return None  # the checked path, always: the fast path's pre-packed launches need a GPU

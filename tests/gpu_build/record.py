@@ -35,6 +35,16 @@ def kernel_built(recipe: Any) -> None:
             SESSION.kinds[recipe.spec.kind] += 1
 
 
+def library_built(call: Any, kind: str) -> None:
+    """A library's call was prepared for a region of ``kind`` (a matmul's GEMM: nothing compiled)."""
+    with _LOCK:
+        SESSION.recipes += 1
+        digest = hashlib.sha256(call.source.encode()).digest()
+        if digest not in SESSION.sources:
+            SESSION.sources.add(digest)
+            SESSION.kinds[kind] += 1
+
+
 def missing_kinds() -> list[str]:
     """The kernel kinds no recipe of the session had."""
     return [k for k in KINDS if not SESSION.kinds[k]]

@@ -168,32 +168,44 @@ def test_linspace_is_numpys_bit_for_bit() -> None:
     assert_matches_numpy(fusec.fuse(fn)(x), fn(x), exact=True)
 
 
-def test_matrix_products_are_refused_with_the_blas_hint() -> None:
+def test_matrix_products_that_map_to_no_gemm_are_refused_with_the_blas_hint() -> None:
+    """Contractions beyond the loop limit that are no batched matrix product of two operands (three operands, a letter
+    summed in one operand only, bool) keep the refusal and its hint; two-operand ones are matmuls."""
     x = np.ones((64, 64), np.float32)
-    for fn in (lambda a: a @ a, lambda a: np.einsum("ij,jk->ik", a, a), lambda a: np.dot(a, a.T),
-               lambda a: np.tensordot(a, a, axes=1)):
+    for fn in (lambda a: np.einsum("ij,jk,kl->il", a, a, a), lambda a: np.einsum("ij,jk->k", a, a),
+               lambda a: (a > 0) @ (a > 0)):
         with pytest.raises(UnsupportedError, match="matrix product") as info:
             fusec.fuse(fn)(x)
         assert "outside the fused function" in str(info.value.hint)
         assert __file__ in str(info.value)
+    for fn in (lambda a: a @ a, lambda a: np.einsum("ij,jk->ik", a, a), lambda a: np.dot(a, a.T),
+               lambda a: np.tensordot(a, a, axes=1)):
+        f = fusec.fuse(fn)
+        assert [k.kind for k in f.plan(x).kernels] == ["matmul"]
+        assert_matches_numpy(f(x), fn(x))
 
 
-def test_matrix_product_refusal_is_decided_per_call_not_by_the_first_call() -> None:
-    """A contraction small enough to trace as a product and a sum at its first sizes is refused at sizes where it is
-    a matrix product, though the trace is otherwise reused for new sizes (issue 32's call-history bug: ``a @ b`` of
-    4 x 4 matrices, then 8192 x 8192 ones planned as one rows kernel of 2^39 loops); einsum likewise. A matrix-vector
-    product traces at every size and keeps reusing its trace."""
+def test_matrix_product_kind_is_decided_per_call_not_by_the_first_call() -> None:
+    """A contraction small enough to trace as a product and a sum at its first sizes is a matmul kernel at sizes where
+    it is a matrix product, though the trace is otherwise reused for new sizes (issue 32's call-history bug: ``a @ b``
+    of 4 x 4 matrices, then 8192 x 8192 ones planned as one rows kernel of 2^39 loops), and a product and a sum again
+    at small sizes after a large first call; einsum likewise. A matrix-vector product traces at every size and keeps
+    reusing its trace."""
     cases = [(lambda a, b: a @ b, (4, 4), (8192, 8192)),
              (lambda a, b: np.einsum("bqd,bkd->bqk", a, b), (2, 4, 4), (8, 2048, 128))]
     for fn, first, shape in cases:
         f = fusec.fuse(fn)
         small = [np.ones(first, np.float32)] * 2
         assert_matches_numpy(f(*small), fn(*small))
-        with pytest.raises(UnsupportedError, match="matrix product") as info:
-            f.plan(fusec.ArraySpec(shape, small[0].dtype), fusec.ArraySpec(shape, small[0].dtype))
-        assert __file__ in str(info.value)
+        assert "matmul" not in [k.kind for k in f.plan(*small).kernels]
+        big = [fusec.ArraySpec(shape, small[0].dtype)] * 2
+        assert [k.kind for k in f.plan(*big).kernels] == ["matmul"]
         again = [np.full_like(a, 2) for a in small]
         assert_matches_numpy(f(*again), fn(*again))
+        g = fusec.fuse(fn)  # the other way round: a large first trace, then small sizes
+        assert [k.kind for k in g.plan(*big).kernels] == ["matmul"]
+        assert "matmul" not in [k.kind for k in g.plan(*small).kernels]
+        assert_matches_numpy(g(*again), fn(*again))
     matvec = fusec.fuse(lambda a, v: a @ v)
     for n in (4, 64, 1000):
         a, v = np.ones((n, 64), np.float32), np.ones(64, np.float32)

@@ -91,6 +91,18 @@ def _array(obj: Any, dtype: Any = None, copy: bool = True, order: str = "K", ndm
     return to_device(np.array(unwrap(obj), dtype=dtype, order=order, ndmin=ndmin), order=order)
 
 
+def _matmul(a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
+    """``cupy.matmul`` as cuBLAS computes it (CuPy 14's default compute type): float16 accumulates in float32 and
+    rounds once (NumPy's float16 matmul rounds at every step); other dtypes as NumPy's."""
+    x, y = unwrap(a), unwrap(b)
+    host = (np.matmul(x.astype(np.float32), y.astype(np.float32)).astype(np.float16)
+            if x.dtype == np.float16 and y.dtype == np.float16 else np.matmul(x, y, **kwargs))
+    if out is None:
+        return wrap(host, _arrays_in((a, b)))
+    np.copyto(unwrap(out), host, casting="same_kind")
+    return out
+
+
 def _from_dlpack(x: Any, **kwargs: Any) -> ndarray:
     if isinstance(x, ndarray):
         return ndarray.view_of(x.host, x.memory)
@@ -129,7 +141,8 @@ def build() -> dict[str, types.ModuleType]:
     special = _module("cupyx.scipy.special", {}, HostNamespace, scipy.special)
     cupy = _module("cupy", {
         "__version__": VERSION, "__path__": [], "ndarray": ndarray, "asarray": to_device, "asnumpy": to_host,
-        "array": _array, "from_dlpack": _from_dlpack, "RawModule": cuda.RawModule, "RawKernel": cuda.RawKernel,
+        "array": _array, "from_dlpack": _from_dlpack, "matmul": _matmul, "RawModule": cuda.RawModule,
+        "RawKernel": cuda.RawKernel,
         "get_default_memory_pool": cuda.get_default_memory_pool, "cuda": cuda_module, "random": Random(),
         "linalg": _module("cupy.linalg", {}, HostNamespace, np.linalg),
     }, HostNamespace, np)
