@@ -105,18 +105,21 @@ def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None, 
             f"einsum {subscripts!r} runs {loops} loops for arrays of at most {largest} elements: a matrix product "
             "that fusec cannot map to a GEMM (two operands of a float or integer type, each letter a batch, M, N or K "
             "letter)", hint="call np.matmul/np.einsum (or a BLAS) outside the fused function")
-    placed = [_place(node, term, order_, result_dt) for node, term in zip(nodes, letters)]
+    # float16 products and their sum in float32, rounded once at the end: NumPy's matmul, dot, inner and tensordot
+    # of float16 arrays accumulate so (its einsum rounds as it goes, less exactly), and so does the matmul kind
+    accumulate = dtypes.FLOAT32 if result_dt == dtypes.FLOAT16 else result_dt
+    placed = [_place(node, term, order_, accumulate) for node, term in zip(nodes, letters)]
     product = placed[0]
     for p in placed[1:]:
         product = new_node("mul" if product.dtype != dtypes.BOOL else "logical_and", [product, p])
     if len(placed) == 1 and product.shape != tuple(extent[c] for c in order_):
         product = new_node("broadcast_to", [product], {"shape": [extent[c] for c in order_]})
     if not summed:
-        return Tracer(product)
+        return Tracer(cast(product, result_dt))
     axes = tuple(range(len(out_letters), len(order_)))
     if result_dt == dtypes.BOOL:
         return reduction("any", Tracer(product), axes)
-    return reduction("sum", Tracer(product), axes, dtype=result_dt)
+    return Tracer(cast(as_node(reduction("sum", Tracer(product), axes, dtype=accumulate), "einsum"), result_dt))
 
 
 def _as_matmul(nodes: list[Node], letters: list[str], out: str, extent: dict[str, int],
