@@ -73,7 +73,7 @@ def nan_to_num(x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None, ne
     place (as NumPy does)."""
     v = as_node(x, "nan_to_num")
     in_place = not copy and isinstance(x, Tracer)
-    if v.dtype.kind != "f":
+    if dtypes.kind(v.dtype) != "f":
         return x if in_place else Tracer(v)
     info = np.finfo(v.dtype)
     big = info.max if posinf is None else posinf
@@ -93,7 +93,7 @@ def nan_to_num(x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None, ne
 def sinc(x: Any) -> Tracer:
     """``numpy.sinc``: ``y = pi * where(x == 0, 1e-20, x)``, then ``sin(y) / y``, NumPy's steps."""
     v = as_node(x, "sinc")
-    if v.dtype.kind != "f":
+    if dtypes.kind(v.dtype) != "f":
         v = cast(v, dtypes.FLOAT64)
     nonzero = new_node("where", [new_node("eq", [v, const(0, v.dtype)]), const(1.0e-20, v.dtype), v])
     y = call_ufunc(np.multiply, np.pi, nonzero)
@@ -128,7 +128,7 @@ def modf(x: Any, /, **kwargs: Any) -> tuple[Tracer, Tracer]:
     """``numpy.modf``: ``(x - trunc(x), trunc(x))``, the fraction with ``x``'s sign (0 for an infinity), as C's."""
     _no_kwargs("modf", kwargs)
     v = as_node(x, "modf")
-    if v.dtype.kind != "f":  # NumPy's loops: float16, float32, float64 (others through float64)
+    if dtypes.kind(v.dtype) != "f":  # NumPy's loops: float16, float32, float64 (others through float64)
         v = cast(v, dtypes.FLOAT64)
     whole = new_node("trunc", [v])  # both parts are exact in the argument's own type
     frac = new_node("where", [new_node("isinf", [v]), const(0, v.dtype), new_node("sub", [v, whole])])

@@ -117,7 +117,7 @@ def _line(node: Node, names: dict[Node, str]) -> str:
     text = f"{names[node]} = {node.op}"
     if node.op == "const":
         v = node.attr("value")
-        text += " " + (_float_text(v, str(node.dtype.type(v))) if node.dtype.kind == "f" else _value(v))
+        text += " " + (_float_text(v, str(node.dtype.type(v))) if dtypes.kind(node.dtype) == "f" else _value(v))
     if node.operands:
         text += " " + ", ".join(names[o] for o in node.operands)
     attrs = _attrs(node.attrs, ("value",) if node.op == "const" else ())
