@@ -351,6 +351,8 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None) -> Tracer:
         return Tracer(x) if isinstance(x, Node) else Tracer(to_dtype(x, np.dtype(type(x.value))))
     bounds = [operand(v, "bound of clip") if v is not None else None for v in (a_min, a_max)]
     dt = _result_type(x, *(v for v in bounds if v is not None))
+    if dt == dtypes.BFLOAT16:  # ml_dtypes registers no clip loop: NumPy's clip resolves bfloat16 to float32
+        dt = dtypes.FLOAT32
     out = to_dtype(x, dt)
     if dt.kind in "iu":  # NumPy clips u8 to a Python int bound outside its range (clip(u8, -1, 300))
         info = np.iinfo(dt)

@@ -9,6 +9,7 @@ raises, fusec must raise a FusecError that is also NumPy's exception class.
 
 from __future__ import annotations
 
+import functools
 import operator
 import warnings
 from collections.abc import Callable
@@ -269,7 +270,7 @@ def test_reduction_matches_numpy(case: tuple[str, dict], dt: np.dtype, axis: Any
         x = random_array(rng, SHAPE, dt, special=special)
         for keepdims in (False, True):
             _check_reduction(_calling(function, axis=axis, keepdims=keepdims, **kwargs), x, name in TOLERANT,
-                             lambda a: _float32_reference(function, a, axis=axis, keepdims=keepdims, **kwargs))
+                             functools.partial(_float32_reference, function, axis=axis, keepdims=keepdims, **kwargs))
 
 
 @pytest.mark.parametrize("axis", AXES, ids=repr)
@@ -293,7 +294,7 @@ def test_reduction_dtype_argument_matches_numpy(name: str, dt: np.dtype, acc: np
         x = _defined_cast_input(x, acc)
     for axis in (None, 1, (0, 2)):
         _check_reduction(_calling(function, axis=axis, dtype=acc), x, name in TOLERANT,
-                         lambda a: _float32_reference(function, a, axis=axis, dtype=acc))
+                         functools.partial(_float32_reference, function, axis=axis, dtype=acc))
 
 
 @pytest.mark.parametrize("axis", [None, 0, -1, (0, 2)], ids=repr)
