@@ -31,7 +31,8 @@ class MiscompileError(FusecError):
 
 
 def narrow_dtypes(dtypes: Iterable[object]) -> set[str]:
-    """The 8- and 16-bit integer, float16 and bfloat16 types among ``dtypes`` (NumPy dtypes or fusec DTypes, by name)."""
+    """The 8- and 16-bit integer, float16 and bfloat16 types among ``dtypes`` (NumPy dtypes or fusec DTypes, by
+    name)."""
     return {str(d) for d in dtypes} & NARROW_DTYPES
 
 
