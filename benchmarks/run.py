@@ -39,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 try:
@@ -50,6 +51,7 @@ except ImportError:  # run as a script without PYTHONPATH=.
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results"
 GIB = 1 << 30
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 SUITES = ("perf", "sweep", "idioms")
 LAST_REPORT: dict | None = None  # the report of the last main() call, for tests and interactive use
 
@@ -177,9 +179,13 @@ class Context:
 
     def to_torch(self, a: Any) -> Any:
         torch = self.import_torch()
+        if np.dtype(a.dtype) == BFLOAT16:  # NumPy has no bfloat16 in DLPack or torch.from_numpy: its bits, no copy
+            return self.to_torch(a.view(np.int16)).view(torch.bfloat16)
         return torch.from_numpy(a) if self.dry else torch.from_dlpack(a)
 
     def from_torch(self, t: Any) -> Any:
+        if t.dtype == self.import_torch().bfloat16:
+            return self.from_torch(t.view(self.import_torch().int16)).view(BFLOAT16)
         if self.dry:
             return t.detach().cpu().numpy()
         try:
@@ -249,7 +255,7 @@ def reference(w: W.Workload, host_inputs: tuple, threads: int) -> tuple[np.ndarr
     fn = w.build(np)
 
     def f64(a: np.ndarray) -> np.ndarray:  # float inputs in float64; integer ones (indices) as they are
-        return a.astype(np.float64) if a.dtype.kind == "f" else a
+        return a.astype(np.float64) if a.dtype.kind == "f" or a.dtype == BFLOAT16 else a
 
     if w.kind == "whole":
         return tuple(np.asarray(o) for o in W.as_tuple(fn(*(f64(a) for a in host_inputs))))
@@ -351,7 +357,8 @@ def describe_check(c: dict) -> str:
 
 def poisoned(xp: Any, ref: tuple, dtypes: tuple) -> tuple:
     """Output buffers filled with NaN (floats) or -1 (integers), to catch elements never written."""
-    return tuple(xp.full(r.shape, np.nan if np.dtype(d).kind == "f" else -1, dtype=d) for r, d in zip(ref, dtypes))
+    return tuple(xp.full(r.shape, np.nan if np.dtype(d).kind == "f" or d == BFLOAT16 else -1, dtype=d)
+                 for r, d in zip(ref, dtypes))
 
 
 # --- timing ----------------------------------------------------------------------------------------

@@ -15,6 +15,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import ml_dtypes  # noqa: F401  (registers np.dtype("bfloat16"))
+import numpy as np
+
 from benchmarks.workloads import CUPY_FUSE, KEEPDIMS, NAIVE, TORCH_COMPILE, TORCH_EAGER, Workload
 
 EPS = 1e-5
@@ -86,6 +89,15 @@ def layernorm_f16_xp(xp: Any) -> Callable:
 
 def layernorm_f16_torch(torch: Any) -> Callable:
     return lambda x: torch.nn.functional.layer_norm(x.float(), (x.shape[-1],), eps=EPS).half()
+
+
+def layernorm_bf16_xp(xp: Any) -> Callable:
+    inner = layernorm_xp(xp)
+    return lambda x: inner(x.astype(xp.float32)).astype(np.dtype("bfloat16"))  # ml_dtypes' (import fusec loads it)
+
+
+def layernorm_bf16_torch(torch: Any) -> Callable:
+    return lambda x: torch.nn.functional.layer_norm(x.float(), (x.shape[-1],), eps=EPS).bfloat16()
 
 
 def mean_var_xp(axis: int) -> Callable[[Any], Callable]:
@@ -318,6 +330,11 @@ SWEEP: tuple[Workload, ...] = (
     case("layernorm_f16", "layernorm of float16 computed in float32", layernorm_f16_xp, layernorm_f16_torch,
          (8192, 8192), (256, 256), lambda s: 4 * _n(s), "2n + 2n", inputs=as_dtype("float16"),
          tolerances=((2e-3, 2e-3),), cupy_fuse_cannot=KEEPDIMS),
+    # bfloat16 beside float16: the same bytes, so the same bandwidth is the target; two bfloat16 ULP (2^-6), as
+    # float16's 2e-3 is two of its ULP
+    case("layernorm_bf16", "layernorm of bfloat16 computed in float32", layernorm_bf16_xp, layernorm_bf16_torch,
+         (8192, 8192), (256, 256), lambda s: 4 * _n(s), "2n + 2n", inputs=as_dtype("bfloat16"),
+         tolerances=((2.0**-6, 2.0**-6),), cupy_fuse_cannot=KEEPDIMS),
     case("gelu_f64", "gelu of float64", gelu_xp, gelu_torch, (1 << 26,), (1 << 14,), lambda s: 16 * _n(s),
          "8n + 8n", inputs=as_dtype("float64"), tolerances=((1e-12, 1e-14),)),
     case("rowsum_int32", "x.sum(axis=-1) of int32 (int64 result)", _same(lambda x: x.sum(axis=-1)),

@@ -38,6 +38,10 @@ FC_INT_INFO(unsigned long long, false, 64, unsigned long long)
 #undef FC_INT_INFO
 template <> struct info<float> { static constexpr bool is_float = true, is_signed = true; };
 template <> struct info<double> { static constexpr bool is_float = true, is_signed = true; };
+// narrow_float<T>: a 16-bit float storage type besides __half, computed in float and rounded back once, for
+// the templates here (cast, warp shuffles) to treat as such: bfloat16 (fusec_bf16.cuh specializes it, with
+// widen() to float and from<From>() rounding any storage type to it once, only in kernels that include it).
+template <class T> struct narrow_float { static constexpr bool value = false; };
 
 // ---- float16: widen, compute in float, round back once (NumPy: npy_half_to_float / npy_float_to_half) --
 #define FC_HALF_UNARY(name) \
@@ -470,6 +474,8 @@ template <class To, class From> FC_FN To cast(From x) {
   if constexpr (same<To, From>::value) return x;
   else if constexpr (same<To, bool>::value) return truth(x);
   else if constexpr (same<From, __half>::value) return cast<To>(__half2float(x));
+  else if constexpr (narrow_float<From>::value) return cast<To>(narrow_float<From>::widen(x));
+  else if constexpr (narrow_float<To>::value) return narrow_float<To>::template from<From>(x);
   else if constexpr (same<To, __half>::value) {
     if constexpr (same<From, double>::value) return __double2half(x);
     else return __float2half_rn((float)x);
@@ -551,11 +557,13 @@ template <class T, class I> FC_FN void argmin_next_held(ArgPair<T, I>& a, T valu
 // Warp shuffles of every storage type and of argmax pairs (CUDA's __shfl_*_sync take 32/64-bit types and
 // __half; narrower ones travel as int). All 32 lanes must take part.
 template <class T> FC_FN T shfl_xor(T v, int lane_mask) {
-  if constexpr (sizeof(T) < 4 && !same<T, __half>::value) return (T)__shfl_xor_sync(0xffffffffu, (int)v, lane_mask);
+  if constexpr (sizeof(T) < 4 && !same<T, __half>::value && !narrow_float<T>::value)
+    return (T)__shfl_xor_sync(0xffffffffu, (int)v, lane_mask);
   else return __shfl_xor_sync(0xffffffffu, v, lane_mask);
 }
 template <class T> FC_FN T shfl_down(T v, unsigned int delta) {
-  if constexpr (sizeof(T) < 4 && !same<T, __half>::value) return (T)__shfl_down_sync(0xffffffffu, (int)v, delta);
+  if constexpr (sizeof(T) < 4 && !same<T, __half>::value && !narrow_float<T>::value)
+    return (T)__shfl_down_sync(0xffffffffu, (int)v, delta);
   else return __shfl_down_sync(0xffffffffu, v, delta);
 }
 template <class T, class I> FC_FN ArgPair<T, I> shfl_xor(ArgPair<T, I> p, int lane_mask) {

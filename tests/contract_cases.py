@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from fusec.ir.dtypes import kind as dtype_kind
 from tests.workloads import col_sum, softmax, sum_abs
 
 OFFSETS = (0, 1, 2, 3)  # elements past a 256-byte aligned base
-DTYPES = ("float32", "float16", "float64")
+DTYPES = ("float32", "float16", "float64", "bfloat16")
 BASE_ALIGN = 256
 
 
@@ -141,7 +142,7 @@ def exercise(c: ContractCase, dtype: str, elements: int, xp: Any, seed: int) -> 
     with np.errstate(all="ignore"):
         want_args = [a.copy() for a in host]
         want = np.asarray(c.fn(*want_args))
-        reference = np.asarray(c.fn(*[a.astype(np.float64) if a.dtype.kind == "f" else a for a in host]))
+        reference = np.asarray(c.fn(*[a.astype(np.float64) if dtype_kind(a.dtype) == "f" else a for a in host]))
 
     def dev(a: np.ndarray, at: int = elements) -> Any:
         return offset_copy(a, at, xp)

@@ -16,11 +16,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-# (rtol, atol) of elementwise float results, from CORRECTNESS.md
+from fusec.ir.dtypes import BFLOAT16, kind
+
+# (rtol, atol) of elementwise float results, from CORRECTNESS.md. bfloat16 has none there: like float16 (whose
+# 1e-3 is one ULP, 2^-10) it is computed in float32 and rounded once, so a result is at most one bfloat16 ULP
+# (2^-7 relative) from NumPy's (ml_dtypes') when the two float32 values straddle a rounding boundary; atol as
+# float32's, the precision it is computed in.
 TOLERANCES: dict[np.dtype, tuple[float, float]] = {
     np.dtype(np.float16): (1e-3, 1e-5),
     np.dtype(np.float32): (1.3e-6, 1e-5),
     np.dtype(np.float64): (1e-7, 1e-7),
+    BFLOAT16: (2.0**-7, 1e-5),
 }
 
 SPECIAL_FLOATS = (np.nan, np.inf, -np.inf, -0.0, 0.0)
@@ -106,7 +112,7 @@ def assert_matches_numpy(
         bad = a != e
         assert not bad.any(), _first_mismatch(bad, a, e)
         return
-    assert e.dtype.kind == "f", f"unexpected dtype {e.dtype}"
+    assert kind(e.dtype) == "f", f"unexpected dtype {e.dtype}"
     nan_a, nan_e = np.isnan(a), np.isnan(e)
     bad = nan_a != nan_e
     assert not bad.any(), "NaN positions differ: " + _first_mismatch(bad, a, e)
@@ -134,7 +140,7 @@ def assert_same_bits(actual: Any, expected: Any) -> None:
     so NumPy's NaN bits are its host's, not NumPy's semantics. NaN positions match exactly."""
     a, e = np.asarray(actual), np.asarray(expected)
     assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, a.shape, e.dtype, e.shape)
-    if e.dtype.kind in "fc":
+    if kind(e.dtype) in "fc":
         nan_a, nan_e = np.isnan(a), np.isnan(e)
         bad = nan_a != nan_e
         assert not bad.any(), "NaN positions differ: " + _first_mismatch(bad, a, e)
@@ -162,7 +168,7 @@ def assert_reduction_matches_numpy(actual: Any, expected: Any, reference: Any, *
     a, e = np.asarray(actual), np.asarray(expected)
     assert a.dtype == e.dtype, f"dtype {a.dtype}, expected {e.dtype}"
     assert a.shape == e.shape, f"shape {a.shape}, expected {e.shape}"
-    if e.dtype.kind != "f":
+    if kind(e.dtype) != "f":
         assert_matches_numpy(a, e, exact=True)
         return
     with np.errstate(all="ignore"):
@@ -239,7 +245,7 @@ def assert_result_matches_numpy(actual: Any, result: Any, *, depth: int | None =
     (``depth``: the additions on the longest path of the kernel's accumulation, where the test knows it). With
     ``exact``, the elements that depend on no accumulation (fusec rounds every step there as NumPy does) equal
     NumPy's bit for bit."""
-    if result.numpy.dtype.kind != "f":
+    if kind(result.numpy.dtype) != "f":
         assert_matches_numpy(actual, result.numpy, exact=True)
         return
     a = np.asarray(actual)

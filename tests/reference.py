@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from fusec.ir.dtypes import kind as dtype_kind
+
 # Higham & Mary's probabilistic rounding error analysis (SIAM J. Sci. Comput. 41(5), 2019, Thm 3.1): when the
 # rounding errors of a sum's additions are independent, of mean zero and at most u each (round to nearest on random
 # data), |computed - exact| <= lambda * sqrt(n) * u * sum|x_i| (to first order) whatever the order of the n - 1
@@ -124,7 +126,7 @@ class _Reference(np.ndarray):
         if isinstance(result, tuple):  # divmod, modf, frexp: elementwise, as NumPy
             return _wrap(result, _Reference) if "out" not in kwargs else kwargs["out"]
         dtype = np.asarray(result).dtype
-        if ufunc in (np.add, np.multiply) and method in ("reduce", "accumulate") and dtype.kind == "f":
+        if ufunc in (np.add, np.multiply) and method in ("reduce", "accumulate") and dtype_kind(dtype) == "f":
             operand = np.asarray(_plain(inputs[0]))
             wide = np.longdouble if dtype == np.float64 else np.float64
             exact_kwargs = {k: v for k, v in kwargs.items() if k != "out"} | {"dtype": wide}
@@ -138,7 +140,7 @@ class _Reference(np.ndarray):
                 _STATE.steps += 1
                 _STATE.step_unit = max(_STATE.step_unit, unit_roundoff(dtype))
             return _finish(result, kwargs, _Reference, value)
-        if method == "__call__" and _STATE.folds and dtype.kind == "f":
+        if method == "__call__" and _STATE.folds and dtype_kind(dtype) == "f":
             _STATE.steps += 1
             _STATE.step_unit = max(_STATE.step_unit, unit_roundoff(dtype))
         return _finish(result, kwargs, _Reference)
@@ -164,7 +166,7 @@ def _magnitude_of(x: Any) -> Any:
     """A constant's magnitude: |x| (a traced value already is one)."""
     if isinstance(x, _Magnitude):
         return x.view(np.ndarray)
-    return np.abs(np.asarray(x, dtype=np.float64) if np.asarray(x).dtype.kind in "biuf" else x)
+    return np.abs(np.asarray(x, dtype=np.float64) if dtype_kind(np.asarray(x).dtype) in "biuf" else x)
 
 
 class _Magnitude(np.ndarray):
@@ -191,7 +193,7 @@ class _Magnitude(np.ndarray):
         return _wrap(func._implementation(*args, **kwargs), _Magnitude)
 
     def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:  # magnitudes stay float64 (no overflow)
-        if np.dtype(dtype).kind not in "iuf":
+        if dtype_kind(np.dtype(dtype)) not in "iuf":
             raise Unbounded(f"astype({np.dtype(dtype)})")
         return np.asarray(self, dtype=np.float64).copy().view(_Magnitude)
 
@@ -229,7 +231,7 @@ class Result:
         the first accumulation (fusec and the reference round those steps' slightly different operands). Zero
         where the result depends on no accumulation (fusec rounds there as NumPy does); None where the magnitudes
         do not bound the steps."""
-        if self.magnitude is None or self.dependent is None or self.reference.dtype.kind != "f":
+        if self.magnitude is None or self.dependent is None or dtype_kind(self.reference.dtype) != "f":
             return None
         out_unit = unit_roundoff(self.reference.dtype)
         folds = 1 if depth is not None else max(1, self.folds)
@@ -286,7 +288,7 @@ def expect(fn: Callable[..., Any], *args: Any) -> Expectation:
                                               for a in _copies(args)])
     _STATE = _State()
     try:
-        wide_out, wide_args = _run(fn, [a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype.kind == "f"
+        wide_out, wide_args = _run(fn, [a.astype(np.float64) if isinstance(a, np.ndarray) and dtype_kind(a.dtype) == "f"
                                         else a for a in _copies(args)])
     except Exception:  # a function that needs its arguments' own dtypes
         wide_out, wide_args = [None] * len(numpy_out), [None] * len(args)
@@ -295,7 +297,7 @@ def expect(fn: Callable[..., Any], *args: Any) -> Expectation:
         global _STATE
         _STATE = _State(perturb=perturb)
         traced = [np.abs(np.asarray(a, dtype=np.float64)).view(_Magnitude)
-                  if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in _copies(args)]
+                  if isinstance(a, np.ndarray) and dtype_kind(a.dtype) == "f" else a for a in _copies(args)]
         return _run(fn, traced)
 
     try:
@@ -311,7 +313,7 @@ def expect(fn: Callable[..., Any], *args: Any) -> Expectation:
         for n_, r_, w_, f_, m_, p_ in zip(numpys, references, unroundeds, wides, ms, ps):
             n_, r_ = np.asarray(n_), np.asarray(r_)
             f_ = np.asarray(f_).astype(np.float64) if f_ is not None and np.shape(f_) == n_.shape else None
-            w_ = np.asarray(w_).astype(np.float64) if np.asarray(w_).dtype.kind == "f" else r_
+            w_ = np.asarray(w_).astype(np.float64) if dtype_kind(np.asarray(w_).dtype) == "f" else r_
             magnitude = dependent = None
             if m_ is not None and p_ is not None and np.shape(m_) == n_.shape:
                 magnitude = np.asarray(m_, dtype=np.float64)

@@ -47,7 +47,7 @@ from fusec.support.errors import FusecError
 __all__ = ["graphs", "partitioned_graphs", "ALL_DTYPES", "FLOAT_DTYPES"]
 
 ALL_DTYPES: tuple[str, ...] = tuple(fdt.SHORT_NAMES.values())
-FLOAT_DTYPES: tuple[str, ...] = ("f16", "f32", "f64")
+FLOAT_DTYPES: tuple[str, ...] = ("f16", "f32", "f64", "bf16")
 _INPUT_NAMES = ("x", "y", "z", "w")
 _DIMS = (1, 2, 3, 4, 5, 1, 2, 3, 0)  # a draw shrinks to the front: 1
 _FLOAT_CONSTS = (1.0, 0.5, -2.0, 0.0, -0.0, 3.25, 1e-07, float("nan"), float("inf"), float("-inf"))
@@ -81,14 +81,14 @@ class _Builder:
     def cast(self, node: Node, dt: np.dtype) -> Node:
         if node.dtype == dt:
             return node
-        if not self.float_to_int and node.dtype.kind == "f" and dt.kind in "iu":
+        if not self.float_to_int and fdt.kind(node.dtype) == "f" and dt.kind in "iu":
             raise _Skip
         return make_node("cast", (node,), dtype=dt)
 
     def const(self, dt: np.dtype) -> Node:
         if dt.kind == "b":
             value: object = self.draw(st.booleans())
-        elif dt.kind == "f":
+        elif fdt.kind(dt) == "f":
             width = 8 * dt.itemsize
             value = self.draw(st.one_of(st.sampled_from(_FLOAT_CONSTS), st.floats(width=width)))
         else:
@@ -143,11 +143,11 @@ class _Builder:
     def moments(self) -> Node:
         """The sum of squared deviations of a float node from its own mean over random axes, as ``x.var``
         traces it (the pattern one-pass variance kernels take: fusec/schedule/one_pass.py)."""
-        floats = [dt for dt in self.dtype_list if dt.kind == "f"]
+        floats = [dt for dt in self.dtype_list if fdt.kind(dt) == "f"]
         if not floats:
             raise _Skip
         x = self.pick()
-        x = self.cast(x, x.dtype if x.dtype.kind == "f" else self.draw(st.sampled_from(floats)))
+        x = self.cast(x, x.dtype if fdt.kind(x.dtype) == "f" else self.draw(st.sampled_from(floats)))
         axes = self.axes_subset(x.ndim)
         if not axes:
             raise _Skip
@@ -301,12 +301,12 @@ class _Builder:
     def iota(self) -> Node:
         """``numpy.arange``'s values as long as a picked node's last axis (so they broadcast against it), of a
         numeric dtype, from a small start by a small step (a fraction for floats)."""
-        numeric = [dt for dt in self.dtype_list if dt.kind in "iuf"]
+        numeric = [dt for dt in self.dtype_list if fdt.kind(dt) in "iuf"]
         x = self.pick()
         count = x.shape[-1] if x.ndim and x.shape[-1] else self.draw(self.dims)
         dt = self.draw(st.sampled_from(numeric))
         start = self.draw(st.integers(0 if dt.kind == "u" else -5, 5))
-        step = self.draw(st.sampled_from([1, 2, -1] if dt.kind != "f" else [1, 0.25, -0.75, 0.1]))
+        step = self.draw(st.sampled_from([1, 2, -1] if fdt.kind(dt) != "f" else [1, 0.25, -0.75, 0.1]))
         if dt.kind == "u" and step < 0:
             step = 1
         from fusec.ir import iota as _iota
@@ -317,7 +317,7 @@ class _Builder:
         return make_node("iota", (), {"count": count, "start": b0, "next": b1}, dtype=dt_)
 
     def size(self) -> Node:
-        numeric = [dt for dt in self.dtype_list if dt.kind in "iuf"]
+        numeric = [dt for dt in self.dtype_list if fdt.kind(dt) in "iuf"]
         if not numeric:
             raise _Skip
         x = self.pick()
@@ -366,9 +366,10 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, dtypes: Iterable[str | np.dtype
     steps += [("gather", [])] * 2 if allow_gather else []
     steps += [("update", [])] * 4 if allow_updates else []
     steps += [("size", [])] if allow_size and "size" in chosen else []
-    steps += [("iota", [])] if ops is not None and "iota" in chosen and any(d.kind in "iuf" for d in allowed) else []
+    steps += [("iota", [])] if ops is not None and "iota" in chosen and any(
+        fdt.kind(d) in "iuf" for d in allowed) else []
     steps += [("moments", [])] if allow_reductions and allow_size and "sum" in chosen and any(
-        d.kind == "f" for d in allowed) else []
+        fdt.kind(d) == "f" for d in allowed) else []
 
     base = tuple(draw(b.dims) for _ in range(draw(st.integers(0, max_rank))))
     n_inputs = draw(st.integers(1, max_inputs))

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import fusec
+from fusec.ir.dtypes import BFLOAT16
 from fusec.support.errors import FusecTypeError
 from tests.helpers import assert_matches_numpy, random_array
 from tests.workloads import softmax
@@ -115,3 +116,52 @@ def test_foreign_unknown_device_is_a_fusec_error():
     x = FakeTensor(np.zeros(3, np.float32), device_type=7)
     with pytest.raises(FusecTypeError, match="device type 7"):
         fusec.fuse(softmax)(x)
+
+
+class _FakeTorchTensor(FakeTensor):
+    """A CPU tensor of a stand-in ``torch`` that has bfloat16 (its dtype a name) and ``view(dtype)``, as the real one
+    does: the same memory reinterpreted."""
+
+    def __init__(self, array: np.ndarray, dtype: str):
+        super().__init__(array)
+        self.dtype = dtype
+
+    def view(self, dtype: str) -> _FakeTorchTensor:
+        return _FakeTorchTensor(self._array.view(np.int16 if dtype == "int16" else BFLOAT16), dtype)
+
+    def __dlpack__(self, **kwargs):
+        if self.dtype == "bfloat16":  # as torch's: NumPy cannot import bfloat16 through DLPack
+            raise BufferError("bfloat16 is not supported by NumPy's DLPack")
+        return self._array.__dlpack__(**kwargs)
+
+
+_FakeTorchTensor.__module__ = "torch"
+
+
+@pytest.fixture()
+def fake_torch(monkeypatch):
+    module = types.ModuleType("torch")
+    module.Tensor, module.bfloat16, module.int16 = _FakeTorchTensor, "bfloat16", "int16"
+    module.from_dlpack = lambda a: _FakeTorchTensor(np.from_dlpack(a), "int16")
+    monkeypatch.setitem(sys.modules, "torch", module)
+    return module
+
+
+def test_foreign_bfloat16_tensor_travels_as_its_bits_without_a_copy(fake_torch):
+    rng = np.random.default_rng(7)
+    x = random_array(rng, (5, 7), BFLOAT16)
+    y = random_array(rng, (5, 7), BFLOAT16, special=False)
+
+    def step(p, g):
+        p -= 0.5 * g
+        return p * 2, np.exp(g)
+
+    tx, ty = _FakeTorchTensor(x.copy(), "bfloat16"), _FakeTorchTensor(y.copy(), "bfloat16")
+    doubled, e = fusec.fuse(step)(tx, ty)
+    host = x.copy()
+    want_doubled, want_e = step(host, y)
+    assert tx.numpy().dtype == BFLOAT16 and isinstance(doubled, _FakeTorchTensor)
+    assert doubled.dtype == "bfloat16" and e.dtype == "bfloat16"  # bfloat16 tensors again, through int16 bits
+    assert_matches_numpy(tx.numpy(), host, exact=True)  # the update wrote the tensor's own memory
+    assert_matches_numpy(doubled.numpy(), want_doubled, exact=True)
+    assert_matches_numpy(e.numpy(), want_e)

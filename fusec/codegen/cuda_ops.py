@@ -24,6 +24,7 @@ from fusec.support.errors import FusecTypeError, FusecValueError
 DEVICE_HEADER = "fusec_device.cuh"  # templates/ name of the helper header every kernel starts with
 ONE_PASS_HEADER = "one_pass.cuh"  # one-pass statistics' helpers, only in the sources of kernels using them
 SPECIAL_HEADER = "fusec_special.cuh"  # helpers only the kernels that call them include (scipy.special ops)
+BF16_HEADER = "fusec_bf16.cuh"  # __nv_bfloat16 (cuda_bf16.h) and its helpers, only in kernels holding a bfloat16
 INDEX_HEADER = "index_views.cuh"  # iota values and clamped indices, only in kernels reading iotas or windows
 UPDATE_STATES = ("any", "first", "held")  # what a thread's partial holds when an element is folded in
 ACC_FIELD_BOUND = 16  # bytes an accumulator takes at most (argmax pairs: value + long long; Welford: its own)
@@ -45,6 +46,7 @@ _CTYPES: dict[str, str] = {
     "f16": "__half",
     "f32": "float",
     "f64": "double",
+    "bf16": "__nv_bfloat16",  # cuda_bf16.h, through BF16_HEADER
 }
 
 
@@ -87,6 +89,16 @@ def extra_headers(op_names: Iterable[str]) -> tuple[str, ...]:
     return tuple(h for h in (SPECIAL_HEADER,) if h in needed)
 
 
+def value_headers(nodes: Iterable[Any]) -> tuple[str, ...]:
+    """The headers the value types of ``nodes`` (IR nodes: a kernel's members) and of their operands need beyond
+    the common ones: :data:`BF16_HEADER` where one is bfloat16, so no other kernel includes ``cuda_bf16.h``.
+    It comes before every other extra header."""
+    for n in nodes:
+        if n.dtype == dtypes.BFLOAT16 or any(o.dtype == dtypes.BFLOAT16 for o in n.operands):
+            return (BF16_HEADER,)
+    return ()
+
+
 def iota_expression(index: str, start: Any, nxt: Any, dtype: np.dtype) -> str:
     """The C++ value of an iota (``numpy.arange``: :mod:`fusec.ir.iota`) of ``dtype`` at the element offset
     ``index`` (an expression), with NumPy's fill arithmetic.
@@ -98,10 +110,10 @@ def iota_expression(index: str, start: Any, nxt: Any, dtype: np.dtype) -> str:
 
     dt = dtype
     i = f"(long long)({index})"
-    if dt.kind == "f":
+    if dtypes.kind(dt) == "f":
         delta = iota.delta(start, nxt, dt)
-        kind = {"f16": "half", "f32": "float", "f64": "double"}[dtypes.short(dt)]
-        delta_text = literal(delta, dtypes.FLOAT32 if kind == "half" else dt)
+        kind = {"f16": "half", "bf16": "bfloat", "f32": "float", "f64": "double"}[dtypes.short(dt)]
+        delta_text = literal(delta, dtypes.compute_dtype(dt))
         return f"fc::iota_{kind}({i}, {literal(start, dt)}, {literal(nxt, dt)}, {delta_text})"
     if dt.kind in "iu":
         delta = iota.delta(start, nxt, dt)
@@ -114,7 +126,7 @@ def is_float_cube(node: Any) -> bool:
     (``fc::cube``): within 2 ULP of ``pow`` (CORRECTNESS.md's elementwise tolerance) with the same
     NaN, inf, -0.0 and overflow behaviour, and about 20x cheaper than ``powf`` (gelu is
     compute-bound with it)."""
-    if node.op != "pow" or node.dtype.kind != "f":
+    if node.op != "pow" or dtypes.kind(node.dtype) != "f":
         return False
     exponent = node.operands[1]
     return exponent.op == "const" and float(exponent.attr("value")) == 3.0
@@ -153,12 +165,12 @@ def ctype(dtype: np.dtype) -> str:
 
 
 def accumulator_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype reductions (and float16 math) accumulate in: float32 for float16, else the dtype."""
-    return dtypes.FLOAT32 if dtype == dtypes.FLOAT16 else dtype
+    """The dtype reductions (and float16/bfloat16 math) accumulate in: float32 for those two, else the dtype."""
+    return dtypes.compute_dtype(dtype)
 
 
 def accumulator_ctype(dtype: np.dtype) -> str:
-    """``float`` for float16, else :func:`ctype`."""
+    """``float`` for float16 and bfloat16, else :func:`ctype`."""
     return ctype(accumulator_dtype(dtype))
 
 
@@ -166,6 +178,8 @@ def _float_literal(value: np.floating) -> str:
     dt = value.dtype
     if dt == dtypes.FLOAT16:
         return f"__ushort_as_half((unsigned short){int(value.view(np.uint16)):#06x})"
+    if dt == dtypes.BFLOAT16:
+        return f"__ushort_as_bfloat16((unsigned short){int(value.view(np.uint16)):#06x})"
     if dt == dtypes.FLOAT32:
         bits = int(value.view(np.uint32))
         special = f"__int_as_float((int){bits:#010x}U)"
@@ -368,7 +382,7 @@ def reduction(op_name: str, dtype: np.dtype) -> CudaReduction:
     if cuda is None:
         raise FusecValueError(f"reduction {op_name!r} has no CUDA entry in fusec/codegen/cuda_ops.py")
     dt = dtype
-    if op.accepts is not None and dt.kind not in op.accepts:
+    if op.accepts is not None and dtypes.kind(dt) not in op.accepts:
         raise FusecTypeError(f"{op_name} reduces {op.accepts!r}-kind dtypes, not {dt}")
     acc_dt = accumulator_dtype(dt)
     identity = literal(reduction_identity(op_name, dt), acc_dt)
@@ -461,7 +475,7 @@ def one_pass(kind: str, dtype: np.dtype, out_dtype: np.dtype) -> CudaMoments:
     denominator) over elements of ``dtype`` stored as ``out_dtype`` (both floats); the accumulator is the
     result's accumulator dtype, or the elements' when wider."""
     dt, out = dtype, out_dtype
-    if dt.kind != "f" or out.kind != "f":
+    if dtypes.kind(dt) != "f" or dtypes.kind(out) != "f":
         raise FusecTypeError(f"a one-pass statistic reduces floats, not {dt} into {out}")
     acc = accumulator_dtype(out)
     if dt.itemsize > acc.itemsize:

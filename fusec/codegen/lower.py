@@ -379,7 +379,7 @@ def lower_loops(nest: LoopNest, schedule: Schedule, name: str | None, *, templat
         error_sites=tuple(sorted(lo.error_sites.items())),
         gathered=tuple(sorted({nest.pointer[n.operands[0]] for n in nest.members
                                if n.kind is Kind.GATHER and n.operands[0] in nest.pointer})),
-        headers=cuda_ops.extra_headers(n.op for n in nest.members) + (
+        headers=cuda_ops.value_headers(nest.members) + cuda_ops.extra_headers(n.op for n in nest.members) + (
             (cuda_ops.ONE_PASS_HEADER,) if nest.one_pass_sources else ()) + (
             (cuda_ops.INDEX_HEADER,) if nest.reads_index_views else ()),
     )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fusec.ir import dtypes
 from fusec.ir.graph import Graph, Node
 from fusec.ir.ops import OPS, reference
 from fusec.support.lru import LRU
@@ -192,7 +193,7 @@ def combine(plan: ReducePlan, positions: Sequence[int] | None, *parts: Any) -> t
             return (total.astype(parts[0][0].dtype, copy=False),)
         values = [p[0] for p in parts]
         extreme = functools.reduce(ufunc, values)  # maximum/minimum: NaN wins, as argmax's first NaN
-        floating = extreme.dtype.kind in "fc"
+        floating = dtypes.kind(extreme.dtype) in "fc"
         best = None
         for value, index in ((p[0], p[1]) for p in parts):
             hit = value == extreme

@@ -19,12 +19,13 @@ from collections.abc import Collection
 
 import numpy as np
 
+from fusec.ir import dtypes
 from fusec.ir.graph import Node
 from fusec.schedule.one_pass import exp_argument, is_count_of, squared_deviation
 
 
 def _strip_float_casts(node: Node) -> Node:
-    while (node.op == "cast" and node.dtype.kind == "f" and node.operands[0].dtype.kind == "f") or \
+    while (node.op == "cast" and dtypes.kind(node.dtype) == "f" and dtypes.kind(node.operands[0].dtype) == "f") or \
             node.op in ("squeeze", "expand_dims"):
         node = node.operands[0]
     return node
@@ -41,13 +42,13 @@ def moment_pairs(split: Collection[Node]) -> dict[Node, tuple[Node, str]]:
     compute: ``M2`` -> its sum, and ``sum(exp(x - max))`` -> its max."""
     pairs: dict[Node, tuple[Node, str]] = {}
     for r in split:
-        if r.op != "sum" or r.dtype.kind != "f":
+        if r.op != "sum" or dtypes.kind(r.dtype) != "f":
             continue
         kind = "moments"
         d = squared_deviation(r.operands[0])
         if d is None:
             kind, d = "expsum", exp_argument(r.operands[0])
-        if d is None or d.op != "sub" or d.dtype.kind != "f":
+        if d is None or d.op != "sub" or dtypes.kind(d.dtype) != "f":
             continue
         x, per_row = d.operands
         reduced = tuple(r.attr("axes"))
@@ -60,7 +61,7 @@ def moment_pairs(split: Collection[Node]) -> dict[Node, tuple[Node, str]]:
             first = _strip_float_casts(value.operands[0])
         else:
             first = value
-        if first not in split or first.op != ("sum" if kind == "moments" else "max") or first.dtype.kind != "f":
+        if first not in split or first.op != ("sum" if kind == "moments" else "max") or dtypes.kind(first.dtype) != "f":
             continue
         if tuple(first.attr("axes")) != reduced or not first.attr("keepdims") or first.operands[0].shape != x.shape:
             continue

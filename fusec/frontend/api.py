@@ -281,7 +281,7 @@ class Fused:
             try:
                 dtypes.as_dtype(value.dtype)
             except FusecTypeError as exc:
-                native = value.dtype.kind in "biuf" and value.dtype.byteorder not in "=|"
+                native = dtypes.kind(value.dtype) in "biuf" and value.dtype.byteorder not in "=|"
                 raise FusecTypeError(
                     f"argument '{name}' of {self.name} has dtype {value.dtype}"
                     + (" (not in the machine's byte order)" if native else "") + ", which fusec does not support",

@@ -62,7 +62,7 @@ def float_loop(ufunc: np.ufunc, name: str, *args: Any) -> tuple[list[Node], np.d
         raise FusecTypeError(f"numpy.{name} has no loop for {probe}",
                              hint="cast the operands to a float dtype first") from None
     out = loop[-1]
-    compute = dtypes.FLOAT32 if out == dtypes.FLOAT16 else out
+    compute = dtypes.compute_dtype(out)
     nodes = [(const(x.value, compute) if x.scalar is None else to_dtype(x, compute)) if isinstance(x, WeakScalar)
              else cast(cast(x, dt), compute)
              for x, dt in zip(xs, loop[:-1])]
@@ -122,7 +122,7 @@ def log_expit(x: Any) -> Tracer:
 def _floating(x: Any, name: str) -> Node:
     """``x`` as SciPy's ``xp_promote(force_floating=True)`` leaves it: floats kept, others float64."""
     node = as_node(x, name)
-    return node if node.dtype.kind == "f" else cast(node, dtypes.FLOAT64)
+    return node if dtypes.kind(node.dtype) == "f" else cast(node, dtypes.FLOAT64)
 
 
 def _finite_or_zero(m: Tracer) -> Tracer:
@@ -190,7 +190,7 @@ def count_nonzero(a: Any, axis: Any = None, *, keepdims: bool = False) -> Tracer
 
 def _nan_mask(a: Any, name: str) -> tuple[Node, Tracer | None]:
     node = as_node(a, name)
-    return node, (_u(np.isnan, _t(node)) if node.dtype.kind == "f" else None)
+    return node, (_u(np.isnan, _t(node)) if dtypes.kind(node.dtype) == "f" else None)
 
 
 def _replace(node: Node, mask: Tracer, value: float) -> Tracer:
@@ -323,14 +323,14 @@ def round_(a: Any, decimals: Any = 0, out: Any = None) -> Tracer:
         return _u(np.rint, node)
     if node.dtype.kind in "iu" and decimals >= 0:
         return _t(node)
-    t = _t(node) if node.dtype.kind == "f" else _t(cast(node, dtypes.FLOAT64))
+    t = _t(node) if dtypes.kind(node.dtype) == "f" else _t(cast(node, dtypes.FLOAT64))
     if decimals == 0:
         y = _u(np.rint, t)
     else:
         scale = float(10.0 ** abs(decimals))
         first, second = (np.multiply, np.true_divide) if decimals > 0 else (np.true_divide, np.multiply)
         y = _u(second, _u(np.rint, _u(first, t, scale)), scale)
-    return y if node.dtype.kind == "f" else _t(cast(y.node, node.dtype))
+    return y if dtypes.kind(node.dtype) == "f" else _t(cast(y.node, node.dtype))
 
 
 # --- arrays of one value ----------------------------------------------------------------------------
@@ -369,7 +369,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
     one axis or of a whole array (``ord`` None: the 2-norm of all elements), and the matrix norms that
     are reductions (``'fro'``, 1, -1, inf, -inf over two axes). Integers and bool are float64 first."""
     node = as_node(x, "linalg.norm")
-    if node.dtype.kind != "f":
+    if dtypes.kind(node.dtype) != "f":
         node = cast(node, dtypes.FLOAT64)
     t = _t(node)
     if axis is None:

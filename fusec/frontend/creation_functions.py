@@ -257,7 +257,7 @@ def _array_node(obj: Any, what: str) -> Node:
     if isinstance(obj, Scalar):  # a runtime scalar argument: a 0-d traced value
         return as_node(obj, what)
     values = np.array(obj)
-    if values.dtype.kind not in "biuf":
+    if dtypes.kind(values.dtype) not in "biuf":
         raise UnsupportedError(f"np.{what} of {values.dtype} values is not traced", hint="use numbers")
     if values.size > CONSTANT_LIMIT:
         raise UnsupportedError(f"a constant array of {values.size} elements made in the function (at most "

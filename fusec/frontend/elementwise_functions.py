@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from fusec.frontend.composite import float_loop, zeros_like
@@ -79,7 +80,7 @@ def nan_to_num(x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None, ne
     place (as NumPy does)."""
     v = as_node(x, "nan_to_num")
     in_place = not copy and isinstance(x, Tracer)
-    if v.dtype.kind != "f":
+    if dtypes.kind(v.dtype) != "f":
         return x if in_place else Tracer(v)
     info = np.finfo(v.dtype)
     big = info.max if posinf is None else posinf
@@ -101,7 +102,7 @@ def sinc(x: Any) -> Tracer:
     """``numpy.sinc`` as NumPy 2 computes it: ``x = pi * x``, ``y = where(x, x, eps)`` (``eps`` the float dtype's),
     then ``sin(y) / y``."""
     t = call_ufunc(np.multiply, np.pi, as_node(x, "sinc"))  # integers and bool: float64
-    y = where(t, t, Tracer(const(np.finfo(t.dtype).eps, t.dtype)))
+    y = where(t, t, Tracer(const(ml_dtypes.finfo(t.dtype).eps, t.dtype)))  # ml_dtypes' finfo: bfloat16 too
     return call_ufunc(np.true_divide, call_ufunc(np.sin, y), y)
 
 
@@ -158,7 +159,7 @@ def i0(x: Any) -> Tracer:
     """``numpy.i0``: ``|x|`` (integers and bool as float64), then NumPy's ``piecewise`` of ``_i0_1`` (``|x| <= 8``)
     and ``_i0_2`` (the rest, NaN included), each the same steps as NumPy's, in the input's float dtype."""
     v = as_node(x, "i0")
-    if v.dtype.kind != "f":
+    if dtypes.kind(v.dtype) != "f":
         v = cast(v, dtypes.FLOAT64)
     t = call_ufunc(np.absolute, v)
     small = call_ufunc(np.exp, t) * _chbevl(t / 2.0 - 2, _I0_A)
@@ -242,7 +243,7 @@ def modf(x: Any, /, **kwargs: Any) -> tuple[Tracer, Tracer]:
     """``numpy.modf``: ``(x - trunc(x), trunc(x))``, the fraction with ``x``'s sign (0 for an infinity), as C's."""
     _no_kwargs("modf", kwargs)
     v = as_node(x, "modf")
-    if v.dtype.kind != "f":  # NumPy's loops: float16, float32, float64 (others through float64)
+    if dtypes.kind(v.dtype) != "f":  # NumPy's loops: float16, float32, float64 (others through float64)
         v = cast(v, dtypes.FLOAT64)
     whole = new_node("trunc", [v])  # both parts are exact in the argument's own type
     frac = new_node("where", [new_node("isinf", [v]), const(0, v.dtype), new_node("sub", [v, whole])])

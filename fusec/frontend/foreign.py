@@ -8,6 +8,10 @@ tensor's device, so they are ordered with the PyTorch work around the call. The 
 first array argument's library makes them from DLPack (``torch.from_dlpack``): zero-copy again; an
 updated argument returned by the function is that very tensor. In-place updates of an argument write
 through the view into the tensor's memory.
+
+A PyTorch bfloat16 tensor travels as its bits: NumPy's DLPack has no bfloat16, so the tensor is viewed as int16
+(``Tensor.view(torch.int16)``, no copy), shared through DLPack, and that array viewed as ``ml_dtypes.bfloat16``
+(no copy); a bfloat16 result goes back the same way (an int16 view shared, then ``.view(torch.bfloat16)``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from fusec.ir.dtypes import BFLOAT16
 from fusec.support.errors import FusecTypeError
 
 _CPU, _CUDA, _CUDA_HOST, _CUDA_MANAGED = 1, 2, 3, 13  # DLPack device types
@@ -43,8 +48,19 @@ def library_of(value: Any) -> Any:
     return sys.modules.get(type(value).__module__.split(".")[0])
 
 
+def _bfloat16_bits(value: Any) -> Any:
+    """A PyTorch bfloat16 tensor's int16 alias (the same memory, the same strides), else None."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor) and value.dtype == torch.bfloat16:
+        return value.view(torch.int16)
+    return None
+
+
 def as_native(value: Any, what: str = "an argument") -> Any:
     """``value`` viewed as a NumPy (CPU) or CuPy (CUDA) array, without a copy."""
+    bits = _bfloat16_bits(value)
+    if bits is not None:  # NumPy's DLPack has no bfloat16: its bits, viewed as ml_dtypes' bfloat16
+        return as_native(bits, what).view(BFLOAT16)
     device_type, _ = value.__dlpack_device__()
     try:
         if device_type == _CPU:
@@ -55,7 +71,7 @@ def as_native(value: Any, what: str = "an argument") -> Any:
             return cupy.from_dlpack(value)
     except (BufferError, TypeError, RuntimeError, ValueError) as exc:
         hint = "call .detach() first" if "grad" in str(exc) else \
-            "pass a tensor of a dtype NumPy has (bfloat16 and complex are not supported), or convert it"
+            "pass a tensor of a dtype NumPy or ml_dtypes has (complex is not supported), or convert it"
         raise FusecTypeError(f"{what} ({_type_name(value)}) cannot be shared through DLPack: {exc}",
                              hint=hint) from None
     raise FusecTypeError(f"{what} ({_type_name(value)}) is on DLPack device type {device_type}, neither the CPU nor "
@@ -114,7 +130,11 @@ def call(fn: Callable[..., Any], args: tuple, kwargs: dict, out: Any) -> Any:
             if value is None:
                 return None
             original = originals.get(id(value))
-            return original if original is not None else library.from_dlpack(value)
+            if original is not None:
+                return original
+            if value.dtype == BFLOAT16 and hasattr(library, "bfloat16"):  # its bits through DLPack, as it came in
+                return library.from_dlpack(value.view(np.int16)).view(library.bfloat16)
+            return library.from_dlpack(value)
 
         if isinstance(result, (tuple, list)):
             return type(result)(back(r) for r in result)

@@ -46,7 +46,7 @@ def scalar_class(value: Any) -> tuple | None:
     if isinstance(value, (bool, np.bool_)):
         return ("bool",)
     if isinstance(value, np.generic):
-        if value.dtype.kind not in "iuf":
+        if dtypes.kind(value.dtype) not in "iuf":
             return None
         return ("numpy", value.dtype.str)
     if isinstance(value, int):

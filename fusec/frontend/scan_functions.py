@@ -33,7 +33,7 @@ def cumulative(name: str, a: Any, axis: Any = None, dtype: Any = None, out: Any 
     acc = dtypes.as_dtype(dtype) if dtype is not None else dtypes.sum_dtype(x.dtype)
     if acc.kind == "b":  # np.cumsum(b, dtype=bool) is logical_or.accumulate: not a scan fusec has
         raise UnsupportedError(f"{name} with dtype=bool is not supported", hint="use dtype=np.int64 (the default)")
-    if name.startswith("nan") and x.dtype.kind == "f":  # NumPy's _replace_nan: NaN becomes the identity
+    if name.startswith("nan") and dtypes.kind(x.dtype) == "f":  # NumPy's _replace_nan: NaN becomes the identity
         x = new_node("where", [new_node("isnan", [x]), const(1 if op == "cumprod" else 0, x.dtype), x])
     if axis is None:
         x = _flattened(name, x)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from fusec.ir import dtypes
 from fusec.ir.arrayspec import ArraySpec
 from fusec.ir.graph import Node
 from fusec.ir.interpret import to_xp
@@ -70,7 +71,7 @@ def to_device(value: Any, cupy: Any, seed: int = 0) -> Any:
     if isinstance(value, ArraySpec):
         rng = np.random.default_rng(seed)
         dt = np.dtype(value.dtype)
-        if dt.kind == "f":
+        if dtypes.kind(dt) == "f":
             host = rng.standard_normal(value.shape).astype(dt)
         elif dt.kind == "b":
             host = rng.random(value.shape) < 0.5

@@ -2,10 +2,15 @@
 
 Promotion is NumPy's own (NEP 50: Python scalars are weak, NumPy scalars and arrays strong): the
 tracer asks ``ufunc.resolve_dtypes`` and ``np.result_type`` rather than keeping a table of ours.
+
+bfloat16 is ``ml_dtypes.bfloat16`` as a NumPy dtype (NumPy has none). Importing ``ml_dtypes`` registers its
+casts, its ufunc loops and its promotion rules with NumPy, so the same questions answer for it too
+(docs/ops.md, "bfloat16", states the rules). Its ``dtype.kind`` is ``'V'``: ask :func:`kind` instead.
 """
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from fusec.support.errors import FusecOverflowError, FusecTypeError, FusecValueError
@@ -23,6 +28,7 @@ SHORT_NAMES: dict[np.dtype, str] = {
     np.dtype(np.float16): "f16",
     np.dtype(np.float32): "f32",
     np.dtype(np.float64): "f64",
+    np.dtype(ml_dtypes.bfloat16): "bf16",
 }
 FROM_SHORT: dict[str, np.dtype] = {v: k for k, v in SHORT_NAMES.items()}
 SUPPORTED: tuple[np.dtype, ...] = tuple(SHORT_NAMES)
@@ -33,6 +39,8 @@ UINT64 = np.dtype(np.uint64)
 FLOAT16 = np.dtype(np.float16)
 FLOAT32 = np.dtype(np.float32)
 FLOAT64 = np.dtype(np.float64)
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+NARROW_FLOATS = (FLOAT16, BFLOAT16)  # stored in 16 bits, computed in float32 and rounded once
 
 
 def as_dtype(spec: object) -> np.dtype:
@@ -76,12 +84,27 @@ def short(dt: np.dtype) -> str:
     return SHORT_NAMES[np.dtype(dt)]
 
 
+def kind(dt: np.dtype) -> str:
+    """``dt.kind`` with bfloat16 as the float it is (``'f'``; ml_dtypes' dtype says ``'V'``)."""
+    return "f" if dt == BFLOAT16 else dt.kind
+
+
 def is_bool(dt: np.dtype) -> bool:
     return dt.kind == "b"
 
 
 def is_float(dt: np.dtype) -> bool:
-    return dt.kind == "f"
+    return kind(dt) == "f"
+
+
+def is_narrow_float(dt: np.dtype) -> bool:
+    """float16 or bfloat16: computed in float32 and rounded once to the dtype."""
+    return dt in NARROW_FLOATS
+
+
+def compute_dtype(dt: np.dtype) -> np.dtype:
+    """The dtype a value of ``dt`` is computed and accumulated in: float32 for float16 and bfloat16, else ``dt``."""
+    return FLOAT32 if dt in NARROW_FLOATS else dt
 
 
 def sum_dtype(dt: np.dtype) -> np.dtype:
@@ -94,11 +117,12 @@ def sum_dtype(dt: np.dtype) -> np.dtype:
 
 
 def mean_dtype(dt: np.dtype) -> tuple[np.dtype, np.dtype]:
-    """(accumulator, result) of NumPy's ``mean``/``var``: ints to float64; float16 via float32."""
+    """(accumulator, result) of NumPy's ``mean``/``var``: ints to float64; float16 via float32, and bfloat16
+    too (ml_dtypes' own loops would sum in bfloat16, rounding at every step)."""
     if dt.kind in "biu":
         return FLOAT64, FLOAT64
-    if dt == FLOAT16:
-        return FLOAT32, FLOAT16
+    if dt in NARROW_FLOATS:
+        return FLOAT32, dt
     return dt, dt
 
 

@@ -268,7 +268,7 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
         axes = normalize_axes(list(attrs["axes"]), len(x_shape))
         if tuple(attrs["axes"]) != axes:
             raise FusecValueError(f"{op_name} axes must be sorted and non-negative, got {attrs['axes']}")
-        if op.accepts and x_dtype.kind not in op.accepts:
+        if op.accepts and dtypes.kind(x_dtype) not in op.accepts:
             raise FusecTypeError(f"{op_name} needs a {op.accepts} operand, got {x_dtype}")
         if op_name in NO_IDENTITY and any(x_shape[a] == 0 for a in axes):
             if op.index_result:  # NumPy's words: argmax and argmin have no value to give for an empty axis
@@ -295,7 +295,7 @@ def _infer(op_name: str, operands: list[Any], attrs: Mapping[str, Any], dtype: n
         if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)) \
                 or not 0 <= axis < len(x_shape):
             raise FusecValueError(f"{op_name} needs a non-negative axis below {len(x_shape)}, got {axis!r}")
-        if op.accepts and x_dtype.kind not in op.accepts:
+        if op.accepts and dtypes.kind(x_dtype) not in op.accepts:
             raise FusecTypeError(f"{op_name} needs an integer or float operand, got {x_dtype} (cast it first, as "
                                  "NumPy's accumulate does)")
         return x_dtype, tuple(x_shape)

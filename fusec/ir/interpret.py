@@ -1,5 +1,10 @@
 """The reference interpreter: execute a Graph with exactly NumPy's semantics, one array call per op.
 
+bfloat16 (``ml_dtypes``) elementwise ops are ml_dtypes' loops, which compute in float32 and round once, as the
+kernels do. Its sums, products and their scans are not: ml_dtypes' add and multiply reduce in bfloat16, rounding
+at every step (a sum of 100000 ones is 256), so the interpreter accumulates them in float32 and rounds the
+result once, as the kernels do and as NumPy does float16's (CORRECTNESS.md).
+
 Written against an array namespace ``xp`` (``numpy`` or ``cupy``): with NumPy it is the oracle
 every test compares against; with CuPy it is the unfused baseline (one kernel per op) that the
 benchmarks and ``explain`` compare fused kernels with.
@@ -14,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from fusec.ir import gather_ref, iota, windows
+from fusec.ir import dtypes, gather_ref, iota, windows
 from fusec.ir.graph import Graph, Node
 from fusec.ir.infer import slice_bounds
 from fusec.ir.ops import Kind, reference
@@ -67,6 +72,8 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
             ufunc = xp.fmax if node.op == "nanmax" else xp.fmin
             return ufunc.reduce(x, axis=axes, keepdims=keepdims) if x.ndim else x.copy()
         fn = getattr(xp, node.op)
+        if node.op in ("sum", "prod") and node.dtype == dtypes.BFLOAT16:  # float32, rounded once (below)
+            return fn(x.astype(dtypes.FLOAT32), axis=axes, keepdims=keepdims).astype(node.dtype)
         if node.op in ("sum", "prod"):  # accumulate in the node's dtype (np.sum(int8) would give int64)
             return fn(x, axis=axes, keepdims=keepdims, dtype=node.dtype)
         return fn(x, axis=axes, keepdims=keepdims)
@@ -78,6 +85,8 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
         (x,) = args
         if node.op in ("cummax", "cummin"):
             return getattr(xp, op.combine).accumulate(x, axis=node.attr("axis"), dtype=node.dtype)
+        if node.dtype == dtypes.BFLOAT16:  # the running value in float32, each prefix rounded once (below)
+            return getattr(xp, node.op)(x.astype(dtypes.FLOAT32), axis=node.attr("axis")).astype(node.dtype)
         return getattr(xp, node.op)(x, axis=node.attr("axis"), dtype=node.dtype)
     (x,) = args
     if node.op == "expand_dims":
@@ -100,9 +109,10 @@ def evaluate_node(xp: Any, node: Node, args: list[Any]) -> Any:
 
 def matmul(xp: Any, a: Any, b: Any) -> Any:
     """``matmul`` of ``a`` and ``b`` (one dtype) as fusec's GEMMs compute it: float32 and float64 as NumPy's
-    (``xp.matmul``), float16 accumulated in float32 and rounded once, integers wrapping as NumPy's loops do."""
-    if a.dtype == np.float16:
-        return xp.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.float16)
+    (``xp.matmul``), float16 and bfloat16 accumulated in float32 and rounded once, integers wrapping as NumPy's
+    loops do."""
+    if dtypes.is_narrow_float(a.dtype):
+        return xp.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
     return xp.matmul(a, b)
 
 

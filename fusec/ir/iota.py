@@ -91,13 +91,13 @@ def resolve(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -
 
 
 def _compute_type(dt: np.dtype) -> type:
-    return np.float32 if dt == np.float16 else dt.type
+    return dtypes.compute_dtype(dt).type
 
 
 def values(xp: Any, count: int, start: Any, nxt: Any, dt: np.dtype) -> Any:
     """The ``count`` values of an iota, computed in ``xp`` (NumPy or CuPy) as NumPy's ``fill`` computes them."""
     i = xp.arange(count, dtype=np.int64)
-    if dt.kind == "f":
+    if dtypes.kind(dt) == "f":
         ct = _compute_type(dt)
         b0 = ct(start)
         delta = ct(nxt) - b0
@@ -118,7 +118,7 @@ def values(xp: Any, count: int, start: Any, nxt: Any, dt: np.dtype) -> Any:
 
 def delta(start: Any, nxt: Any, dt: np.dtype) -> Any:
     """``next - start`` as fill computes it: in the compute type (float32 for float16), wrapping for integers."""
-    if dt.kind == "f":
+    if dtypes.kind(dt) == "f":
         ct = _compute_type(dt)
         return (ct(nxt) - ct(start)).item()
     if dt.kind in "iu":

@@ -274,7 +274,7 @@ def reduction_identity(op: str, dt: np.dtype) -> Any:
     if op == "all":
         return True
     lowest = op in ("max", "nanmax", "argmax")
-    if dt.kind == "f":
+    if dtypes.kind(dt) == "f":
         if op in ("nanmax", "nanmin"):
             return dt.type(np.nan)
         return dt.type(-np.inf if lowest else np.inf)

@@ -108,6 +108,12 @@ def _float_text(v: float, text: str) -> str:
     return "-nan" if math.isnan(v) and math.copysign(1.0, v) < 0 else text
 
 
+def _float_str(v: float, dt: np.dtype) -> str:
+    """A float constant of ``dt`` as NumPy prints its scalar; bfloat16 as the Python float it is exactly (ml_dtypes
+    prints ``-0`` and 6 digits: the parser would read an int)."""
+    return repr(float(dt.type(v))) if dt == dtypes.BFLOAT16 else str(dt.type(v))
+
+
 def _attrs(attrs: tuple[tuple[str, object], ...], skip: tuple[str, ...]) -> str:
     items = [f"{k}={_value(v)}" for k, v in attrs if k not in skip]
     return " {" + ", ".join(items) + "}" if items else ""
@@ -117,7 +123,7 @@ def _line(node: Node, names: dict[Node, str]) -> str:
     text = f"{names[node]} = {node.op}"
     if node.op == "const":
         v = node.attr("value")
-        text += " " + (_float_text(v, str(node.dtype.type(v))) if node.dtype.kind == "f" else _value(v))
+        text += " " + (_float_text(v, _float_str(v, node.dtype)) if dtypes.kind(node.dtype) == "f" else _value(v))
     if node.operands:
         text += " " + ", ".join(names[o] for o in node.operands)
     attrs = _attrs(node.attrs, ("value",) if node.op == "const" else ())

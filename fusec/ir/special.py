@@ -21,19 +21,21 @@ from typing import Any
 
 import numpy as np
 
+from fusec.ir import dtypes
+
 FLOAT32 = np.dtype(np.float32)
 FLOAT64 = np.dtype(np.float64)
 
 
 def scipy_float_dtype(dt: Any) -> np.dtype:
     """The dtype a ``scipy.special`` ufunc with loops ``d->d`` and ``f->f`` computes ``dt`` in: float32 for
-    float32, float64 for bool, integers, float16, float64 and Python numbers. Complex is a TypeError."""
+    float32, float64 for bool, integers, float16, bfloat16, float64 and Python numbers. Complex is a TypeError."""
     if isinstance(dt, type) and not issubclass(dt, np.generic):
         if issubclass(dt, complex):
             raise TypeError("complex input: fusec's scipy.special ops take real dtypes")
         return FLOAT64
     dt = np.dtype(dt)
-    if dt.kind not in "biuf":
+    if dtypes.kind(dt) not in "biuf":
         raise TypeError(f"no real loop for {dt}")
     return FLOAT32 if dt == FLOAT32 else FLOAT64
 

@@ -356,7 +356,8 @@ class ScanKind(KernelKind):
             row_loads=tuple(sorted((built[a.var] for a in per_row), key=lambda a: declaration_order(a.var))),
             prologue=(), phases=(), epilogue_loads=loop_loads, epilogue_body=(), epilogue_two_pass=False,
             epilogue_stores=stores, row_stores=(), launch=launch, view_pointers=view_pointers,
-            headers=cuda_ops.extra_headers(n.op for n in nest.members) + (SCAN_HEADER,) + (
+            headers=cuda_ops.value_headers(nest.members) + cuda_ops.extra_headers(n.op for n in nest.members) + (
+                SCAN_HEADER,) + (
                 (cuda_ops.INDEX_HEADER,) if nest.reads_index_views else ()),
             scan_steps=tuple(steps),
             scan_vectors=tuple(vectors),

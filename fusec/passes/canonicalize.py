@@ -17,6 +17,7 @@ import functools
 
 import numpy as np
 
+from fusec.ir import dtypes
 from fusec.ir.graph import Graph, Node, make_node
 from fusec.ir.ops import Kind
 from fusec.passes.gathers import sink_gather
@@ -129,7 +130,7 @@ _ORDER_SENSITIVE_FLOAT = frozenset({"maximum", "minimum", "fmax", "fmin"})
 def _sorted_operands(node: Node) -> Node | None:
     if not node.opdef.commutative:
         return None
-    if node.op in _ORDER_SENSITIVE_FLOAT and node.dtype.kind == "f":
+    if node.op in _ORDER_SENSITIVE_FLOAT and dtypes.kind(node.dtype) == "f":
         return None
     by_key = _ORDER.get() or _OperandOrder()
     ops = node.operands
@@ -159,7 +160,7 @@ def reduce_over_nothing(node: Node, x: Node) -> Node | None:
         return zero if not node.shape else make_node("broadcast_to", [zero], {"shape": list(node.shape)},
                                                      loc=node.loc)
     x = x if x.dtype == node.dtype else make_node("cast", [x], {}, dtype=node.dtype, loc=node.loc)
-    if node.op == "sum" and node.dtype.kind == "f":  # the sum starts at +0.0: -0.0 comes out +0.0
+    if node.op == "sum" and dtypes.kind(node.dtype) == "f":  # the sum starts at +0.0: -0.0 comes out +0.0
         zero = make_node("const", [], {"value": 0.0}, dtype=node.dtype, loc=node.loc)
         return make_node("add", [x, zero], {}, loc=node.loc)
     return x
@@ -211,7 +212,7 @@ def _exact_widening(src: np.dtype, dst: np.dtype) -> bool:
     "safe" although 2**53 + 1 does not survive it, so integer -> float also needs the mantissa."""
     if not np.can_cast(src, dst, "safe"):
         return False
-    if src.kind in "iu" and dst.kind == "f":
+    if src.kind in "iu" and dtypes.kind(dst) == "f":
         value_bits = 8 * src.itemsize - (1 if src.kind == "i" else 0)
         return np.finfo(dst).nmant + 1 >= value_bits
     return True

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import fusec.runtime.tune_cache as tune_cache
+from fusec.ir import dtypes
 from fusec.ir.graph import Node
 from fusec.ir.region import Region
 from fusec.kinds import analyze, candidates, generate, is_library, resolve
@@ -118,7 +119,7 @@ def results_agree(got: Sequence[Any], want: Sequence[Any]) -> bool:
         g, w = _host(g), _host(w)
         if g.shape != w.shape or g.dtype != w.dtype:
             return False
-        if g.dtype.kind not in "fc":
+        if dtypes.kind(g.dtype) not in "fc":
             if not np.array_equal(g, w):
                 return False
             continue

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fusec.ir import dtypes
 from fusec.ir.graph import Node
 from fusec.ir.region import RegionSpace
 
@@ -43,7 +44,7 @@ class OnePassSource:
 
 
 def _is_float(node: Node) -> bool:
-    return node.dtype.kind == "f"
+    return dtypes.kind(node.dtype) == "f"
 
 
 def _value_preserving_source(node: Node) -> Node:

@@ -18,7 +18,7 @@ from fusec.codegen.compiler_bugs import MiscompileError, check_narrow_values
 
 
 @pytest.mark.parametrize("version", [(12, 8), (12, 9), (13, 0), (13, 2)])
-@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "float16"])
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "float16", "bfloat16"])
 def test_compiler_bugs_refuse_narrow_values_before_13_3(dtype: str, version: tuple[int, int]) -> None:
     with pytest.raises(MiscompileError, match=rf"holds {dtype} values.*NVRTC {version[0]}\.{version[1]}") as info:
         check_narrow_values("k0_pointwise_neg_cast", {np.dtype(dtype), np.dtype("float32")}, "NVRTC", version)

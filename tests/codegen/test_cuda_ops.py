@@ -97,7 +97,7 @@ def test_cuda_ops_ctype_of_every_dtype() -> None:
     expected = {
         "bool": "bool", "i8": "signed char", "i16": "short", "i32": "int", "i64": "long long",
         "u8": "unsigned char", "u16": "unsigned short", "u32": "unsigned int", "u64": "unsigned long long",
-        "f16": "__half", "f32": "float", "f64": "double",
+        "f16": "__half", "f32": "float", "f64": "double", "bf16": "__nv_bfloat16",
     }
     assert {dtypes.short(dt): cuda_ops.ctype(dt) for dt in DTYPES} == expected
     assert cuda_ops.accumulator_ctype(ir("f16")) == "float"
@@ -248,7 +248,7 @@ def sweep_source(dt: np.dtype) -> str:
                           f"{op.name} with constant #{k}")
     reductions = []
     for op in reduction_ops():
-        if op.accepts is not None and dt.kind not in op.accepts:
+        if op.accepts is not None and dtypes.kind(dt) not in op.accepts:
             continue
         r = cuda_ops.reduction(op.name, dt)
         acc = f"acc_{op.name}"
@@ -262,7 +262,8 @@ def sweep_source(dt: np.dtype) -> str:
         store(r.result(acc), r.out_dtype, op.name)
     outputs = "".join(f", {cuda_ops.ctype(d)}* __restrict__ out_{dtypes.short(d)}" for d in DTYPES)
     return (
-        render.include_block(cuda_ops.extra_headers(op.name for op in elementwise_ops()))
+        # every sweep stores casts to every dtype, bfloat16 too: its header
+        render.include_block((cuda_ops.BF16_HEADER,) + cuda_ops.extra_headers(op.name for op in elementwise_ops()))
         + "\ntemplate <class Want, class Got> __device__ __forceinline__ Want typed(Got v) {\n"
         + '  static_assert(fc::same<Want, Got>::value, "expression has the wrong C++ type");\n'
         + "  return v;\n}\n\n"

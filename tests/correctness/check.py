@@ -25,6 +25,7 @@ import pytest
 
 import fusec
 from fusec.codegen.spec import KernelSpec
+from fusec.ir.dtypes import kind as dtype_kind
 from fusec.kinds import generate
 from fusec.schedule import layouts_of
 from fusec.support.errors import FusecError
@@ -76,7 +77,7 @@ def compare(case: Case, actual: Any, expected: Any, to_host: Callable[[Any], np.
 
 
 def _compare_one(case: Case, got: np.ndarray, want: np.ndarray, r64: Any) -> None:
-    if case.tol == "exact" or want.dtype.kind != "f":
+    if case.tol == "exact" or dtype_kind(want.dtype) != "f":
         assert_matches_numpy(got, want, exact=True)
         return
     rtol, atol = TOLERANCES[want.dtype]

@@ -30,7 +30,9 @@ from tests.contract_cases import (
 from tests.fake_cupy import fake_gpu, fresh
 from tests.helpers import assert_reduction_matches_numpy, seed_of
 
-TOLERANCE = {"float16": (2e-3, 2e-3), "float32": (1e-5, 1e-5), "float64": (1e-12, 1e-12)}
+# bfloat16: two ULP (2^-6), as float16's 2e-3 is two of its ULP
+TOLERANCE = {"float16": (2e-3, 2e-3), "float32": (1e-5, 1e-5), "float64": (1e-12, 1e-12),
+             "bfloat16": (2.0**-6, 2.0**-6)}
 
 
 def _device(a: np.ndarray, elements: int):

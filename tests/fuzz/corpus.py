@@ -15,7 +15,7 @@ options, so that NumPy defines every result exactly and an exact comparison is v
   (integer sums, products and their prefixes wrap, exactly);
 - ``uint``: bool and the unsigned dtypes, every op except ``reciprocal`` (``pow`` included; scans of the narrow
   unsigned dtypes wrap in them);
-- ``float``: f16, f32, f64 with bool, i8, i32, i64, u8 (for ``where``, comparisons, ``argmax``, and
+- ``float``: f16, f32, f64, bf16 with bool, i8, i32, i64, u8 (for ``where``, comparisons, ``argmax``, and
   int -> float casts), only the exactly rounded ops ``EXACT_FLOAT_OPS`` (plus the integer-only bit ops,
   which have no float loop) and only the exact reductions ``EXACT_REDUCTIONS`` (float sum/prod and float
   scans are tested elsewhere, with tolerances);
@@ -78,6 +78,7 @@ from hypothesis import strategies as st
 
 from fusec.codegen.render import render_kernel
 from fusec.codegen.spec import KernelSpec
+from fusec.ir.dtypes import kind as dtype_kind
 from fusec.ir.graph import Graph, Node
 from fusec.ir.interpret import to_xp
 from fusec.ir.ops import OPS, Kind, ufunc_loops
@@ -114,13 +115,13 @@ EXACT_REDUCTIONS = frozenset({"max", "min", "nanmax", "nanmin", "argmax", "argmi
 # elementwise ops without a float loop (bit ops): exact on the integers they apply to
 INT_ONLY_OPS = frozenset(
     op.name for op in OPS.values()
-    if op.kind is Kind.ELEMENTWISE and op.name != "cast" and not any(d.kind == "f" for loop in ufunc_loops(op)
+    if op.kind is Kind.ELEMENTWISE and op.name != "cast" and not any(dtype_kind(d) == "f" for loop in ufunc_loops(op)
                                                                      for d in loop))
 LAYOUT_OPS = frozenset(op.name for op in OPS.values() if op.kind is Kind.LAYOUT)
 ALL_OPS = frozenset(OPS)
 
 _INT_DTYPES = ("bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
-_FLOAT_DTYPES = ("bool", "i8", "i32", "i64", "u8", "f16", "f32", "f64")
+_FLOAT_DTYPES = ("bool", "i8", "i32", "i64", "u8", "f16", "f32", "f64", "bf16")
 FAMILIES: dict[str, dict[str, Any]] = {
     "int": dict(dtypes=_INT_DTYPES, ops=ALL_OPS - {"pow", "reciprocal"}),
     "uint": dict(dtypes=("bool", "u8", "u16", "u32", "u64"), ops=ALL_OPS - {"reciprocal"}),
@@ -137,23 +138,24 @@ FAMILIES: dict[str, dict[str, Any]] = {
                                                  "where", "lt", "eq", "neg", "abs", "sqrt", "isnan"}),
     # views: slices (any bounds and steps, integer indices) and transposes of inputs and of computed values, next
     # to reductions and elementwise ops, so slices move below reductions and into rows and cols kernels
-    "views": dict(dtypes=("bool", "i32", "i64", "f16", "f32"), allow_size=False, max_nodes=16,
+    "views": dict(dtypes=("bool", "i32", "i64", "f16", "f32", "bf16"), allow_size=False, max_nodes=16,
                   ops=EXACT_REDUCTIONS | {"slice", "transpose", "expand_dims", "squeeze", "reshape", "add", "sub",
                                           "mul", "maximum", "where", "lt", "neg", "abs"}),
     # gathers: take_along_axis of inputs and computed values over random axes, at indices computed in range
     # (negative ones too) from integer inputs and values, next to elementwise ops and the exact reductions
-    "gathers": dict(dtypes=("bool", "i16", "i32", "i64", "f16", "f32"), allow_size=False, allow_gather=True,
+    "gathers": dict(dtypes=("bool", "i16", "i32", "i64", "f16", "f32", "bf16"), allow_size=False, allow_gather=True,
                     max_nodes=14, ops=EXACT_REDUCTIONS | {"transpose", "expand_dims", "slice", "add", "sub", "mul",
                                                           "maximum", "where", "lt", "neg", "abs"}),
     # joins: iotas (numpy.arange's values), windows (clamped indices: pads and the parts of joins), slices and
     # where over them, next to reductions: windows moved below reductions and elementwise ops, read through
     # clamped indices and index arithmetic in every kernel kind
-    "joins": dict(dtypes=("bool", "i32", "i64", "f16", "f32"), allow_size=False, max_nodes=16,
+    "joins": dict(dtypes=("bool", "i32", "i64", "f16", "f32", "bf16"), allow_size=False, max_nodes=16,
                   ops=EXACT_REDUCTIONS | {"iota", "window", "slice", "transpose", "expand_dims", "broadcast_to",
                                           "add", "sub", "mul", "maximum", "where", "lt", "neg", "abs"}),
     # updates: assignments to part of computed values (y[key] = v, any basic index: a where over iota masks, v
     # read through a window or a gather), next to reductions, slices and elementwise ops
-    "updates": dict(dtypes=("bool", "i32", "i64", "f16", "f32"), allow_size=False, allow_updates=True, max_nodes=12,
+    "updates": dict(dtypes=("bool", "i32", "i64", "f16", "f32", "bf16"), allow_size=False, allow_updates=True,
+                    max_nodes=12,
                     ops=EXACT_REDUCTIONS | {"slice", "transpose", "expand_dims", "add", "sub", "mul", "maximum",
                                             "where", "lt", "neg", "abs"}),
 }
@@ -174,7 +176,7 @@ def zero_sign_free(graph: Graph) -> set[Node]:
     ops, ``copysign`` through its sign operand, ...)."""
     free: set[Node] = set()
     for n in graph.nodes:
-        if n.dtype.kind != "f" or not n.operands or n.op == "size" or n.op in ZERO_SIGN_FIXING_OPS:
+        if dtype_kind(n.dtype) != "f" or not n.operands or n.op == "size" or n.op in ZERO_SIGN_FIXING_OPS:
             continue
         if n.op in ZERO_SIGN_FREE_OPS:
             free.add(n)
@@ -190,7 +192,7 @@ def _sign_exact(node: Node) -> bool:
     """Whether NumPy and a GPU agree on every sign bit of ``node``: no computed NaN, no free zero."""
     while node.kind is Kind.LAYOUT:
         node = node.operands[0]
-    if node.dtype.kind != "f" or node.op in ("input", "const", "size", "iota"):
+    if dtype_kind(node.dtype) != "f" or node.op in ("input", "const", "size", "iota"):
         return True
     return node.op == "cast" and node.operands[0].dtype.kind in "biu"
 

@@ -1,6 +1,6 @@
 """Launch contracts on the GPU: every kernel kind (``tests/contract_cases.py``: vector loops, inner vectors,
 register rows of exact and bucketed lengths, reduce-all, columns, scans, slices, joins, gathers, an in-place
-update) on CuPy arrays 0, 1, 2 and 3 elements past a 256-byte aligned base, in float32, float16 and float64:
+update) on CuPy arrays 0, 1, 2 and 3 elements past a 256-byte aligned base, in float32, float16, float64 and bfloat16:
 inputs, ``out=`` buffers and updated arguments at those offsets, outputs poisoned on the checked path, repeat calls
 on the dispatch fast path, a runner built for aligned arrays handed misaligned ones, and Dask arrays whose chunks
 start at odd offsets; every result against NumPy. Then the H100 run's Dask failure (fuzz graph 95, a vector store
@@ -25,7 +25,9 @@ cupy = pytest.importorskip("cupy")
 
 pytestmark = GPU_ONLY
 
-TOLERANCE = {"float16": (2e-3, 1e-3), "float32": (4e-6, 1e-5), "float64": (1e-12, 1e-12)}
+TOLERANCE = {"float16": (2e-3, 1e-3), "float32": (4e-6, 1e-5), "float64": (1e-12, 1e-12), "bfloat16": (2.0**-6, 1e-3)}
+# sums of many 16-bit values: a few ULP of the largest result (4 ULP: float16's 2^-10, bfloat16's 2^-7)
+SUM_ULPS = {"float16": 4e-3, "bfloat16": 4 * 2.0**-7}
 
 
 def check(outcome: Outcome, dtype: str) -> None:
@@ -33,8 +35,8 @@ def check(outcome: Outcome, dtype: str) -> None:
     want = outcome.want
     assert got.shape == want.shape and got.dtype == want.dtype, (outcome.what, got.shape, got.dtype)
     rtol, atol = TOLERANCE[dtype]
-    if dtype == "float16":  # sums of many float16 values: a few ULP of the largest result
-        atol = max(atol, 4e-3 * float(np.abs(want.astype(np.float32)).max(initial=0)))
+    if dtype in SUM_ULPS:
+        atol = max(atol, SUM_ULPS[dtype] * float(np.abs(want.astype(np.float32)).max(initial=0)))
     try:
         assert_reduction_matches_numpy(got, want, outcome.reference, rtol=rtol, atol=atol)
     except AssertionError as exc:

@@ -4,7 +4,7 @@ Every case traces a workload, makes ONE region of all its non-source nodes, runs
 ``KernelLauncher(poison=True)`` (outputs filled with 0xAB bytes before the launch, so an element the
 kernel never writes shows up) and compares with the NumPy reference interpreter on the same inputs:
 
-- kinds x dtypes (bool, int8, int32, int64, uint8, float16, float32, float64) on C-contiguous inputs at
+- kinds x dtypes (bool, int8, int32, int64, uint8, float16, float32, float64, bfloat16) on C-contiguous inputs at
   every size (0, 1, 23, 1029x917, 2**24 elements);
 - kinds x layouts (transposed, every other element, negative strides, zero strides from
   ``broadcast_to``, an offset view whose pointer is not 16-byte aligned, Fortran order) for float32 and
@@ -31,6 +31,7 @@ import numpy as np
 import pytest
 
 import fusec
+from fusec.ir import dtypes as fdt
 from fusec.ir.interpret import interpret
 from fusec.support.errors import FusecError
 from tests.codegen.test_kernels import single_region
@@ -57,7 +58,7 @@ cupy = pytest.importorskip("cupy")
 
 pytestmark = GPU_ONLY
 
-DTYPES = ["bool", "int8", "int32", "int64", "uint8", "float16", "float32", "float64"]
+DTYPES = ["bool", "int8", "int32", "int64", "uint8", "float16", "float32", "float64", "bfloat16"]
 LAYOUTS = ["t", "step", "neg", "bcast", "offset", "f"]
 
 
@@ -146,7 +147,7 @@ SIZES = {
 
 
 def _workloads_for(kind: str, dtype: str) -> list[str]:
-    floating = dtype.startswith("float")
+    floating = fdt.kind(np.dtype(dtype)) == "f"
     if kind == "pointwise":
         return ["gelu"] if floating else (["invert"] if dtype == "bool" else ["affine"])
     if kind == "reduce-all":
@@ -200,7 +201,7 @@ def _cases() -> list[Case]:
                 for w in _workloads_for(kind, dtype):
                     for shape in [(23, 23), (1029, 917)] if kind in ("rows", "cols") else [(23,), (1029, 917)]:
                         cases.append(Case(w, dtype, layout, _extra_shapes(w, shape)))
-    for dtype in ["float16", "float32", "float64"]:
+    for dtype in ["float16", "float32", "float64", "bfloat16"]:
         cases += [Case("layernorm", dtype, "c", ((1029, 917),)), Case("layernorm", dtype, "c", ((64, 8192),)),
                   Case("mean_var", dtype, "c", ((1029, 917),)), Case("adam", dtype, "c", ((1029 * 917,),) * 4),
                   Case("bias_add", dtype, "c", ((1029, 917), (917,)))]
@@ -233,7 +234,7 @@ def _row_regs_cases() -> list[Case]:
         cases.append(Case("router", "float32", "c", ((1 << 12, n),)))
     for n in (1000, 8192, 8193):
         cases.append(Case("layernorm", "float32", "c", ((37, n),)))
-    for dt in ("float16", "float64"):
+    for dt in ("float16", "float64", "bfloat16"):
         for n in (1, 3, 7, 8, 16, 32, 64, 65, 128, 256, 512, 1000, 1024, 2048, 4096, 8192, 8193):
             cases.append(Case("softmax", dt, "c", ((37, n),)))
         cases.append(Case("router", dt, "c", ((1 << 12, 64),)))
@@ -359,34 +360,41 @@ def _reduced_axes(case: Case):
 def _check(case: Case, got: list[np.ndarray], ref: list[np.ndarray], np_in: list[np.ndarray]) -> None:
     check = WORKLOADS[case.workload][2]
     if check.how == "router":
+        # bfloat16: the probabilities as the NumPy backend computes them (ml_dtypes' own sum rounds at every step),
+        # and two bfloat16 ULP: the GPU's expf against the host's moves a rounded probability by one, and the
+        # element the GPU picked may be one below the host's maximum
+        bf16 = np_in[0].dtype == fdt.BFLOAT16
+        rel = 2.0**-6 if bf16 else 1e-5
         with np.errstate(all="ignore"):
-            p_ref = softmax(np_in[0])
-        assert_matches_numpy(got[0], ref[0], rtol=1e-5, atol=1e-6)
+            p_ref = fusec.fuse(softmax)(np_in[0]) if bf16 else softmax(np_in[0])
+        assert_matches_numpy(got[0], ref[0], rtol=rel, atol=1e-6)
         assert got[1].dtype == ref[1].dtype and got[1].shape == ref[1].shape
         chosen = np.take_along_axis(p_ref, got[1][:, None], axis=-1)[:, 0]
-        assert np.all((chosen >= ref[0] * (1 - 1e-5)) | np.isnan(ref[0])), "argmax is not a maximum"
+        assert np.all((chosen >= ref[0] * (1 - rel)) | np.isnan(ref[0])), "argmax is not a maximum"
         return
     ref64 = _float64_reference(case, np_in) if check.how == "reduction" else None
     for k, (g, r) in enumerate(zip(got, ref)):
         if check.how == "exact" or r.dtype.kind in "biu":
-            if r.dtype.kind == "f":
+            if fdt.kind(r.dtype) == "f":
                 assert_matches_numpy(g, r, rtol=0.0, atol=0.0)  # exact values, either zero sign
             else:
                 assert_matches_numpy(g, r)
         elif check.how == "elementwise":
-            rtol = {np.float16: 1e-3, np.float32: 1.3e-6, np.float64: 1e-7}[r.dtype.type] * check.ulps
-            atol = {np.float16: 1e-5, np.float32: 1e-5, np.float64: 1e-7}[r.dtype.type] * check.ulps
+            rtol = {np.float16: 1e-3, np.float32: 1.3e-6, np.float64: 1e-7, fdt.BFLOAT16.type: 2.0**-7}[
+                r.dtype.type] * check.ulps  # bfloat16: one ULP, as float16's 1e-3 (tests/helpers.py)
+            atol = {np.float16: 1e-5, np.float32: 1e-5, np.float64: 1e-7, fdt.BFLOAT16.type: 1e-5}[
+                r.dtype.type] * check.ulps
             assert_matches_numpy(g, r, rtol=rtol, atol=atol)
         else:
             n = _reduced_count(case)
             eps_out = float(np.finfo(r.dtype).eps)
-            eps_acc = float(np.finfo(np.float32 if r.dtype == np.float16 else r.dtype).eps)
+            eps_acc = float(np.finfo(fdt.compute_dtype(r.dtype)).eps)  # float16, bfloat16: float32
             in_dtype = np_in[0].dtype
             if in_dtype.kind in "biu":
                 eps_acc = float(np.finfo(np.float64).eps)
             growth = 4 * math.log2(n + 2)
             with np.errstate(all="ignore"):
-                x64 = [np.where(np.isfinite(a), a, 0).astype(np.float64) if a.dtype.kind == "f"
+                x64 = [np.where(np.isfinite(a), a, 0).astype(np.float64) if fdt.kind(a.dtype) == "f"
                        else a.astype(np.float64) for a in np_in]
                 scale = np.asarray(check.scale(x64, _reduced_axes(case))[k], dtype=np.float64)
                 if scale.ndim and r.ndim and scale.ndim < r.ndim:
@@ -398,7 +406,7 @@ def _check(case: Case, got: list[np.ndarray], ref: list[np.ndarray], np_in: list
 
 def _float64_reference(case: Case, np_in: list[np.ndarray]) -> list[np.ndarray]:
     """The workload computed in float64 from the same inputs (for float inputs; else NumPy's result)."""
-    if np_in[0].dtype.kind != "f":
+    if fdt.kind(np_in[0].dtype) != "f":
         with np.errstate(all="ignore"):
             graph, _, _ = _region(case, np_in)
             return [np.asarray(r) for r in interpret(graph, np_in)]
@@ -454,6 +462,8 @@ def test_gpu_kernel_matches_numpy(case: Case, launcher) -> None:
                                      b.view(np.uint8) if b.ndim else b.reshape(1).view(np.uint8))), \
             "two launches gave different bits"
     for a, b in zip(cp_in, before):  # inputs are never written
+        if a.dtype == fdt.BFLOAT16:  # the same kernel on the same data: the same bits
+            a, b = a.view(cupy.uint16), b.view(cupy.uint16)
         assert bool(cupy.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import fusec
+from fusec.ir.dtypes import BFLOAT16
 from fusec.support.errors import FusecTypeError
 from tests.helpers import assert_matches_numpy, gpu_count, random_array
 from tests.ir.test_inplace import _adamw  # the in-place AdamW step of the CPU tests
@@ -52,6 +53,41 @@ def test_torch_cuda_tensors_in_and_out_zero_copy(dtype):
     assert isinstance(got, torch.Tensor) and got.device == x.device and got.dtype == dtype
     tol = dict(rtol=2e-3, atol=1e-3) if dtype == torch.float16 else {}
     assert_matches_numpy(got.cpu().numpy(), softmax(x.cpu().numpy()), **tol)
+
+
+def _bf16_host(t):
+    """A bfloat16 tensor's values as a NumPy ml_dtypes array (torch's .numpy() has no bfloat16)."""
+    return t.detach().view(torch.int16).cpu().numpy().view(BFLOAT16)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_torch_cuda_bfloat16_tensors_in_and_out_zero_copy():
+    """bfloat16 in, bfloat16 out: the tensor travels as its int16 bits (no copy) and comes back as a bfloat16
+    tensor; the reference is the NumPy backend on the same values (float32 sums, one rounding per op)."""
+    x = torch.randn(300, 257, device="cuda", dtype=torch.bfloat16) * 4
+    got = fusec.fuse(softmax)(x)
+    assert isinstance(got, torch.Tensor) and got.device == x.device and got.dtype == torch.bfloat16
+    assert_matches_numpy(_bf16_host(got), fusec.fuse(softmax)(_bf16_host(x)))
+    assert_matches_numpy(_bf16_host(got).astype(np.float64), softmax(_bf16_host(x).astype(np.float64)),
+                         dtype=BFLOAT16)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_torch_cuda_bfloat16_in_place_update_writes_the_tensor():
+    def step(p, g, lr):
+        p -= lr * g
+
+    p = torch.randn(1029, 33, device="cuda", dtype=torch.bfloat16)[:, 1:]  # a strided view too
+    g = torch.randn(1029, 32, device="cuda", dtype=torch.bfloat16)
+    host_p, host_g = _bf16_host(p).copy(), _bf16_host(g)
+    pointer = p.data_ptr()
+    assert fusec.fuse(step)(p, g, 0.25) is None
+    torch.cuda.synchronize()
+    fusec.fuse(step)(host_p, host_g, 0.25)  # the NumPy backend, the same arithmetic
+    assert p.data_ptr() == pointer
+    assert_matches_numpy(_bf16_host(p), host_p, exact=True)
 
 
 @pytest.mark.gpu
