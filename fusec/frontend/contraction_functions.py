@@ -106,7 +106,7 @@ def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None, 
             "that fusec cannot map to a GEMM (two operands of a float or integer type, each letter a batch, M, N or K "
             "letter)", hint="call np.matmul/np.einsum (or a BLAS) outside the fused function")
     # float16 (bfloat16) products and their sum in float32, rounded once at the end: NumPy's matmul, dot, inner and
-    # tensordot of float16 arrays accumulate so (its einsum rounds as it goes, less exactly), and so does the matmul kind
+    # tensordot of float16 arrays accumulate so (its einsum rounds as it goes, less exactly); the matmul kind too
     accumulate = dtypes.compute_dtype(result_dt)  # float16 and bfloat16: float32
     placed = [_place(node, term, order_, accumulate) for node, term in zip(nodes, letters)]
     product = placed[0]
