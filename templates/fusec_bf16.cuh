@@ -131,6 +131,25 @@ FC_FN __nv_bfloat16 iota_bfloat(long long i, __nv_bfloat16 start, __nv_bfloat16 
                                   : __float2bfloat16_rn(__fadd_rn(__bfloat162float(start), __fmul_rn((float)i, delta))));
 }
 
+// numpy.ldexp and numpy.frexp of bfloat16, as of float16: the float helpers on the widened value, rounded once (the
+// float result is exact wherever the bfloat16 one is not zero: the two share their exponent range). Overloads of
+// their own: the float helpers would take a bfloat16 by its implicit conversion and return a float.
+FC_FN __nv_bfloat16 ldexp(__nv_bfloat16 x, long long n) { return __float2bfloat16_rn(::fc::ldexp(widen(x), n)); }
+FC_FN int frexp_exponent(__nv_bfloat16 x) { return ::fc::frexp_exponent(widen(x)); }
+FC_FN __nv_bfloat16 frexp_mantissa(__nv_bfloat16 x) { return __float2bfloat16_rn(::fc::frexp_mantissa(widen(x))); }
+
+// numpy.nextafter of bfloat16 (ml_dtypes' loop), by the bits as C's: NaN (0x7fc0) if either is, y where x == y
+// (nextafter(0.0, -0.0) is -0.0), from a zero the smallest subnormal of y's sign, else one step towards y. Not
+// through float: the float after x rounds back to x.
+FC_FN __nv_bfloat16 nextafter(__nv_bfloat16 x, __nv_bfloat16 y) {
+  const float fx = __bfloat162float(x), fy = __bfloat162float(y);
+  if (::isnan(fx) || ::isnan(fy)) return bf16_from_bits(0x7fc0u);
+  if (fx == fy) return y;
+  const unsigned short a = bits(x);
+  if ((a & 0x7fffu) == 0) return bf16_from_bits((unsigned short)((bits(y) & 0x8000u) | 1u));
+  return bf16_from_bits((unsigned short)(((fx < fy) == !(a & 0x8000u)) ? a + 1u : a - 1u));
+}
+
 }  // namespace fc
 
 #undef FC_BF16_UNARY

@@ -687,8 +687,8 @@ FC_FN __half frexp_mantissa(__half x) { return __float2half_rn(frexp_mantissa(__
 
 // numpy.nextafter(x, y): C's nextafter for float and double (NaN if either is; y where x == y, so
 // nextafter(0.0, -0.0) is -0.0; from a zero the smallest subnormal of y's sign; else one step of the bits towards
-// y), by the bits. float16: NumPy's npy_half_nextafter, whose rules differ: NaN is 0x7e00, x where x == y (so
-// nextafter(0.0, -0.0) is 0.0), steps compared as its bits.
+// y), by the bits. float16: NumPy's npy_half_nextafter (NaN is 0x7e00, steps compared as its bits), y where x == y
+// as C and NumPy 2.5 give it (NumPy 2.4 and before kept x, so nextafter(0.0, -0.0) was 0.0: numpy/numpy#31472).
 FC_FN double nextafter(double x, double y) {
   if (::isnan(x) || ::isnan(y)) return add_rn(x, y);
   if (x == y) return y;
@@ -706,7 +706,7 @@ FC_FN float nextafter(float x, float y) {
 FC_FN __half nextafter(__half x, __half y) {
   const unsigned short a = bits(x), b = bits(y);
   if (isnan(x) || isnan(y)) return from_bits(0x7e00u);
-  if (a == b || ((a | b) & 0x7fffu) == 0) return x;
+  if (a == b || ((a | b) & 0x7fffu) == 0) return y;
   if ((a & 0x7fffu) == 0) return from_bits((unsigned short)((b & 0x8000u) + 1u));
   if (!(a & 0x8000u)) return from_bits((unsigned short)((short)a > (short)b ? a - 1u : a + 1u));
   return from_bits((unsigned short)((!(b & 0x8000u) || (a & 0x7fffu) > (b & 0x7fffu)) ? a - 1u : a + 1u));

@@ -13,6 +13,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -175,7 +176,7 @@ def assert_reduction_matches_numpy(actual: Any, expected: Any, reference: Any, *
         r = np.asarray(reference).astype(e.dtype).astype(np.float64)  # the reference as the result's dtype holds it
         b = np.zeros(a.shape) if bound is None else np.broadcast_to(np.asarray(bound, dtype=np.float64), a.shape)
         a64, e64 = a.astype(np.float64), e.astype(np.float64)
-        info = np.finfo(e.dtype)
+        info = ml_dtypes.finfo(e.dtype)
         overflow = float(info.max) + 2.0 ** (info.maxexp - info.nmant - 2)  # rounds to inf from here on
         w = np.abs(np.asarray(unrounded if unrounded is not None else r, dtype=np.float64))
         # within the bound of the overflow threshold, finite and infinite both pass (with the reference's sign)
@@ -213,7 +214,7 @@ def gemm_bound(a: Any, b: Any, dtype: Any) -> np.ndarray:
     a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
     k = a64.shape[-1]
     u_acc = 2.0 ** -53 if np.dtype(dtype) == np.float64 else 2.0 ** -24
-    u_out = np.finfo(np.dtype(dtype)).eps / 2
+    u_out = ml_dtypes.finfo(np.dtype(dtype)).eps / 2
     magnitude = np.matmul(np.abs(a64), np.abs(b64))
     return 1.01 * k * u_acc * magnitude + u_out * (np.abs(np.matmul(a64, b64)) + k * u_acc * magnitude)
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from fusec.ir.dtypes import kind as dtype_kind
@@ -45,7 +46,7 @@ _ACCUMULATOR_UNIT = {np.dtype(np.float16): 2.0**-24, np.dtype(np.float32): 2.0**
 
 def unit_roundoff(dtype: Any) -> float:
     """Half the spacing of ``dtype``'s floats at 1: float16 2**-11, float32 2**-24, float64 2**-53."""
-    return float(np.finfo(dtype).eps) / 2
+    return float(ml_dtypes.finfo(dtype).eps) / 2
 
 
 def accumulation_error(terms: int, unit: float, depth: int | None = None) -> float:

@@ -82,7 +82,7 @@ def nan_to_num(x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None, ne
     in_place = not copy and isinstance(x, Tracer)
     if dtypes.kind(v.dtype) != "f":
         return x if in_place else Tracer(v)
-    info = np.finfo(v.dtype)
+    info = ml_dtypes.finfo(v.dtype)
     big = info.max if posinf is None else posinf
     small = info.min if neginf is None else neginf
     out = new_node("where", [new_node("isnan", [v]), const(nan, v.dtype), v])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextvars
 import functools
 
+import ml_dtypes
 import numpy as np
 
 from fusec.ir import dtypes
@@ -214,7 +215,7 @@ def _exact_widening(src: np.dtype, dst: np.dtype) -> bool:
         return False
     if src.kind in "iu" and dtypes.kind(dst) == "f":
         value_bits = 8 * src.itemsize - (1 if src.kind == "i" else 0)
-        return np.finfo(dst).nmant + 1 >= value_bits
+        return ml_dtypes.finfo(dst).nmant + 1 >= value_bits
     return True
 
 

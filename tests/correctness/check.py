@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -91,7 +92,7 @@ def _compare_one(case: Case, got: np.ndarray, want: np.ndarray, r64: Any) -> Non
         r64 = np.asarray(r64, np.float64)
         err = np.abs(got.astype(np.float64) - r64)
         accumulator = np.float32 if want.dtype == np.float16 else want.dtype
-        allowed = 2 * np.abs(want.astype(np.float64) - r64) + 32 * np.finfo(accumulator).eps * np.abs(r64) + atol
+        allowed = 2 * np.abs(want.astype(np.float64) - r64) + 32 * ml_dtypes.finfo(accumulator).eps * np.abs(r64) + atol
         bad = ~(err <= allowed)
         assert not bad.any(), f"{int(bad.sum())} elements beyond the reduction bound; got {got[bad][:4]}, " \
                               f"float64 reference {r64[bad][:4]}, NumPy {want[bad][:4]}"

@@ -26,6 +26,7 @@ import functools
 import itertools
 import warnings
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -65,7 +66,7 @@ def special_values(dt: np.dtype) -> np.ndarray:
         if dt.kind == "i":
             values += [-1, -2, -3, -7, -bits, info.min, info.min + 1]
         return np.array(sorted(set(values)), dtype=dt)
-    info = np.finfo(dt)
+    info = ml_dtypes.finfo(dt)
     values = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5,
               3.0, -7.0, 0.1, info.max, -info.max, info.tiny, -info.tiny, info.smallest_subnormal,
               -info.smallest_subnormal, info.eps]
@@ -130,7 +131,7 @@ def _ew_name(op_name: str, in_dtypes: tuple[np.dtype, ...]) -> str:
 def elementwise_source(dt: np.dtype) -> str:
     """One kernel per elementwise op whose loop has inputs of ``dt``, and one per cast from ``dt``."""
     ops = [op.name for op in elementwise_ops()]
-    parts = [render.include_block(cuda_ops.extra_headers(ops))]
+    parts = [render.include_block((cuda_ops.BF16_HEADER, *cuda_ops.extra_headers(ops)))]  # every module casts to bf16
     for op in elementwise_ops():
         if op.name == "cast":
             for to in DTYPES:
@@ -173,7 +174,7 @@ def reduction_ops_for(dt: np.dtype) -> list[OpDef]:
 
 
 def reduction_source(dt: np.dtype) -> str:
-    parts = [templates.render(cuda_ops.DEVICE_HEADER)]
+    parts = [render.include_block((cuda_ops.BF16_HEADER,) if dt == dtypes.BFLOAT16 else ())]
     for op in reduction_ops_for(dt):
         r = cuda_ops.reduction(op.name, dt)
         parts.append(REDUCTION_KERNELS.format(
@@ -373,8 +374,8 @@ def test_cuda_ops_gpu_reduction_matches_numpy(case, cols: int, kind: str) -> Non
     assert not bad.any(), f"{op.name}: infinite rows differ, first {int(np.argmax(bad))}"
     reduce = np.add.reduce if op.name == "sum" else np.multiply.reduce
     magnitude = _numpy(reduce, np.abs(x.astype(np.float64)), 1)
-    bound = (cols * np.finfo(r.acc_dtype).eps * magnitude + np.finfo(dt).eps * np.abs(expected)
-             + np.finfo(dt).smallest_subnormal)
+    bound = (cols * ml_dtypes.finfo(r.acc_dtype).eps * magnitude + ml_dtypes.finfo(dt).eps * np.abs(expected)
+             + ml_dtypes.finfo(dt).smallest_subnormal)
     finite = ~(nan_e | inf_e)
     err = _numpy(lambda: np.abs(got.astype(np.float64) - expected))
     bad = finite & ~(err <= bound)
@@ -394,13 +395,13 @@ def test_cupy_rawmodule_flushes_float32_subnormals() -> None:
         f"  out64[0] = {cuda_ops.expression('add', ['c[0]', 'c[0]'], [dtypes.FLOAT64] * 2, dtypes.FLOAT64)};\n}}\n"
     )
     kernel = cupy.RawModule(code=source, options=nvrtc.include_options()).get_function("k")
-    tiny = np.float32(np.finfo(np.float32).smallest_subnormal)
+    tiny = np.float32(ml_dtypes.finfo(np.float32).smallest_subnormal)
     a, b = cupy.asarray([tiny]), cupy.asarray([np.float32(0)])
-    c = cupy.asarray([np.finfo(np.float64).smallest_subnormal])
+    c = cupy.asarray([ml_dtypes.finfo(np.float64).smallest_subnormal])
     out, out64 = cupy.full(1, 7, cupy.float32), cupy.full(1, 7, cupy.float64)
     kernel((1,), (1,), (a, b, out, c, out64))
     assert float(out[0]) == 0.0  # NumPy: tiny + 0 == tiny
-    assert float(out64[0]) == 2 * np.finfo(np.float64).smallest_subnormal
+    assert float(out64[0]) == 2 * ml_dtypes.finfo(np.float64).smallest_subnormal
 
 
 def test_cuda_ops_gpu_every_op_is_swept() -> None:

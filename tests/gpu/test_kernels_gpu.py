@@ -27,6 +27,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -387,11 +388,11 @@ def _check(case: Case, got: list[np.ndarray], ref: list[np.ndarray], np_in: list
             assert_matches_numpy(g, r, rtol=rtol, atol=atol)
         else:
             n = _reduced_count(case)
-            eps_out = float(np.finfo(r.dtype).eps)
-            eps_acc = float(np.finfo(fdt.compute_dtype(r.dtype)).eps)  # float16, bfloat16: float32
+            eps_out = float(ml_dtypes.finfo(r.dtype).eps)
+            eps_acc = float(ml_dtypes.finfo(fdt.compute_dtype(r.dtype)).eps)  # float16, bfloat16: float32
             in_dtype = np_in[0].dtype
             if in_dtype.kind in "biu":
-                eps_acc = float(np.finfo(np.float64).eps)
+                eps_acc = float(ml_dtypes.finfo(np.float64).eps)
             growth = 4 * math.log2(n + 2)
             with np.errstate(all="ignore"):
                 x64 = [np.where(np.isfinite(a), a, 0).astype(np.float64) if fdt.kind(a.dtype) == "f"
@@ -399,7 +400,7 @@ def _check(case: Case, got: list[np.ndarray], ref: list[np.ndarray], np_in: list
                 scale = np.asarray(check.scale(x64, _reduced_axes(case))[k], dtype=np.float64)
                 if scale.ndim and r.ndim and scale.ndim < r.ndim:
                     scale = np.expand_dims(scale, _reduced_axes(case))
-            tiny = float(np.finfo(r.dtype).smallest_subnormal)
+            tiny = float(ml_dtypes.finfo(r.dtype).smallest_subnormal)
             atol = growth * eps_acc * np.broadcast_to(scale, r.shape) + check.out_atol * eps_out + 4 * tiny
             _assert_close(g, r, rtol=4 * eps_out + growth * eps_acc, atol=atol, ref64=ref64[k])
 

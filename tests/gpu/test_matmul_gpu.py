@@ -14,6 +14,7 @@ accumulates float16 in float32 as cuBLAS does.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -65,7 +66,7 @@ def test_matmul_gpu_matches_numpy_within_the_gemm_bound(name, dtype):
     magnitude = fn(*[np.abs(h.astype(np.float64)) for h in host])
     k = max(h.shape[-1] for h in host)  # at least each case's K
     u = 2.0 ** -53 if want.dtype == np.float64 else 2.0 ** -24  # float32 accumulation (float16 too)
-    bound = 1.01 * k * u * magnitude + np.finfo(want.dtype).eps / 2 * (np.abs(exact) + k * u * magnitude)
+    bound = 1.01 * k * u * magnitude + ml_dtypes.finfo(want.dtype).eps / 2 * (np.abs(exact) + k * u * magnitude)
     err = np.abs(got.astype(np.float64) - exact)
     assert (err <= bound).all(), f"error {err.max()} over the float32-accumulation bound"
 
@@ -154,7 +155,7 @@ def test_matmul_gpu_epilogues_one_kernel_after_the_gemm(name, dtype):
     if name == "router_top1":  # the same expert, but where two are within the GEMM's error of each other
         product = np.matmul(host[0].astype(np.float64), host[1].astype(np.float64))
         picked = np.take_along_axis(product, got[:, None].astype(np.int64), axis=-1)[:, 0]
-        slack = 4 * 96 * np.finfo(dtype).eps * np.matmul(np.abs(host[0]).astype(np.float64),
+        slack = 4 * 96 * ml_dtypes.finfo(dtype).eps * np.matmul(np.abs(host[0]).astype(np.float64),
                                                          np.abs(host[1]).astype(np.float64)).max(axis=-1)
         assert (picked >= product.max(axis=-1) - slack).all()
         return

@@ -6,6 +6,7 @@ as accurate as NumPy's own two-pass result."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -79,9 +80,9 @@ SCALES = {"var_axis0": ("mean", "var"), "std_rows": ("var",), "var_all": ("var",
 def _bound(x: np.ndarray, want: np.ndarray, n: int, scale: str) -> np.ndarray:
     """CORRECTNESS.md's reduction bound for a result over ``n`` elements: a few eps(dtype) x log2(n) of the
     result's magnitude plus its scale's, and the dtype's own rounding."""
-    eps = float(np.finfo(x.dtype).eps)
+    eps = float(ml_dtypes.finfo(x.dtype).eps)
     extra = {"var": 0.0, "unit": 1.0, "mean": float(np.nanmean(np.abs(x[np.isfinite(x)].astype(np.float64))))}
-    return 8 * eps * max(1.0, np.log2(max(n, 2))) * (np.abs(want) + extra[scale]) + np.finfo(x.dtype).tiny
+    return 8 * eps * max(1.0, np.log2(max(n, 2))) * (np.abs(want) + extra[scale]) + ml_dtypes.finfo(x.dtype).tiny
 
 
 # (function, shape, elements per variance, dtype, schedules forced on the one kernel)
@@ -172,7 +173,7 @@ def test_gpu_variance_of_badly_conditioned_data_is_as_accurate_as_numpy(fn, shap
         exact, ours_np = np.sqrt(exact), np.sqrt(ours_np)
     numpy_err = np.abs(ours_np - exact) / exact
     fusec_err = np.abs(got - exact) / exact
-    assert fusec_err.max() <= max(2 * numpy_err.max(), 4 * np.finfo(np.float32).eps), (
+    assert fusec_err.max() <= max(2 * numpy_err.max(), 4 * ml_dtypes.finfo(np.float32).eps), (
         f"fusec {fusec_err.max():.2e} vs NumPy {numpy_err.max():.2e}")
 
 

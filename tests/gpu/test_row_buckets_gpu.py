@@ -9,6 +9,7 @@ too (``launcher.compiles``).
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -53,7 +54,7 @@ def _assert_close(got: list[np.ndarray], fn, x: np.ndarray) -> None:
     within CORRECTNESS.md's reduction bound (a few eps x log2(n) of the magnitude: the output's plus 1 for
     normalized rows, each row's sum of |x| for sums)."""
     n = x.shape[-1]
-    eps = float(np.finfo(x.dtype).eps)
+    eps = float(ml_dtypes.finfo(x.dtype).eps)
     with np.errstate(all="ignore"):
         wants = fn(x.astype(np.float64))
         exact = fn(x)
@@ -70,7 +71,7 @@ def _assert_close(got: list[np.ndarray], fn, x: np.ndarray) -> None:
         inf = np.isinf(w)
         assert np.array_equal(g[inf], w[inf]) and not np.isinf(g[~inf]).any(), "infinities differ"
         finite = np.isfinite(w)
-        bound = 8 * eps * max(1.0, np.log2(n)) * (np.abs(w) + scale) + np.finfo(x.dtype).tiny
+        bound = 8 * eps * max(1.0, np.log2(n)) * (np.abs(w) + scale) + ml_dtypes.finfo(x.dtype).tiny
         err = np.abs(g.astype(np.float64) - w)
         assert (err[finite] <= np.broadcast_to(bound, w.shape)[finite]).all(), f"worst error {err[finite].max():.3e}"
 
@@ -125,7 +126,7 @@ def test_gpu_row_buckets_misaligned_views_and_broadcast_rows(launcher, n) -> Non
         finite = np.isfinite(want)
         scale = np.abs(x.astype(np.float64) * w).sum(axis=-1, keepdims=True) / (x.astype(np.float64) ** 2).sum(
             axis=-1, keepdims=True)  # |x * w| over the sum of squares: what each output's error scales with
-        bound = 16 * np.finfo(np.float32).eps * np.log2(n) * (np.abs(want) + np.broadcast_to(scale, want.shape))
+        bound = 16 * ml_dtypes.finfo(np.float32).eps * np.log2(n) * (np.abs(want) + np.broadcast_to(scale, want.shape))
         assert (np.abs(g - want)[finite] <= bound[finite]).all()
 
 

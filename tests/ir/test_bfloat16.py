@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import warnings
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -15,8 +16,8 @@ import fusec
 from fusec.ir.dtypes import BFLOAT16, SUPPORTED
 from tests.helpers import assert_matches_numpy, assert_same_bits, random_array, seed_of
 
-BF16_MAX = float(np.finfo(BFLOAT16).max)  # 3.3895e38
-BF16_TINY = float(np.finfo(BFLOAT16).smallest_subnormal)  # 2**-133
+BF16_MAX = float(ml_dtypes.finfo(BFLOAT16).max)  # 3.3895e38
+BF16_TINY = float(ml_dtypes.finfo(BFLOAT16).smallest_subnormal)  # 2**-133
 
 
 def _rounded_once(x64: np.ndarray) -> np.ndarray:

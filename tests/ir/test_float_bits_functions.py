@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import cupy
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -28,7 +29,7 @@ UNARY: dict[str, Callable[[Any], Any]] = {
 
 def special(dt: Any) -> np.ndarray:
     """NaN, +-inf, +-0, the subnormal and normal extremes and values either side of i0's 8 (floats)."""
-    info = np.finfo(dt)
+    info = ml_dtypes.finfo(dt)
     values = [np.nan, np.inf, -np.inf, 0.0, -0.0, info.smallest_subnormal, -info.smallest_subnormal,
               info.smallest_normal, info.max, -info.max, 0.5, -0.5, 1.5, -2.5, 7.9, 8.0, 8.1, -8.0, 30.0, 700.0]
     return np.array(values).astype(dt)
@@ -125,7 +126,7 @@ def test_ldexp_matches_numpy(dt: str, n_dt: str) -> None:
 
 def test_ldexp_of_subnormal_results_rounds_once() -> None:
     """A result in the subnormals is x * 2**n rounded once, half to even (never rounded twice on the way)."""
-    x = np.float32(1.0) + np.arange(1, 64, dtype=np.float32) * np.finfo(np.float32).eps
+    x = np.float32(1.0) + np.arange(1, 64, dtype=np.float32) * ml_dtypes.finfo(np.float32).eps
     n = np.arange(-150, -125, dtype=np.int32)
     _check(lambda a, b: np.ldexp(a, b), [x[:, None], n[None, :]])
     _check(lambda a, b: np.ldexp(a, b), [x.astype(np.float64)[:, None] * 3, (n.astype(np.int64) * 8)[None, :]])
@@ -140,7 +141,8 @@ def test_ldexp_python_exponent_is_int32_and_too_large_overflows() -> None:
 
 @pytest.mark.parametrize("dt", ["float16", "float32", "float64", "int8", "int64", "bool"])
 def test_nextafter_matches_numpy_bit_for_bit(dt: str) -> None:
-    """Towards +-inf, +-0 (float16's x at x == y, others' y), NaN, from zeros and subnormals, past the largest value."""
+    """Towards +-inf, +-0 (the installed NumPy's answer: the reference backend is NumPy), NaN, from zeros and
+    subnormals, past the largest value."""
     x = special(dt) if dt.startswith("float") else random_array(np.random.default_rng(0), (9,), dt)
     _check(lambda a, b: np.nextafter(a, b), [x[:, None], x[None, :]])
 

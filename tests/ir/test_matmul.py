@@ -7,6 +7,7 @@ test_matmul_fake_gpu.py``; on a GPU, ``tests/gpu/test_matmul_gpu.py``."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -137,7 +138,7 @@ def _check_against(got, want, fn, args):
     magnitude = fn(*[np.abs(a.astype(np.float64)) for a in args])
     k = max(np.asarray(a).shape[-1] for a in args)  # an upper bound of K for the cases' layouts
     u_acc = 2.0 ** -53 if want.dtype == np.float64 else 2.0 ** -24
-    bound = 1.01 * k * u_acc * magnitude + np.finfo(want.dtype).eps / 2 * (np.abs(exact) + k * u_acc * magnitude)
+    bound = 1.01 * k * u_acc * magnitude + ml_dtypes.finfo(want.dtype).eps / 2 * (np.abs(exact) + k * u_acc * magnitude)
     err = np.abs(np.asarray(got, np.float64) - exact)
     assert (err <= bound).all(), f"max error {err.max()} over the bound (max {bound.max()})"
 
