@@ -3,6 +3,7 @@
     PYTHONPATH=. python benchmarks/compile_time.py                       # the default sizes, a markdown table
     PYTHONPATH=. python benchmarks/compile_time.py --family chain --sizes 100,1000
     PYTHONPATH=. python benchmarks/compile_time.py --nvrtc-up-to 300 --out build/compile_time.json
+    PYTHONPATH=. python benchmarks/compile_time.py --nvrtc [--kinds rows --mixes transc --sizes 10,30]
 
 Program families, all plain NumPy-style functions traced with :class:`fusec.ArraySpec` arguments:
 
@@ -27,6 +28,14 @@ each stage: ``trace`` (``Fused.trace``), ``passes`` (the cleanup pipeline: canon
 each verified), ``plan`` (fusion and the :class:`fusec.runtime.plan.Plan`), ``source`` (the CUDA source of every
 kernel, :func:`kernel_sources`) and ``nvrtc`` (every distinct source compiled to a cubin for sm_90, only up
 to ``--nvrtc-up-to`` nodes since it costs about 0.3 s a kernel; ``-`` above that).
+
+``--nvrtc`` gives instead NVRTC's time against the number of ops, per kernel kind and op mix (:data:`NVRTC_KINDS`,
+:data:`MIXES`: ``arith`` ``* 1.0001`` and ``+ 0.5`` in turn, ``transc`` ``sin`` and ``cos`` in turn, ``mixed``
+``*``, ``+`` and ``tanh`` in turn; sizes 10, 30, 100, 300), each program one kernel of that kind whose elementwise
+part is the ``n`` ops, and the first calls of issue 34's acceptance (:data:`FIRST_CALLS`: trace + plan + source,
+then NVRTC). Each NVRTC time is the process's CPU seconds (NVRTC compiles on the calling thread; CPU time is what
+other work on a shared machine changes least) and the wall seconds beside it. Past ``--nvrtc-limit`` seconds
+the larger sizes of that kind and mix are left out (``-``).
 """
 
 from __future__ import annotations
@@ -290,8 +299,126 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# --- NVRTC time per op count and kernel kind --------------------------------------------------------------
+
+
+def _ops(x: Any, n_ops: int, mix: str) -> Any:
+    """``n_ops`` elementwise ops of ``mix`` applied to ``x`` in a row."""
+    for i in range(n_ops):
+        if mix == "transc":
+            x = np.sin(x) if i % 2 == 0 else np.cos(x)
+        elif mix == "arith" or i % 3 < 2:
+            x = x * 1.0001 if i % 2 == 0 else x + 0.5
+        else:
+            x = np.tanh(x)
+    return x
+
+
+def _softmax_rows(x: Any) -> Any:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# kind -> (what follows the ops, the argument): one kernel of that kind each
+NVRTC_KINDS: dict[str, tuple[Callable[[Any], Any], fusec.ArraySpec]] = {
+    "pointwise": (lambda y: y, fusec.ArraySpec((1 << 20,), "float32")),
+    "reduce_all": (lambda y: y.sum(), fusec.ArraySpec((1 << 20,), "float32")),
+    "rows": (_softmax_rows, fusec.ArraySpec((4096, 1024), "float32")),
+    "cols": (lambda y: y.sum(axis=0), fusec.ArraySpec((1024, 4096), "float32")),
+    "scan": (lambda y: np.cumsum(y, axis=-1), fusec.ArraySpec((4096, 1024), "float32")),
+}
+MIXES = ("arith", "transc", "mixed")
+NVRTC_SIZES = (10, 30, 100, 300)
+# issue 34's first calls: name -> (kind, mix, ops); under 3 s (1000-op chain: 10 s) on the 2-core CPU
+FIRST_CALLS = {"120-op sin/cos chain": ("pointwise", "transc", 120),
+               "softmax rows of 1024 after 30 ops (*, +, tanh)": ("rows", "mixed", 30),
+               "softmax rows of 1024 after 30 ops (sin, cos)": ("rows", "transc", 30),
+               "1000-op arithmetic chain": ("pointwise", "arith", 1000)}
+
+
+def nvrtc_program(kind: str, mix: str, n_ops: int) -> tuple[Callable[..., Any], list[fusec.ArraySpec]]:
+    after, spec = NVRTC_KINDS[kind]
+
+    def fn(x):
+        return after(_ops(x, n_ops, mix))
+
+    fn.__name__ = f"{kind}_{mix}{n_ops}"
+    return fn, [spec]
+
+
+def measure_nvrtc(kind: str, mix: str, n_ops: int, arch: str = "sm_90", inline: bool = False) -> dict[str, Any]:
+    """One first call without a GPU: trace + plan + source (wall seconds), then NVRTC of every distinct source
+    (CPU and wall seconds), with the schedules and ptxas's registers. ``inline``: a pointwise kernel's body
+    inline (``outline=0``, the code before outlining) whatever the heuristics say."""
+    from fusec.codegen.nvrtc import compile_cubin
+    from fusec.kinds import generate_plan
+
+    fn, specs = nvrtc_program(kind, mix, n_ops)
+    t0 = time.perf_counter()
+    schedules = {"k0": "pointwise:vector,outline=0"} if inline and kind == "pointwise" else {}
+    fused = fusec.fuse(fn, schedules=schedules)
+    plan = fused.plan(*specs)
+    kernels = generate_plan(plan, dict(zip(plan.graph.inputs, specs)), schedules)
+    t1 = time.perf_counter()
+    c1 = time.process_time()
+    registers = []
+    for source in dict.fromkeys(k.source for k in kernels):
+        result = compile_cubin(source, arch)
+        registers += [r.registers for r in (result.kernels or {}).values()]
+    return {"kind": kind, "mix": mix, "ops": n_ops, "kernels": len(kernels),
+            "schedules": [str(k.schedule) for k in kernels], "plan_s": t1 - t0,
+            "nvrtc_cpu_s": time.process_time() - c1, "nvrtc_s": time.perf_counter() - t1, "registers": registers}
+
+
+def nvrtc_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    lines = ["| kind | mix | ops | schedule | trace+plan+source s | NVRTC CPU s | NVRTC wall s |",
+             "| --- | --- | ---: | --- | ---: | ---: | ---: |"]
+    for r in rows:
+        if r.get("skipped"):
+            lines.append(f"| {r['kind']} | {r['mix']} | {r['ops']} | - | - | - | - |")
+            continue
+        lines.append(f"| {r['kind']} | {r['mix']} | {r['ops']} | {'; '.join(r['schedules'])} | {r['plan_s']:.2f} | "
+                     f"{r['nvrtc_cpu_s']:.2f} | {r['nvrtc_s']:.2f} |")
+    return "\n".join(lines)
+
+
+def nvrtc_main(args: argparse.Namespace) -> int:
+    kinds = args.kinds.split(",") if args.kinds else list(NVRTC_KINDS)
+    mixes = args.mixes.split(",") if args.mixes else list(MIXES)
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(NVRTC_SIZES)
+    measure_nvrtc("pointwise", "arith", 2)  # warm up: imports, NVRTC's headers
+    rows: list[dict[str, Any]] = []
+    cases = [(k, m, n) for k in kinds for m in mixes for n in sizes]
+    if not args.no_first_calls:
+        cases += [(k, m, n) for k, m, n in FIRST_CALLS.values()]
+    slow_at: dict[tuple[str, str], int] = {}  # kind and mix -> the ops past --nvrtc-limit
+    for kind, mix, n in cases:
+        if (kind, mix) in slow_at and n > slow_at[(kind, mix)]:
+            row = {"kind": kind, "mix": mix, "ops": n, "skipped": True}
+        else:
+            row = measure_nvrtc(kind, mix, n, inline=args.inline)
+            if row["nvrtc_cpu_s"] > args.nvrtc_limit:
+                slow_at[(kind, mix)] = min(n, slow_at.get((kind, mix), n))
+        rows.append(row)
+        print(nvrtc_markdown([row]).splitlines()[-1], file=sys.stderr, flush=True)
+    print(nvrtc_markdown(rows))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"python": sys.version.split()[0], "nvrtc_rows": rows}, f, indent=1)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nvrtc", action="store_true",
+                        help="NVRTC time per op count and kernel kind, and issue 34's first calls, instead")
+    parser.add_argument("--kinds", help=f"with --nvrtc: comma-separated kinds (default {','.join(NVRTC_KINDS)})")
+    parser.add_argument("--mixes", help=f"with --nvrtc: comma-separated op mixes (default {','.join(MIXES)})")
+    parser.add_argument("--nvrtc-limit", type=float, default=60.0, metavar="S",
+                        help="with --nvrtc: past this many CPU seconds, skip the larger sizes of that kind and mix")
+    parser.add_argument("--inline", action="store_true",
+                        help="with --nvrtc: pointwise bodies inline (outline=0), as before outlining")
+    parser.add_argument("--no-first-calls", action="store_true", help="with --nvrtc: leave out the first calls")
     parser.add_argument("--family", choices=[*FAMILIES, "all"], default="all")
     parser.add_argument("--sizes", help="comma-separated sizes (default: each family's own list)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random DAG")
@@ -299,6 +426,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="compile the kernels with NVRTC for programs of at most this many nodes (default: none)")
     parser.add_argument("--out", help="write the rows as JSON to this file")
     args = parser.parse_args(argv)
+    if args.nvrtc:
+        return nvrtc_main(args)
     families = list(FAMILIES) if args.family == "all" else [args.family]
     measure("chain", 3, nvrtc=False)  # warm up: imports, template loading, first-call caches
     rows = []

@@ -539,6 +539,7 @@ def run_workload(ctx: Context, w: W.Workload, peers: tuple[W.Peer, ...]) -> dict
         "bytes": w.bytes_of(shape), "bytes_formula": w.bytes_formula, "target": w.target,
         "target_ms": w.target_ms, "target_ratio": w.target_ratio, "target_pct_copy": w.target_pct_copy,
         "target_kernels": w.target_kernels, "mutates": w.mutates, "perf_best_peer": w.perf_best, "impls": [],
+        "target_of_impl": w.target_of_impl,
     }
     say(f"{ctx.stamp()} {w.name}: {w.title}; shape {list(shape)}, {rec['bytes'] / 1e9:.3f} GB "
         f"({w.bytes_formula})")
@@ -622,6 +623,11 @@ def target_met(rec: dict[str, Any]) -> bool | None:
         if pct is None or kernels is None:
             return None
         return pct >= rec["target_pct_copy"] and kernels <= (rec.get("target_kernels") or kernels)
+    if rec.get("target_of_impl"):  # within 5% of another implementation's time (fusec with another schedule)
+        other = next((i for i in rec["impls"] if i["name"] == rec["target_of_impl"] and i["status"] == "ok"), None)
+        return None if other is None else fusec["ms"]["median"] <= 1.05 * other["ms"]["median"]
+    if rec.get("target_ms") is None:
+        return None
     return fusec["ms"]["median"] <= rec["target_ms"]
 
 

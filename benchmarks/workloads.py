@@ -158,6 +158,44 @@ def torch_adam(torch: Any) -> Callable:
     return adam
 
 
+TRIG_CHAIN_OPS = 120  # issue 34's first-call case: sin and cos in turn
+PROLOGUE_OPS = 30  # issue 34's softmax after a prologue: *, + and tanh in turn
+
+
+def _trig_chain(sin: Callable, cos: Callable) -> Callable:
+    def trig_chain(x):
+        for i in range(TRIG_CHAIN_OPS):
+            x = sin(x) if i % 2 == 0 else cos(x)
+        return x
+
+    return trig_chain
+
+
+def _prologue_softmax(tanh: Callable, softmax: Callable) -> Callable:
+    def prologue_softmax(x):
+        for i in range(PROLOGUE_OPS):
+            x = x * 1.0001 if i % 3 == 0 else (x + 0.5 if i % 3 == 1 else tanh(x))
+        return softmax(x)
+
+    return prologue_softmax
+
+
+def build_trig_chain(xp: Any) -> Callable:
+    return _trig_chain(xp.sin, xp.cos)
+
+
+def build_prologue_softmax(xp: Any) -> Callable:
+    return _prologue_softmax(xp.tanh, build_softmax(xp))
+
+
+def torch_trig_chain(torch: Any) -> Callable:
+    return _trig_chain(torch.sin, torch.cos)
+
+
+def torch_prologue_softmax(torch: Any) -> Callable:
+    return _prologue_softmax(torch.tanh, torch_softmax(torch))
+
+
 # --- inputs ------------------------------------------------------------------------------------
 def one_normal(normal: Callable[[tuple], Any], shape: tuple) -> tuple:
     return (normal(shape),)
@@ -258,6 +296,22 @@ def setup_cuda_compute(ctx: Any, w: Workload, inputs: tuple) -> Prepared:
     return Prepared(call, outputs=lambda out: (out.reshape(()),), note=note)
 
 
+# fusec with its heavy element bodies inline (outline=0), beside fusec's own schedule (outline=1 where the heuristics
+# outline): issue 34 asks the outlined kernel to run within 5% of the inline one
+INLINE_SCHEDULES = {"trig_chain": {"k0": "pointwise:vector,outline=0"}}
+
+
+def setup_fusec_inline(ctx: Any, w: Workload, inputs: tuple) -> Prepared:
+    import fusec
+
+    schedules = INLINE_SCHEDULES.get(w.name)
+    if schedules is None:
+        raise Cannot("no inline schedule for this workload")
+    fused = fusec.fuse(w.build(ctx.xp), schedules=schedules)
+    fused(*inputs)  # compiles
+    return Prepared(lambda: fused(*inputs))
+
+
 NAIVE = Peer("naive", "cupy naive", setup_naive)
 CUPY_FUSE = Peer("cupy.fuse", "cupy.fuse", setup_cupy_fuse)
 REDUCTION_KERNEL = Peer("reductionkernel", "cupy ReductionKernel", setup_reduction_kernel)
@@ -265,7 +319,8 @@ TORCH_EAGER = Peer("torch", "torch eager", setup_torch_eager)
 TORCH_COMPILE = Peer("torch.compile", "torch.compile", setup_torch_compile, slow=True)
 JAX = Peer("jax", "jax.jit", setup_jax, slow=True)
 CUDA_COMPUTE = Peer("cuda.compute", "cuda.compute", setup_cuda_compute)
-ALL_PEERS = (NAIVE, CUPY_FUSE, REDUCTION_KERNEL, TORCH_EAGER, TORCH_COMPILE, JAX, CUDA_COMPUTE)
+FUSEC_INLINE = Peer("fusec-inline", "fusec outline=0", setup_fusec_inline)
+ALL_PEERS = (NAIVE, CUPY_FUSE, REDUCTION_KERNEL, TORCH_EAGER, TORCH_COMPILE, JAX, CUDA_COMPUTE, FUSEC_INLINE)
 COMMON_PEERS = (NAIVE, CUPY_FUSE, TORCH_EAGER, TORCH_COMPILE, JAX)
 SUM_ABS_PEERS = (NAIVE, CUPY_FUSE, REDUCTION_KERNEL, TORCH_EAGER, TORCH_COMPILE, JAX, CUDA_COMPUTE)
 
@@ -307,6 +362,7 @@ class Workload:
     target_pct_copy: float | None = None  # fusec's GB/s as % of the copy ceiling, at least (the idioms suite)
     target_kernels: int | None = None  # fusec's kernels, at most (the idioms suite)
     mutates: bool = False  # the function updates its arguments in place (and returns them)
+    target_of_impl: str | None = None  # fusec's time within 5% of this implementation's (fusec outline=0)
 
 
 def _n(shape: tuple) -> int:
@@ -351,6 +407,19 @@ WORKLOADS: tuple[Workload, ...] = (
         bytes_formula="4 x 4n read + 3 x 4n written", bytes_of=lambda s: 28 * _n(s),
         kind="pointwise", tolerances=((1e-4, 1e-6), (1e-4, 1e-7), (1e-4, 1e-9)), peers=COMMON_PEERS,
         target="<= 0.48 ms", target_ms=0.48, perf_best="torch.compile 0.497-0.532 ms"),
+    Workload(
+        name="trig_chain", title=f"{TRIG_CHAIN_OPS} ops of sin and cos in turn (first call: issue 34)",
+        build=build_trig_chain, torch_fn=torch_trig_chain, shape=(1 << 26,), dry_shape=(1 << 12,),
+        make_inputs=one_normal, bytes_formula="4n read + 4n written", bytes_of=lambda s: 8 * _n(s),
+        kind="pointwise", tolerances=((1e-4, 1e-5),), peers=(NAIVE, TORCH_EAGER, TORCH_COMPILE, FUSEC_INLINE),
+        target="within 5% of fusec outline=0", target_ms=None, perf_best="-", target_of_impl="fusec outline=0"),
+    Workload(
+        name="prologue_softmax", title=f"softmax over rows after {PROLOGUE_OPS} ops of *, + and tanh (issue 34)",
+        build=build_prologue_softmax, torch_fn=torch_prologue_softmax, shape=(8192, 1024), dry_shape=(64, 1024),
+        make_inputs=one_normal, bytes_formula="4RC read + 4RC written", bytes_of=lambda s: 8 * _n(s),
+        kind="rows", tolerances=((1e-4, 1e-8),), peers=(NAIVE, TORCH_EAGER, TORCH_COMPILE),
+        target="as fast as before the outlining (same kernel)", target_ms=None, perf_best="-",
+        cupy_fuse_cannot=KEEPDIMS),
     Workload(
         name="sum_abs_small", title="sum(abs(x)), small input: time per call", build=build_sum_abs,
         torch_fn=torch_sum_abs, shape=(1024,), dry_shape=(1024,), make_inputs=one_normal,

@@ -49,3 +49,28 @@ def test_compile_time_main_prints_a_row_per_size_and_writes_json(tmp_path, capsy
     for r in rows:
         assert r["kernels"] >= 1 and r["nodes"] > 0 and r["nvrtc_s"] is None
         assert min(r["trace_s"], r["passes_s"], r["plan_s"], r["source_s"]) >= 0
+
+
+def test_compile_time_nvrtc_table_gives_a_row_per_kind_mix_and_size(tmp_path, capsys):
+    """``--nvrtc``: one kernel of the kind asked for per row, its schedule (outlined where the heuristics say, inline
+    with ``--inline``), NVRTC's CPU and wall seconds; the JSON holds the rows."""
+    pytest.importorskip("cuda.core")
+    out = tmp_path / "nvrtc.json"
+    argv = ["--nvrtc", "--kinds", "pointwise", "--mixes", "transc,arith", "--sizes", "10", "--no-first-calls"]
+    assert compile_time.main([*argv, "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["nvrtc_rows"]
+    assert [(r["kind"], r["mix"], r["ops"], r["kernels"]) for r in rows] == [("pointwise", "transc", 10, 1),
+                                                                               ("pointwise", "arith", 10, 1)]
+    assert rows[0]["schedules"] == ["pointwise:vector,vec=4,outline=1"]
+    assert rows[1]["schedules"] == ["pointwise:vector,vec=4"]
+    assert all(r["nvrtc_cpu_s"] > 0 and r["nvrtc_s"] > 0 for r in rows)
+    assert "| pointwise | transc | 10 | pointwise:vector,vec=4,outline=1 |" in capsys.readouterr().out
+    assert compile_time.main([*argv[:4], "transc", *argv[5:], "--inline", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["nvrtc_rows"][0]["schedules"] == ["pointwise:vector,vec=4"]
+
+
+def test_compile_time_nvrtc_programs_are_one_kernel_of_their_kind():
+    for kind in compile_time.NVRTC_KINDS:
+        fn, specs = compile_time.nvrtc_program(kind, "mixed", 12)
+        plan = fusec.fuse(fn).plan(*specs)
+        assert [k.kind for k in plan.kernels] == ["reduce-all" if kind == "reduce_all" else kind], kind

@@ -19,12 +19,13 @@ from fusec.kinds.kind import KernelKind, Refuse
 from fusec.schedule.base import BLOCK, Schedule
 from fusec.schedule.contract import VectorAccess
 from fusec.schedule.device import DeviceProperties
-from fusec.schedule.heuristics import check_flat_loop, flat_loop, power_of_two
+from fusec.schedule.heuristics import check_flat_loop, flat_loop, outline_pays, power_of_two
 from fusec.schedule.layout import VECTOR_BYTES
 from fusec.schedule.nest import LoopNest
 
 TILE_EDGE = 64  # pointwise tiled: tiles of 64 x 64 elements, a 64 x 4 block (16 rows per thread); H200, x.T * 2
 # + y of 16384 x 4096 float32: 0.234 ms (tile 64), 0.281 (32), 0.706 (16)
+OUTLINED_LOOPS = ("vector", "contiguous", "strided")  # the loops that may call their body as a function
 TILE_MIN_EXTENT = 32  # pointwise tiled: both tiled axes at least this long (shorter ones waste the tile)
 
 
@@ -43,10 +44,13 @@ class PointwiseSchedule(Schedule):
     kind: ClassVar[str] = POINTWISE
     variant_field: ClassVar[str] = "loop"
     variants: ClassVar[tuple[str, ...]] = ("vector", "contiguous", "strided", "inner_vector", "tiled")
-    keys: ClassVar[dict[str, str]] = {"vec": "vec", "tile": "tile"}
+    keys: ClassVar[dict[str, str]] = {"vec": "vec", "tile": "tile", "outline": "outline"}
     loop: str = "strided"
     vec: int = 1
     tile: int = 32  # tiled: the tile's edge (the block is tile x 256 / tile threads)
+    # vector, contiguous and strided loops: the element's body is one __noinline__ function called per element
+    # instead of a copy per element of a vector and one in the tail (:func:`fusec.schedule.heuristics.outline_pays`)
+    outline: bool = False
 
 
     @property
@@ -62,8 +66,10 @@ class PointwiseSchedule(Schedule):
 
     def text(self) -> str:
         if self.loop == "tiled":
-            return f"{self.kind}:tiled,tile={self.tile}" + (f",vec={self.vec}" if self.vec != 1 else "")
-        return f"{self.kind}:{self.loop},vec={self.vec}"
+            text = f"{self.kind}:tiled,tile={self.tile}" + (f",vec={self.vec}" if self.vec != 1 else "")
+        else:
+            text = f"{self.kind}:{self.loop},vec={self.vec}"
+        return text + (",outline=1" if self.outline else "")
 
     def vector_accesses(self, nest: LoopNest) -> list[VectorAccess]:
         """``vector``: every array the loop moves along (loads and stores), ``vec`` elements of the flat index at a
@@ -103,10 +109,13 @@ class PointwiseKind(KernelKind):
                                                             if tile_bytes(nest, e) <= device.shared_memory_per_block]))
         if variant == "inner_vector" or (variant is None and inner_vector_width(nest) > 1):
             return PointwiseSchedule("inner_vector", max(2, inner_vector_width(nest)))
-        return PointwiseSchedule(*flat_loop(nest, variant))
+        loop, vec = flat_loop(nest, variant)
+        return PointwiseSchedule(loop, vec, outline=outline_pays(nest.epilogue_needed, vec + 1 if vec > 1 else 1))
 
     def check_fields(self, nest: LoopNest, schedule: PointwiseSchedule, device: DeviceProperties,
                      refuse: Refuse) -> None:
+        if schedule.outline and schedule.loop not in OUTLINED_LOOPS:
+            refuse(f"outline=1 takes the vector, contiguous or strided loops, not {schedule.loop}")
         if schedule.loop == "inner_vector":
             if nest.contiguous or not nest.axes:
                 refuse("an inner_vector loop is for several axes; this loop is one flat index (use vector)")

@@ -10,6 +10,7 @@ schedule and nothing else to decide the kernel's shape.
 Every schedule prints as one line that parses back (``explain`` shows it, ``--schedule`` takes it)::
 
     pointwise:vector,vec=4
+    pointwise:vector,vec=4,outline=1
     pointwise:tiled,tile=32
     reduce-all:last_block,loop=vector,vec=4
     rows:block_regs,threads=256,elems=32,vec=4,hold=3+5,fast_division=1,lengths=bucket

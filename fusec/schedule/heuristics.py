@@ -9,11 +9,29 @@ forcing schedules).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from fusec.ir.graph import Node
+from fusec.ir.ops import Kind
 from fusec.schedule.base import Schedule
 from fusec.schedule.layout import VECTOR_BYTES
 from fusec.schedule.nest import LoopNest
+
+OUTLINE_HEAVY_COST = 6  # an op of at least this cost in the op table is a libm-style function (sin, tanh, pow, erf)
+OUTLINE_MIN_HEAVY = 8  # outline a body of at least this many of them (NVRTC, 2-core CPU: benchmarks/compile_time.py
+# --nvrtc: 8 sin/cos in a vec=4 loop take 1.5 s inline, 0.65 s outlined; 120 take 33 s and 2.0 s)
+
+
+def outline_pays(body: Iterable[Node], copies: int) -> bool:
+    """Whether a loop whose element computes ``body`` (its nodes) in ``copies`` places of the kernel (a vector of
+    4 and a scalar tail: 5) should call it as one ``__noinline__`` function instead: where it has at least
+    :data:`OUTLINE_MIN_HEAVY` ops of cost :data:`OUTLINE_HEAVY_COST` or more. NVRTC's time grows with the code
+    it is given, and CUDA's ``sinf``/``cosf``/``powf`` inline a large slow path into every copy: a chain of 120
+    ``sin``/``cos`` takes 33 s to compile inline, 2 s outlined. The call costs a few instructions per element,
+    nothing against such a body; every kernel of the benchmarks and examples stays inline."""
+    heavy = sum(1 for n in body if n.kind is Kind.ELEMENTWISE and n.opdef.cost >= OUTLINE_HEAVY_COST)
+    return copies > 1 and heavy >= OUTLINE_MIN_HEAVY
 
 
 def one_pass_pays(nest: LoopNest, schedule: Schedule) -> bool:
