@@ -21,6 +21,7 @@ import pytest
 import fusec
 from fusec.runtime import launch as runtime
 from tests.helpers import GPU_ONLY, assert_gemm_matches, assert_matches_numpy, device_copy, seed_of
+from tests.workloads import gelu, layernorm, softmax
 
 cupy = pytest.importorskip("cupy")
 
@@ -115,30 +116,16 @@ def test_matmul_gpu_poisoned_outputs_are_written_whole(dtype, shapes):
         assert_matches_numpy(got, fn(*host), exact=True)
 
 
-def _gelu(x):
-    return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
-
-
-def _softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def _layernorm(x):
-    mu = x.mean(axis=-1, keepdims=True)
-    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
-
-
 def _causal(n):
     return np.where(np.tril(np.ones((n, n), bool)), 0.0, -np.inf).astype(np.float32)
 
 
 EPILOGUES = {
-    "mlp_gelu": (lambda x, w, b: _gelu(x @ w + b), [(257, 96), (96, 384), (384,)], "pointwise"),
-    "attention_scores": (lambda q, k, m: _softmax(q @ k.T * 0.125 + m), [(129, 64), (129, 64), None], "rows"),
-    "layernorm_residual": (lambda x, w, b, r: _layernorm(x @ w + b + r), [(257, 96), (96, 384), (384,), (257, 384)],
+    "mlp_gelu": (lambda x, w, b: gelu(x @ w + b), [(257, 96), (96, 384), (384,)], "pointwise"),
+    "attention_scores": (lambda q, k, m: softmax(q @ k.T * 0.125 + m), [(129, 64), (129, 64), None], "rows"),
+    "layernorm_residual": (lambda x, w, b, r: layernorm(x @ w + b + r), [(257, 96), (96, 384), (384,), (257, 384)],
                            "rows"),
-    "router_top1": (lambda x, w: np.argmax(_softmax(x @ w), axis=-1), [(1029, 96), (96, 64)], "rows"),
+    "router_top1": (lambda x, w: np.argmax(softmax(x @ w), axis=-1), [(1029, 96), (96, 64)], "rows"),
 }
 
 
@@ -206,7 +193,7 @@ except ImportError:
 def test_matmul_gpu_torch_tensors_in_and_out(dtype):
     torch = torch_module
     x, w, b = _data((257, 96), dtype, 5) / 4, _data((96, 384), dtype, 6) / 4, _data((384,), dtype, 7)
-    fn = lambda x, w, b: _gelu(x @ w + b)  # noqa: E731
+    fn = lambda x, w, b: gelu(x @ w + b)  # noqa: E731
     tensors = [torch.from_numpy(h).cuda() for h in (x, w, b)]
     got = fusec.fuse(fn)(*tensors)
     assert isinstance(got, torch.Tensor) and got.device == tensors[0].device and str(got.dtype).endswith(dtype)

@@ -20,6 +20,7 @@ from fusec.ir.text import parse
 from fusec.schedule import ScheduleError
 from fusec.support.errors import FusecTypeError, FusecValueError
 from tests.helpers import assert_gemm_matches, assert_matches_numpy, seed_of
+from tests.workloads import gelu, layernorm, softmax
 
 
 def _input(name, shape, dtype="float32"):
@@ -182,26 +183,12 @@ def test_matmul_small_contractions_stay_a_product_and_a_sum(fn, shapes):
 
 
 # -- the plan, explain, cuda_source ---------------------------------------------------------------------------------
-def _gelu(x):
-    return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
-
-
-def _softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def _layernorm(x):
-    mu = x.mean(axis=-1, keepdims=True)
-    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
-
-
 EPILOGUES = {
-    "gelu_bias": (lambda x, w, b: _gelu(x @ w + b), [(64, 32), (32, 96), (96,)], "pointwise"),
-    "attention_scores": (lambda q, k, m: _softmax(q @ k.T * 0.125 + m), [(64, 32), (80, 32), (64, 80)], "rows"),
-    "layernorm_residual": (lambda x, w, b, r: _layernorm(x @ w + b + r), [(64, 32), (32, 96), (96,), (64, 96)],
+    "gelu_bias": (lambda x, w, b: gelu(x @ w + b), [(64, 32), (32, 96), (96,)], "pointwise"),
+    "attention_scores": (lambda q, k, m: softmax(q @ k.T * 0.125 + m), [(64, 32), (80, 32), (64, 80)], "rows"),
+    "layernorm_residual": (lambda x, w, b, r: layernorm(x @ w + b + r), [(64, 32), (32, 96), (96,), (64, 96)],
                            "rows"),
-    "router_argmax": (lambda x, w: np.argmax(_softmax(x @ w), axis=-1), [(256, 64), (64, 64)], "rows"),
+    "router_argmax": (lambda x, w: np.argmax(softmax(x @ w), axis=-1), [(256, 64), (64, 64)], "rows"),
 }
 
 
@@ -225,7 +212,7 @@ def test_matmul_epilogue_is_one_kernel_reading_the_product_once(name):
 
 def test_matmul_explain_shows_the_call_what_went_into_it_and_why_the_epilogue_did_not():
     x, w, b = (fusec.ArraySpec(s, "float32") for s in [(8192, 4096), (4096, 11008), (11008,)])
-    text = str(fusec.fuse(lambda x, w, b: _gelu(x @ w + b)).explain(x, w, b))
+    text = str(fusec.fuse(lambda x, w, b: gelu(x @ w + b)).explain(x, w, b))
     assert "kernel @k0 matmul {" in text
     assert ("launch: a library call: cuBLAS gemm (M=8192, N=11008, K=4096, batch=1, transa=N, transb=N, float32, "
             "float32 accumulation)") in text
