@@ -293,9 +293,6 @@ def test_gemm_cpu_check_fusec_float32_within_the_bound(gemm_cpu_report: dict) ->
         c: i.get("reason") for c, i in fusec.items() if i["status"] not in ("ok", "refused")}
 
 
-@pytest.mark.xfail(strict=True, reason="fusec's NumPy backend runs a small float16 product as mul then sum, both in "
-                   "float16 (products rounded, float16 accumulation): beyond the float32-accumulation bound that issue "
-                   "32 sets for float16 GEMMs (mlp_gelu and swiglu); remove this mark when it accumulates in float32")
 def test_gemm_cpu_check_fusec_float16_within_the_float32_accumulation_bound(gemm_cpu_report: dict) -> None:
     fusec = _fusec_statuses(gemm_cpu_report, "fp16")
     assert all(i["status"] in ("ok", "refused") for i in fusec.values()), {

@@ -356,13 +356,15 @@ def test_uint64_with_int64_comparisons_are_loops_of_their_own() -> None:
 
 
 def test_ldexp_loops_are_numpys_float_with_int_loops() -> None:
-    """``numpy.ldexp.types`` of fusec's dtypes: float16/32/64 with int32 ('i') or int64 ('l'), the float out; each
-    loop's call resolves to the helper's one overload (``fc::ldexp(float type, long long)``) and compiles."""
+    """``numpy.ldexp.types`` of fusec's dtypes: float16/32/64 with int32 ('i') or int64 ('l'), the float out, and
+    ml_dtypes' bfloat16 loops with the same exponents; each loop's call resolves to the helper's one overload
+    (``fc::ldexp(float type, long long)``) and compiles."""
     import fusec
 
-    want = sorted((np.dtype(t[0]), np.dtype(t[1]), np.dtype(t[-1])) for t in np.ldexp.types
-                  if t[0] in "efd" and t[1] in "il")
-    assert sorted(ufunc_loops(OPS["ldexp"])) == want and len(want) == 6
+    want = [(np.dtype(t[0]), np.dtype(t[1]), np.dtype(t[-1])) for t in np.ldexp.types
+            if t[0] in "efd" and t[1] in "il"]
+    want += [(dtypes.BFLOAT16, np.dtype(n), dtypes.BFLOAT16) for n in ("int32", "int64")]
+    assert sorted(ufunc_loops(OPS["ldexp"]), key=str) == sorted(want, key=str) and len(want) == 8
     for a, b, _ in want:
         source = fusec.fuse(lambda x, n: np.ldexp(x, n)).cuda_source(
             fusec.ArraySpec((100,), a), fusec.ArraySpec((100,), b), full=True)
