@@ -70,6 +70,7 @@ from fusec.schedule import ArrayLayout, DeviceProperties, ForcedSchedule, Schedu
 from fusec.schedule.contract import ContractViolation, LaunchContract
 from fusec.schedule.device import device_properties
 from fusec.support import logs
+from fusec.support.errors import FusecValueError
 from fusec.support.lru import LRU
 from fusec.support.progress import progress
 
@@ -432,7 +433,7 @@ class KernelLauncher:
             outs.append(given if given is not None else cp.empty(node.shape, node.dtype))
         problem = call.violation(arrays, outs)
         if problem is not None:
-            raise ValueError(f"{call.name}: {problem}")
+            raise FusecValueError(f"{call.name}: {problem}", hint="this is a bug in fusec: please report it")
         if self.poison is not None:
             self._poison(cp, outs, arrays)
         call.run(cp, arrays, outs)
