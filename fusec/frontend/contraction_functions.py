@@ -126,7 +126,7 @@ def _as_matmul(nodes: list[Node], letters: list[str], out: str, extent: dict[str
                dt: np.dtype) -> Node | None:
     """The contraction as a ``matmul`` node (see the module docstring), or None where it is no batched matrix
     product."""
-    if len(nodes) != 2 or dt.kind not in "iuf" or any(len(set(t)) != len(t) for t in letters):
+    if len(nodes) != 2 or dtypes.kind(dt) not in "iuf" or any(len(set(t)) != len(t) for t in letters):
         return None
     (a, b), (ta, tb) = nodes, letters
     batch = [c for c in out if c in ta and c in tb]

@@ -162,7 +162,7 @@ def matmul_result(shapes: list[Shape], in_dtypes: list[np.dtype]) -> tuple[np.dt
     (a, b), (da, db) = shapes, in_dtypes
     if len(a) < 2 or len(b) < 2:
         raise FusecValueError(f"matmul takes operands of at least 2 dimensions, got shapes {list(a)} and {list(b)}")
-    if da != db or da.kind not in "iuf":
+    if da != db or dtypes.kind(da) not in "iuf":
         raise FusecTypeError(f"matmul takes two integer or float operands of one dtype, got {da} and {db}")
     if a[-1] != b[-2]:
         raise FusecValueError(f"matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature "

@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fusec.codegen.kernel import LibraryCall
+from fusec.ir.dtypes import BFLOAT16
 from fusec.ir.graph import Node
 from fusec.ir.interpret import run_nodes
 from fusec.ir.region import MATMUL, Region, contraction_of
@@ -181,7 +182,8 @@ class MatmulKind(KernelKind):
                 shape, strides = ((math.prod(shape[:-1]), shape[-1]), strides[-2:]) if i == 0 else \
                     (shape[-2:], strides[-2:])
             trans.append(_transposed(tuple(shape), strides, batched))
-        accumulate = ("float32 accumulation" if c.dtype in (np.float16, np.float32) and not schedule.tf32 else
+        accumulate = ("as float32 widenings, float32 accumulation, rounded once" if c.dtype == BFLOAT16 else
+                      "float32 accumulation" if c.dtype in (np.float16, np.float32) and not schedule.tf32 else
                       "TF32 allowed" if schedule.tf32 else "wrapping integer accumulation" if c.dtype.kind in "iu"
                       else "float64 accumulation")
         label = f"{name or region.name}_matmul"
@@ -212,11 +214,17 @@ def _mergeable(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> bool:
 def cublas_matmul(xp: Any, a: Any, b: Any, out: Any, tf32: bool = False) -> None:
     """``out[...] = a @ b`` (operands of one dtype, ``out`` of the result's shape and dtype) through CuPy's cuBLAS
     (see the module docstring): a stack whose right operand has no batch of its own runs as one GEMM over ``a``'s
-    merged rows where that is a view; float16 accumulates in float32; float32 uses TF32 only with ``tf32``."""
+    merged rows where that is a view; float16 accumulates in float32; float32 uses TF32 only with ``tf32``; bfloat16
+    is the float32 GEMM of its exact widenings, rounded once (float32 accumulation, as the reference backend)."""
     if out.size == 0:
         return
     if a.shape[-1] == 0:
         out.fill(0)
+        return
+    if out.dtype == BFLOAT16:  # no bfloat16 GEMM here: the float32 GEMM of the exact widenings, rounded once
+        wide = xp.empty(out.shape, np.float32)
+        cublas_matmul(xp, widen_bfloat16(xp, a), widen_bfloat16(xp, b), wide, tf32)
+        out.view(np.uint16)[...] = round_to_bfloat16_bits(xp, wide)
         return
     if a.ndim > 2 and all(d == 1 for d in b.shape[:-2]) and out.flags.c_contiguous:
         rows = _merged(a)
@@ -224,6 +232,22 @@ def cublas_matmul(xp: Any, a: Any, b: Any, out: Any, tf32: bool = False) -> None
             a, b, out = rows, b.reshape(b.shape[-2:]), out.reshape(-1, out.shape[-1])
     with compute_type(xp, out.dtype, tf32):
         xp.matmul(a, b, out=out)
+
+
+def widen_bfloat16(xp: Any, a: Any) -> Any:
+    """A bfloat16 array as float32, exactly: its bits shifted into float32's high half (integer ops only, which
+    every CuPy has)."""
+    return (xp.ascontiguousarray(a).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def round_to_bfloat16_bits(xp: Any, x: Any) -> Any:
+    """The bits of float32 ``x`` rounded to bfloat16, to nearest even (overflow to inf; NaN stays a quiet NaN of its
+    sign), as ``uint16``: what ``__float2bfloat16_rn`` and ml_dtypes' cast give."""
+    bits = xp.ascontiguousarray(x).view(np.uint32)
+    rounded = (bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16
+    nan = (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    quiet = (bits >> 16) | np.uint32(0x0040)
+    return xp.where(nan, quiet, rounded).astype(np.uint16)
 
 
 def _merged(a: Any) -> Any:
@@ -259,4 +283,4 @@ def compute_type(xp: Any, dtype: np.dtype, tf32: bool) -> Iterator[None]:
 KIND = MatmulKind()
 
 __all__ = ["KIND", "TF32_ENV", "MatmulKind", "MatmulNest", "MatmulSchedule", "compute_type", "cublas_matmul",
-           "tf32_default"]
+           "round_to_bfloat16_bits", "tf32_default", "widen_bfloat16"]

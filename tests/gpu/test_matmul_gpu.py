@@ -200,3 +200,24 @@ def test_matmul_gpu_torch_tensors_in_and_out(dtype):
     tol = dict(rtol=5e-3, atol=5e-3) if dtype == "float16" else dict(rtol=2e-5, atol=2e-5)
     np.testing.assert_allclose(got.cpu().numpy().astype(np.float64), fn(*[h.astype(np.float64) for h in (x, w, b)]),
                                **tol)
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_matmul_gpu_bfloat16_is_the_float32_gemm_rounded_once(name):
+    """bfloat16 products run as float32 GEMMs of the (exactly cast) operands, rounded once: the bits of the same
+    float32 product on the host, wherever cuBLAS's float32 summation order leaves the rounding alone, and within
+    the float32-accumulation bound everywhere."""
+    fn, shapes = SHAPES[name]
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    host = [_data(s, np.float32, i).astype(bf16) for i, s in enumerate(shapes)]
+    f = fusec.fuse(fn)
+    assert "matmul" in [k.kind for k in f.plan(*host).kernels]
+    got = cupy.asnumpy(f(*[cupy.asarray(h) for h in host]))
+    assert got.dtype == bf16
+    exact = fn(*[h.astype(np.float64) for h in host])
+    magnitude = fn(*[np.abs(h.astype(np.float64)) for h in host])
+    k = max(h.shape[-1] for h in host)
+    u = 2.0 ** -24  # float32 accumulation
+    bound = 1.01 * k * u * magnitude + ml_dtypes.finfo(bf16).eps / 2 * (np.abs(exact) + k * u * magnitude)
+    err = np.abs(got.astype(np.float64) - exact)
+    assert (err <= bound).all(), f"error {err.max()} over the float32-accumulation bound"

@@ -282,3 +282,42 @@ def test_small_float16_contractions_accumulate_in_float32_as_numpy(name: str) ->
     assert got.dtype == np.float16 and np.array_equal(got, expected)
     if name != "einsum":
         assert np.array_equal(got, fns[name](a, b))
+
+
+def test_bfloat16_products_run_as_float32_gemms_rounded_once() -> None:
+    """The cuBLAS-through-CuPy backend has no bfloat16 GEMM: the matmul kind's call widens the operands to float32
+    exactly (their bits shifted), runs the float32 GEMM and rounds once to nearest even by the bits, which is float32
+    accumulation as for float16 and what the reference backend computes. Checked here with NumPy as the array
+    module: the call's bits against the reference's, and its rounding against ml_dtypes' cast on every kind of
+    float32 (random bits, ties, overflow, subnormals, signed zeros, NaN)."""
+    from fusec.kinds.matmul import cublas_matmul, round_to_bfloat16_bits, widen_bfloat16
+
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    rng = np.random.default_rng(seed_of("bf16 matmul"))
+    a = rng.standard_normal((3, 96, 160)).astype(bf16)
+    b = rng.standard_normal((160, 72)).astype(bf16)
+    fused = fusec.fuse(lambda a, b: a @ b)
+    assert [k.kind for k in fused.plan(a, b).kernels] == ["matmul"]
+    want = fused(a, b)  # the reference backend: float32 accumulation, rounded once
+    assert want.dtype == bf16
+    rounded_once = (a.astype(np.float32) @ b.astype(np.float32)).astype(bf16)
+    assert np.array_equal(want.view(np.uint16), rounded_once.view(np.uint16))
+    out = np.empty(want.shape[1:], bf16)
+    cublas_matmul(np, a[1], b, out)  # a matrix (a stack's merge takes CuPy's data.ptr)
+    assert np.array_equal(out.view(np.uint16), want[1].view(np.uint16))
+
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(bf16)
+    wide = widen_bfloat16(np, every)
+    finite = ~np.isnan(wide)
+    assert np.array_equal(wide[finite], every.astype(np.float32)[finite])
+    bits = np.concatenate([rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32),
+                           np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7F7FFFFF, 0x7F7F8000, 0x3F808000,
+                                     0x3F818000, 0x00008000, 0x00018000, 0x0000FFFF, 0x7FC00000, 0xFFC00001,
+                                     0x7F800001], np.uint32)])
+    x = bits.view(np.float32)
+    got = round_to_bfloat16_bits(np, x).view(bf16)
+    nan = np.isnan(x)
+    with np.errstate(invalid="ignore"):
+        cast = x.astype(bf16)
+    assert np.array_equal(got[~nan].view(np.uint16), cast[~nan].view(np.uint16))
+    assert np.isnan(got[nan]).all() and np.array_equal(np.signbit(got[nan]), np.signbit(x[nan]))
