@@ -14,7 +14,7 @@ import pytest
 import fusec
 from fusec.__main__ import main
 from fusec.codegen.render import render_body
-from fusec.inspect.kernel_report import fold_accumulators
+from fusec.inspect.kernel_report import fold_accumulators, shown_body
 from fusec.kinds import generate_plan
 from fusec.runtime.plan import make_plan
 from tests.fuzz.corpus import generate, input_layouts, plan_specs
@@ -24,10 +24,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SOFTMAX = str(ROOT / "examples" / "softmax.py")
 F32 = "float32"
 _NOTE = re.compile(r"^\s*// (?P<what>.*) \((?P<n>\d+) lines folded; full=True or --full shows them\)$")
-
-
-def shown_body(spec, body: str) -> str:
-    return "\n".join(fold_accumulators(body.splitlines(), spec)) + "\n"
 
 
 def unfold(shown: str, full: str) -> list[str]:

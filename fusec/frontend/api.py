@@ -519,13 +519,13 @@ class Fused:
         """Run the function: fused kernels on the GPU for CuPy arrays, the NumPy reference backend for
         NumPy arrays; ``out=`` (an array, or a tuple for several results) receives the results. Called while another
         fused function traces, it is inlined into that trace: one plan, fused across the call."""
-        if tracing():
-            return self._inline(args, kwargs, out)
-        if out is None and not kwargs:
+        if out is None and not kwargs:  # the fast path first: traced values never make a key it holds
             key = _fast_key(args)
             fast = self._fast.get(key)
-            if fast is not None:
+            if fast is not None and (args or not tracing()):  # no arguments: the same empty key either way
                 return fast(args)
+        if tracing():
+            return self._inline(args, kwargs, out)
         if foreign.any_foreign(args, kwargs) or foreign.any_foreign(tuple(out) if isinstance(out, (tuple, list))
                                                                     else (out,), {}):
             return foreign.call(self, args, kwargs, out)  # torch tensors: as NumPy/CuPy views, results back

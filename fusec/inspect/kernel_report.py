@@ -48,7 +48,12 @@ def shown_source(kernel: Any) -> str:
     if kernel.library is not None:
         return kernel.source
     block, body = split_source(kernel.source)
-    return block + "\n".join(fold_accumulators(body.splitlines(), kernel.spec)) + "\n"
+    return block + shown_body(kernel.spec, body)
+
+
+def shown_body(spec: Any, body: str) -> str:
+    """``body`` (the rendered kernel of ``spec``, its include lines aside) as shown: the accumulators folded."""
+    return "\n".join(fold_accumulators(body.splitlines(), spec)) + "\n"
 
 
 def folded_source(kernels: Iterable[Any]) -> str:
@@ -128,4 +133,4 @@ def ptxas_rows(kernels: Sequence[Any], reports: Sequence[Any], arch: str,
 
 
 __all__ = ["FULL_HINT", "PtxasReport", "PtxasRow", "blocks_per_sm", "fold_accumulators", "folded_source", "ptxas_rows",
-           "shown_source"]
+           "shown_body", "shown_source"]

@@ -50,6 +50,18 @@ SHAPES = {  # name: (function, operand shapes), each a matrix product beyond the
 }
 
 
+def _assert_within_the_gemm_bound(fn, host, got):
+    """``got`` (of the result's dtype) within the float32-accumulation bound (float64 for float64) of ``fn``'s exact
+    product of ``host``: ``K u sum|a||b|`` plus one rounding to the result's dtype, K at least each case's."""
+    exact = fn(*[h.astype(np.float64) for h in host])
+    magnitude = fn(*[np.abs(h.astype(np.float64)) for h in host])
+    k = max(h.shape[-1] for h in host)
+    u = 2.0 ** -53 if got.dtype == np.float64 else 2.0 ** -24
+    bound = 1.01 * k * u * magnitude + ml_dtypes.finfo(got.dtype).eps / 2 * (np.abs(exact) + k * u * magnitude)
+    err = np.abs(got.astype(np.float64) - exact)
+    assert (err <= bound).all(), f"error {err.max()} over the float32-accumulation bound"
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", list(SHAPES))
 def test_matmul_gpu_matches_numpy_within_the_gemm_bound(name, dtype):
@@ -63,13 +75,7 @@ def test_matmul_gpu_matches_numpy_within_the_gemm_bound(name, dtype):
     if want.dtype.kind in "iu":
         assert_matches_numpy(got, want, exact=True)
         return
-    exact = fn(*[h.astype(np.float64) for h in host])
-    magnitude = fn(*[np.abs(h.astype(np.float64)) for h in host])
-    k = max(h.shape[-1] for h in host)  # at least each case's K
-    u = 2.0 ** -53 if want.dtype == np.float64 else 2.0 ** -24  # float32 accumulation (float16 too)
-    bound = 1.01 * k * u * magnitude + ml_dtypes.finfo(want.dtype).eps / 2 * (np.abs(exact) + k * u * magnitude)
-    err = np.abs(got.astype(np.float64) - exact)
-    assert (err <= bound).all(), f"error {err.max()} over the float32-accumulation bound"
+    _assert_within_the_gemm_bound(fn, host, got)
 
 
 @pytest.mark.parametrize("layout", ["strided", "offset", "reversed"])
@@ -214,10 +220,4 @@ def test_matmul_gpu_bfloat16_is_the_float32_gemm_rounded_once(name):
     assert "matmul" in [k.kind for k in f.plan(*host).kernels]
     got = cupy.asnumpy(f(*[cupy.asarray(h) for h in host]))
     assert got.dtype == bf16
-    exact = fn(*[h.astype(np.float64) for h in host])
-    magnitude = fn(*[np.abs(h.astype(np.float64)) for h in host])
-    k = max(h.shape[-1] for h in host)
-    u = 2.0 ** -24  # float32 accumulation
-    bound = 1.01 * k * u * magnitude + ml_dtypes.finfo(bf16).eps / 2 * (np.abs(exact) + k * u * magnitude)
-    err = np.abs(got.astype(np.float64) - exact)
-    assert (err <= bound).all(), f"error {err.max()} over the float32-accumulation bound"
+    _assert_within_the_gemm_bound(fn, host, got)
