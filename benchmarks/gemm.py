@@ -587,6 +587,28 @@ def measure_copy(run: Run) -> dict[str, Any]:
             "ms": st, "gbps": 2 * GIB / (st["median"] * 1e-3) / 1e9, "timing": how}
 
 
+def tiny_host_args(case: Case, npdt: np.dtype, rng: np.random.Generator) -> list[np.ndarray]:
+    """The operands at the case's tiny shape as NumPy arrays of ``npdt``: normal(0, 1) x scale, the causal mask."""
+    args = []
+    for op in case.w.operands(case.tiny):
+        mask = op.kind == "causal_mask"
+        a = np.triu(np.full(op.shape, -np.inf), 1) if mask else rng.standard_normal(op.shape) * op.scale
+        args.append(a.astype(npdt))
+    return args
+
+
+def numpy_dtypes(case: Case, dtype: DType) -> list[str] | None:
+    """The dtypes of NumPy's own results of the workload in ``dtype`` (at its tiny shape): what fusec must give.
+    They need not be the peers' (NumPy's matmul of bfloat16 is float32; PyTorch's is bfloat16). None without
+    ml_dtypes for bfloat16."""
+    npdt = dtype.numpy_dtype()
+    if npdt is None:
+        return None
+    with np.errstate(all="ignore"):
+        out = as_tuple(case.w.fn(*tiny_host_args(case, npdt, np.random.default_rng(0))))
+    return [str(np.asarray(o).dtype) for o in out]
+
+
 def make_inputs(run: Run, case: Case, dtype: DType, seed: int) -> dict[str, Any]:
     """The operands as PyTorch CUDA tensors of the dtype: normal(0, 1) x scale drawn in float32 then rounded, and the
     causal mask (0 on and below the diagonal, -inf above)."""
@@ -726,7 +748,7 @@ def run_case(run: Run, case: Case, dtype: DType, seed: int) -> dict[str, Any]:
         rec["reference_s"] = time.perf_counter() - t0
         rec["sample"] = {"rows": int(sample.rows.size),
                          "heads": None if sample.heads is None else int(sample.heads.size)}
-        want = [dtype.numpy] * w.float_outputs + ["int64"] * (len(ref) - w.float_outputs)
+        want = numpy_dtypes(case, dtype)
         say(f"  reference: float64 NumPy on {sample.rows.size} sampled rows"
             f"{'' if sample.heads is None else f' of {sample.heads.size} heads'} in {rec['reference_s']:.2f} s")
         common = (sample, ref, bounds)
@@ -992,17 +1014,10 @@ def cpu_check(cases: list[Case], dtypes: list[DType], seed: int) -> list[dict[st
                                      "reason": "bfloat16 on the CPU needs ml_dtypes, not installed"})
                 say(f"{case.name} {dtype.key} {case.shape_text(case.tiny)}: skipped: no ml_dtypes")
                 continue
-            rng = np.random.default_rng([seed, len(recs)])
-            args = []
-            for op in w.operands(case.tiny):
-                if op.kind == "causal_mask":
-                    a = np.triu(np.full(op.shape, -np.inf), 1)
-                else:
-                    a = rng.standard_normal(op.shape) * op.scale
-                args.append(a.astype(npdt))
+            args = tiny_host_args(case, npdt, np.random.default_rng([seed, len(recs)]))
             host = {op.name: a.astype(np.float64) for op, a in zip(w.operands(case.tiny), args)}
             ref, bounds = w.reference(host, dtype)
-            want = [str(npdt)] * w.float_outputs + ["int64"] * (len(ref) - w.float_outputs)
+            want = numpy_dtypes(case, dtype)
             runs = (("fusec", lambda fn=w.fn, a=args: fusec.fuse(fn)(*a)), ("numpy", lambda fn=w.fn, a=args: fn(*a)))
             for name, call in runs:
                 res: dict[str, Any] = {"name": name}

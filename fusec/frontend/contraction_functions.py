@@ -239,11 +239,25 @@ def inner(a: Any, b: Any) -> Tracer:
     return einsum(f"{left},{right}->{left[:-1]}{right[:-1]}", Tracer(x), Tracer(y))
 
 
+def _as_gufunc_loop(gufunc: np.ufunc, x: Node, y: Node) -> tuple[Node, Node]:
+    """``x`` and ``y`` cast to the loop NumPy's gufunc (``matmul``, ``vecdot``) picks for their dtypes: the result
+    type where the gufunc has a loop for it, else the nearest it can cast to (bfloat16 has no matmul loop:
+    NumPy casts its operands to float32 and returns float32, unlike ``dot`` and ``tensordot``, which keep
+    bfloat16)."""
+    try:
+        loop = gufunc.resolve_dtypes((x.dtype, y.dtype, None))
+    except (TypeError, ValueError):  # no loop: the contraction's own result type decides (and may refuse)
+        return x, y
+    return cast(x, dtypes.as_dtype(loop[0])), cast(y, dtypes.as_dtype(loop[1]))
+
+
 @implements("vecdot")
 @implements_ufunc("vecdot")  # NumPy's gufunc
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, **kwargs: Any) -> Tracer:
-    """``numpy.vecdot``: ``sum(x1 * x2, axis)`` over the broadcast operands (real dtypes)."""
-    product = apply_ufunc(np.multiply, (x1, x2))
+    """``numpy.vecdot``: ``sum(x1 * x2, axis)`` over the broadcast operands (real dtypes), in the gufunc's loop
+    dtype."""
+    x1, x2 = _as_gufunc_loop(np.vecdot, as_node(x1, "vecdot"), as_node(x2, "vecdot"))
+    product = apply_ufunc(np.multiply, (Tracer(x1), Tracer(x2)))
     return reduction("sum", product, axis, dtype=product.node.dtype)
 
 
@@ -265,8 +279,9 @@ def dot(a: Any, b: Any, out: Any = None) -> Tracer:
 @implements("matmul")
 @implements_ufunc("matmul")  # NumPy's gufunc
 def matmul(a: Any, b: Any, /, out: Any = None, **kwargs: Any) -> Tracer:
-    """``numpy.matmul`` (``@``): vectors promoted and their axis removed after, stacks broadcast."""
-    x, y = as_node(a, "matmul"), as_node(b, "matmul")
+    """``numpy.matmul`` (``@``): vectors promoted and their axis removed after, stacks broadcast; in the gufunc's
+    loop dtype."""
+    x, y = _as_gufunc_loop(np.matmul, as_node(a, "matmul"), as_node(b, "matmul"))
     if x.ndim == 0 or y.ndim == 0:
         raise FusecValueError("matmul: Input operand does not have enough dimensions")
     if x.ndim == 1 and y.ndim == 1:

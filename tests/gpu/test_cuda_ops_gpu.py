@@ -51,7 +51,11 @@ EXACT_FLOAT_OPS = frozenset({
 # which zero NumPy returns for maximum(-0.0, 0.0) differs between its own loops: values exact, zero sign free
 ZERO_SIGN_FREE_OPS = frozenset({"maximum", "minimum", "fmax", "fmin"})
 # transcendental results: CUDA's libm is not glibc's; a few ULP more than the elementwise tolerance
-TRANSCENDENTAL_RTOL_FACTOR = {np.dtype(np.float16): 2.0, np.dtype(np.float32): 4.0, np.dtype(np.float64): 1.0}
+# bfloat16: fusec and ml_dtypes both compute in float32 and round once to bfloat16, so the results differ by at most
+# one bfloat16 rounding (the float32 results are within a few float32 ulps, 2^-16 of a bfloat16 ulp), and one
+# bfloat16 ulp is at most eps (2^-7) times the value: TOLERANCES' rtol unscaled.
+TRANSCENDENTAL_RTOL_FACTOR = {np.dtype(np.float16): 2.0, np.dtype(np.float32): 4.0, np.dtype(np.float64): 1.0,
+                              dtypes.BFLOAT16: 1.0}
 
 
 # ---- inputs ---------------------------------------------------------------------------------------------
@@ -100,7 +104,7 @@ def cast_inputs(from_dt: np.dtype, to_dt: np.dtype, seed: int) -> np.ndarray:
     """Values of ``from_dt`` whose cast to ``to_dt`` NumPy defines (float->int: finite, in range)."""
     rng = np.random.default_rng(seed)
     x = np.concatenate([special_values(from_dt), random_array(rng, N_RANDOM, from_dt)])
-    if from_dt.kind == "f" and to_dt.kind in "iu":
+    if dtypes.kind(from_dt) == "f" and to_dt.kind in "iu":
         info = np.iinfo(to_dt)
         with np.errstate(all="ignore"):
             t = np.trunc(x.astype(np.float64))
@@ -170,7 +174,7 @@ extern "C" __global__ void warp_{op}(const {t}* __restrict__ x, {out}* __restric
 
 
 def reduction_ops_for(dt: np.dtype) -> list[OpDef]:
-    return [op for op in reduction_ops() if op.accepts is None or dt.kind in op.accepts]
+    return [op for op in reduction_ops() if op.accepts is None or dtypes.kind(dt) in op.accepts]
 
 
 def reduction_source(dt: np.dtype) -> str:
@@ -300,7 +304,7 @@ def reduction_rows(op: OpDef, dt: np.dtype, cols: int, seed: int) -> np.ndarray:
     rows built to hit ties, NaNs, extremes and identities."""
     rng = np.random.default_rng(seed)
     plain, mixed = random_array(rng, (48, cols), dt, special=False), random_array(rng, (16, cols), dt)
-    if op.name == "prod" and dt.kind == "f":  # magnitudes near 1 so products stay finite
+    if op.name == "prod" and dtypes.kind(dt) == "f":  # magnitudes near 1 so products stay finite
         plain = (rng.uniform(0.5, 2.0, plain.shape) * rng.choice([-1.0, 1.0], plain.shape)).astype(dt)
     s = special_values(dt)
     designed = [np.full(cols, v, dtype=dt) for v in s]  # constant rows: all -inf, all NaN, all MIN, ...
@@ -310,13 +314,13 @@ def reduction_rows(op: OpDef, dt: np.dtype, cols: int, seed: int) -> np.ndarray:
             row[cols // 3] = hi
             row[2 * cols // 3] = hi  # the extreme twice: the first must win
             designed.append(row)
-        if dt.kind == "f":
+        if dtypes.kind(dt) == "f":
             row = rng.standard_normal(cols).astype(dt)
             row[[1, cols - 1]] = np.nan  # two NaNs
             designed.append(row)
             designed.append(np.where(np.arange(cols) % 2 == 0, dt.type(-0.0), dt.type(0.0)).astype(dt))
     x = np.concatenate([plain, mixed, np.stack(designed)]).astype(dt)
-    if dt.kind == "f" and op.name in ("sum", "prod"):  # finite values in range: no overflow inside a row
+    if dtypes.kind(dt) == "f" and op.name in ("sum", "prod"):  # finite values in range: no overflow inside a row
         limit = {"sum": 100.0 if dt == np.float16 else np.inf, "prod": 2.0}[op.name]
         x64 = x.astype(np.float64)
         x = np.where(np.isfinite(x64) & (np.abs(x64) > limit), dt.type(1.5), x).astype(dt)
@@ -327,7 +331,7 @@ def reduction_reference(op: OpDef, x: np.ndarray) -> np.ndarray:
     dt = x.dtype
     if op.name in ("argmax", "argmin"):
         return getattr(np, op.name)(x, axis=1)
-    if op.name in ("sum", "prod") and dt.kind == "f":
+    if op.name in ("sum", "prod") and dtypes.kind(dt) == "f":
         ufunc = np.add if op.name == "sum" else np.multiply
         return ufunc.reduce(x.astype(np.float64), axis=1)  # compared with a tolerance below
     combine = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum, "nanmax": np.fmax,
@@ -361,7 +365,7 @@ def test_cuda_ops_gpu_reduction_matches_numpy(case, cols: int, kind: str) -> Non
     r = cuda_ops.reduction(op.name, dt)
     got = _launch_reduction(kind, op, x, r.out_dtype)
     expected = np.asarray(_numpy(reduction_reference, op, x))
-    if not (op.name in ("sum", "prod") and dt.kind == "f"):
+    if not (op.name in ("sum", "prod") and dtypes.kind(dt) == "f"):
         # max/min/nanmax/nanmin compare like their combine ops: exact values, zero sign free
         assert_same(op.combine, got, expected.astype(r.out_dtype), [x])
         return

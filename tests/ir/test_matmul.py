@@ -296,10 +296,10 @@ def test_bfloat16_products_run_as_float32_gemms_rounded_once() -> None:
     rng = np.random.default_rng(seed_of("bf16 matmul"))
     a = rng.standard_normal((3, 96, 160)).astype(bf16)
     b = rng.standard_normal((160, 72)).astype(bf16)
-    fused = fusec.fuse(lambda a, b: a @ b)
+    fused = fusec.fuse(lambda a, b: np.dot(a, b))  # NumPy's dot keeps bfloat16 (its ``@`` does not: the test below)
     assert [k.kind for k in fused.plan(a, b).kernels] == ["matmul"]
     want = fused(a, b)  # the reference backend: float32 accumulation, rounded once
-    assert want.dtype == bf16
+    assert want.dtype == bf16 == np.dot(a, b).dtype
     rounded_once = (a.astype(np.float32) @ b.astype(np.float32)).astype(bf16)
     assert np.array_equal(want.view(np.uint16), rounded_once.view(np.uint16))
     out = np.empty(want.shape[1:], bf16)
@@ -321,3 +321,22 @@ def test_bfloat16_products_run_as_float32_gemms_rounded_once() -> None:
         cast = x.astype(bf16)
     assert np.array_equal(got[~nan].view(np.uint16), cast[~nan].view(np.uint16))
     assert np.isnan(got[nan]).all() and np.array_equal(np.signbit(got[nan]), np.signbit(x[nan]))
+
+
+@pytest.mark.parametrize("name", ["matmul", "at", "vecdot"])
+def test_bfloat16_gufunc_products_take_numpys_float32_loop(name) -> None:
+    """NumPy's matmul and vecdot gufuncs have no bfloat16 loop: they cast bfloat16 operands to float32 and return
+    float32 (``dot`` and ``tensordot`` keep bfloat16); fusec gives the same dtype and, float32 products of exactly
+    widened operands, the same values as NumPy's float32 loop up to its summation order."""
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    rng = np.random.default_rng(seed_of("bf16 gufunc products", name))
+    a = rng.standard_normal((2, 37, 129)).astype(bf16)
+    b = rng.standard_normal((129, 41) if name != "vecdot" else (37, 129)).astype(bf16)
+    fn = {"matmul": lambda a, b: np.matmul(a, b), "at": lambda a, b: a @ b,
+          "vecdot": lambda a, b: np.vecdot(a, b)}[name]
+    expected = fn(a, b)
+    got = fusec.fuse(fn)(a, b)
+    assert got.dtype == expected.dtype == np.float32
+    exact = fn(a.astype(np.float64), b.astype(np.float64))
+    magnitude = fn(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    assert (np.abs(got - exact) <= 1.01 * 129 * 2.0**-24 * magnitude).all()  # float32 accumulation of exact products
