@@ -29,6 +29,7 @@ import contextlib
 import importlib
 import math
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -258,6 +259,22 @@ def _merged(a: Any) -> Any:
     return view if view.data.ptr == a.data.ptr else None
 
 
+_NO_LINALG_CORE: set[str] = set()  # namespaces without one: a failed import searches the path again on every call
+
+
+def _linalg_core(namespace: str) -> Any:
+    """CuPy's linalg core module of the array namespace ``namespace``, or None (NumPy, the test stand-ins)."""
+    name = f"{namespace}._core._routines_linalg"
+    module = sys.modules.get(name)
+    if module is not None or namespace in _NO_LINALG_CORE:
+        return module
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        _NO_LINALG_CORE.add(namespace)
+        return None
+
+
 @contextlib.contextmanager
 def compute_type(xp: Any, dtype: np.dtype, tf32: bool) -> Iterator[None]:
     """CuPy's compute type for ``dtype`` set for the block: float32 accumulation for float16 and float32 (TF32 for
@@ -266,9 +283,8 @@ def compute_type(xp: Any, dtype: np.dtype, tf32: bool) -> Iterator[None]:
     if dtype not in (np.float16, np.float32):
         yield
         return
-    try:
-        linalg = importlib.import_module(f"{xp.__name__}._core._routines_linalg")
-    except ImportError:
+    linalg = _linalg_core(xp.__name__)
+    if linalg is None:
         yield
         return
     wanted = getattr(linalg, "COMPUTE_TYPE_TF32", 7) if tf32 else getattr(linalg, "COMPUTE_TYPE_DEFAULT", 1)

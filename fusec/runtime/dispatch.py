@@ -10,6 +10,9 @@ outputs and launches. Two things keep that under a few microseconds:
   built), beside the array of slot addresses that ``cuLaunchKernel`` takes. A call writes the arrays'
   device pointers into their slots with one ``struct.pack_into`` and calls the driver through CuPy's
   binding of ``cuLaunchKernel``, skipping CuPy's per-call packing of each argument.
+- **Library calls in line** (:attr:`PlanStep.call`). A GEMM's step calls its library function (CuPy's cuBLAS)
+  directly on the runner's arrays: the checked path around it cost about 0.1 ms per call on the CPU (fake
+  device arrays) and more on a GPU's host, which a small GEMM (a decode step's) does not hide.
 - **Recycled small outputs** (:class:`OutputRecycler`). Allocating a ``cupy.ndarray`` costs 1.4-3 us
   on the H200's host, a third of a small call. A runner keeps the last two arrays it returned for each
   small output or intermediate (at most :data:`RECYCLE_MAX_BYTES` each, so at most 2 MiB per output of
@@ -151,6 +154,9 @@ class PlanStep:
     # its launch contract's alignment masks, one per array (inputs, then outputs): a pointer p fits when
     # p & mask == 0 (0: any address; fusec.schedule.contract.LaunchContract.masks)
     masks: tuple[int, ...] = ()
+    # a library's call (a GEMM: fusec.codegen.kernel.LibraryCall) instead of a launch: call(inputs, outputs) with
+    # the arrays of in_slots and of the outputs; it takes any strides, and the runner's key fixes shapes and dtypes
+    call: Callable[[list[Any], list[Any]], None] | None = None
 
 
 class PlanRunner:
@@ -217,6 +223,11 @@ def _runner_source(steps: tuple[PlanStep, ...], n_inputs: int, out_slots: tuple[
             else:
                 names[f"shape{slot}"], names[f"dtype{slot}"] = shape, dtype
                 body.append(f"    v{slot} = new(shape{slot}, dtype{slot})")
+        if step.call is not None:
+            names[f"call{k}"] = step.call
+            ins, outs = ", ".join(f"v{i}" for i in step.in_slots), ", ".join(f"v{slot}" for slot, *_ in step.outputs)
+            body.append(f"    call{k}([{ins}], [{outs}])")
+            continue
         launch = step.launch
         if launch is None:
             continue

@@ -23,7 +23,7 @@ unless a key is wrong; the check makes sure a wrong key can never make a misalig
 Nothing here knows about ops or kernel kinds: the kernel spec carries everything op-specific. A region whose kernel
 is a library's call (a matmul's GEMM: :meth:`fusec.kinds.kind.KernelKind.library`) runs that call instead of a
 launch (:meth:`KernelLauncher.library_kernel`, cached by its arrays' layouts as recipes are), its shapes and dtypes
-checked first, its outputs poisoned as kernels' are; a plan with one takes the checked path on every call.
+checked first, its outputs poisoned as kernels' are; a dispatch runner calls it in line (:meth:`_library_step`).
 
 Compilers: ``"nvrtc"`` (default) compiles with :func:`fusec.codegen.nvrtc.compile_cubin` (no ``-ftz``, so
 float32 subnormals behave as in NumPy), loads the cubin with CuPy, and caches cubins on disk
@@ -484,14 +484,11 @@ class KernelLauncher:
         alignment, device): every kernel's recipe resolved and its launch packed now, so a call only
         finds its outputs and launches (:mod:`fusec.runtime.dispatch`); it packs its results as ``structure``
         and ``nones`` say (:mod:`fusec.runtime.results`). ``schedules`` forces kernels' schedules by name.
-        None when the plan has outputs that no kernel writes (inputs or constants returned), reads views of
-        its arguments or reshapes between its kernels (taken on each call), runs a library's call (a GEMM: its
-        microseconds dwarf the checked path's), or when the launcher poisons outputs (tests take the checked
-        path)."""
+        A library's call (a GEMM) is a step that calls it on the runner's arrays. None when the plan has outputs
+        that no kernel writes (inputs or constants returned), reads views of its arguments or reshapes between its
+        kernels (taken on each call), or when the launcher poisons outputs (tests take the checked path)."""
         if self.poison is not None or plan.views_on_each_call:
             return None
-        if any(self._entry(k.region).library for k in plan.kernels):
-            return None  # a library's call (a GEMM, microseconds at least) takes the checked path: run_plan
         cp = cupy_module()
         device = cp.cuda.runtime.getDevice()
         check_forced(schedules, [k.name for k in plan.kernels])
@@ -501,6 +498,10 @@ class KernelLauncher:
         recipes = []
         for kernel in plan.kernels:
             inputs = self._entry(kernel.region).inputs
+            if self._entry(kernel.region).library:
+                steps.append(self._library_step(cp, kernel.region, inputs, values, slot, (schedules or {}).get(
+                    kernel.name)))
+                continue
             recipe = self.cached_recipe(kernel.region, [values[n] for n in inputs], device,
                                          schedule=(schedules or {}).get(kernel.name), autotune=autotune)
             recipes.append(recipe)
@@ -524,6 +525,25 @@ class KernelLauncher:
 
         return PlanRunner(tuple(steps), len(plan.graph.inputs), tuple(slot[o] for o in plan.graph.outputs), device,
                           structure, checked_path, nones)
+
+    def _library_step(self, cp: Any, region: Region, inputs: tuple[Node, ...], values: dict[Node, Any],
+                      slot: dict[Node, int], schedule: ForcedSchedule | None) -> PlanStep:
+        """A runner's step calling the library call of ``region`` (a GEMM) on the arrays of its input slots, into
+        fresh C-contiguous outputs (stand-ins of which go into ``values``, their slots into ``slot``), as
+        :meth:`_run_library` does; its contract (shapes and dtypes) holds by the runner's key."""
+        arrays = [values[n] for n in inputs]
+        call = self.library_kernel(region, arrays, schedule)
+        outputs = []
+        for node in call.outputs:
+            slot[node] = len(slot)
+            values[node] = cp.empty(node.shape, node.dtype)
+            outputs.append((slot[node], node.shape, node.dtype, recycler_for(node.shape, node.dtype)))
+        problem = call.violation(arrays, [values[n] for n in call.outputs])
+        if problem is not None:
+            raise FusecValueError(f"{call.name}: {problem}", hint="this is a bug in fusec: please report it")
+        run = call.run
+        return PlanStep(None, tuple(slot[n] for n in inputs), tuple(outputs), None,
+                        call=lambda ins, outs: run(cp, ins, outs))
 
     def source(self, region: Region, graph_values: Mapping[Node, Any], schedule: ForcedSchedule | None = None) -> str:
         """The CUDA source ``run_region`` compiles for these inputs (no launch)."""

@@ -55,11 +55,13 @@ def test_matmul_fake_gpu_poisoned_outputs_are_written_whole(monkeypatch, dtype, 
     with fake_gpu(monkeypatch) as gpu:
         launcher = runtime.KernelLauncher(poison=True)
         (got,) = runtime.run_plan(plan, [to_device(a), to_device(b)], launcher=launcher)
-        assert launcher.plan_runner(plan, [to_device(a), to_device(b)]) is None
+        assert launcher.plan_runner(plan, [to_device(a), to_device(b)]) is None  # poisoning: the checked path
         plain = runtime.KernelLauncher()
-        assert plain.plan_runner(plan, [to_device(a), to_device(b)]) is None  # a library call: the checked path
+        runner = plain.plan_runner(plan, [to_device(a), to_device(b)])  # the fast path calls the GEMM in line
+        fast = [runner.run((to_device(a), to_device(b)))[0] for _ in range(3)]  # recycled outputs among them
     assert not gpu.mislaunched
-    assert_gemm_matches(_host(got), a, b)
+    for result in (got, *fast):
+        assert_gemm_matches(_host(result), a, b)
 
 
 @pytest.mark.parametrize("layout", ["transposed", "strided", "offset"])
@@ -78,9 +80,10 @@ def test_matmul_fake_gpu_views_of_arguments_and_out(monkeypatch, layout):
         got = f(dev_a, dev_b)
         out = to_device(np.full(got.shape, np.nan, np.float32))
         returned = f(dev_a, dev_b, out=out)
-        again = f(dev_a, dev_b)  # a repeat call: the checked path again (no runner for a library call)
+        again = [f(dev_a, dev_b) for _ in range(3)]  # repeat calls: the fast path, the GEMM called in line
+        assert f._fast, "a plan with a GEMM has a dispatch runner"
     assert not gpu.mislaunched and returned is out
-    for result in (got, out, again):
+    for result in (got, out, *again):
         assert_gemm_matches(_host(result), host_a, host_b)
 
 
@@ -88,9 +91,12 @@ def test_matmul_fake_gpu_epilogue_reads_the_product(monkeypatch):
     x, w, bias = _data((64, 32), "float32", 4), _data((32, 96), "float32", 5), _data((96,), "float32", 6)
     fn = lambda x, w, b: np.tanh(x @ w + b)  # noqa: E731
     with fake_gpu(monkeypatch) as gpu:
-        got = fusec.fuse(fn)(to_device(x), to_device(w), to_device(bias))
+        f = fusec.fuse(fn)
+        args = [to_device(x), to_device(w), to_device(bias)]
+        results = [f(*args) for _ in range(3)]  # the checked path, then the runner (GEMM, then the epilogue kernel)
     assert not gpu.mislaunched
-    np.testing.assert_allclose(_host(got), fn(x, w, bias), rtol=1e-5, atol=1e-5)
+    for got in results:
+        np.testing.assert_allclose(_host(got), fn(x, w, bias), rtol=1e-5, atol=1e-5)
 
 
 def test_matmul_fake_gpu_torch_free_call_summary_names_the_transposes(monkeypatch):
