@@ -63,7 +63,7 @@ def test_logs_trace_records_the_signature_and_each_retrace_reason(records: pytes
     assert trace[0].endswith("(first trace)")
     assert trace[1].endswith("(not reused: argument 'x': dtype float32 -> float64)")
     assert "argument 'x': shape class float32[n,n] -> float32[n,1]" in trace[2]
-    assert "argument 't': scalar type runtime float -> runtime int >= 0" in trace[3], trace[3]
+    assert trace[3].endswith("argument 't': scalar type runtime float -> runtime int)"), trace[3]
     recompile = messages(records, "recompile")
     assert recompile[0] == "scaled_sum traced again (trace 2): argument 'x': dtype float32 -> float64"
     assert len(recompile) == 3

@@ -28,7 +28,7 @@ from fusec.frontend.aliases import check_unread
 from fusec.frontend.indexing import unread_index_checks
 from fusec.frontend.nodes import ShapeGuard
 from fusec.frontend.recompile import RecompileTracker
-from fusec.frontend.scalars import NeedsConcrete, Scalar, is_runtime_candidate, scalar_class
+from fusec.frontend.scalars import NeedsConcrete, Scalar, coarse_class, is_runtime_candidate, scalar_class
 from fusec.frontend.trace import array_module, inline, output_node, return_site, trace_function, tracing
 from fusec.frontend.tracer import Tracer
 from fusec.frontend.update import check_updated
@@ -68,6 +68,9 @@ class TracedFunction:
     # fusec's decisions taken from this trace's sizes: reused for new sizes only where each still holds
     guards: tuple[ShapeGuard, ...] = ()
     nones: tuple[int, ...] = ()  # the positions of a returned tuple's or list's None entries
+    # the runtime scalar arguments whose class (for an int: the dtypes it fits, its sign) a value-based rule read: the
+    # trace holds for values of their class; for the others, for any value of their type (scalars.coarse_class)
+    class_read: frozenset[str] = frozenset()
     # the backend ``cupy.get_array_module`` answered for while tracing ("numpy" or "cupy"), None if never asked: the
     # trace holds for that backend's calls only
     array_module: str | None = None
@@ -89,14 +92,21 @@ class TracedFunction:
         values = []
         for s in self.scalars:
             value = s.compute(args)
-            if scalar_class(value) != s.cls:
+            if self._changed(s, value):
                 return None
             values.append(np.asarray(value, dtype=s.node_.dtype))
         return values
 
+    def _changed(self, s: Scalar, value: Any) -> bool:
+        """Whether runtime scalar ``s`` left the class the trace holds for with the new ``value``: its whole class
+        where a rule read it, else its coarse class (an int stays an int within +-2**53)."""
+        if s.names & self.class_read:
+            return scalar_class(value) != s.cls
+        return coarse_class(value) != coarse_class(s.value)
+
     def changed_class(self, args: Mapping[str, Any]) -> frozenset[str]:
         """The arguments of the runtime scalars whose class changed (see :meth:`scalar_values`)."""
-        return frozenset().union(*(s.names for s in self.scalars if scalar_class(s.compute(args)) != s.cls))
+        return frozenset().union(*(s.names for s in self.scalars if self._changed(s, s.compute(args))))
 
     def pack(self, values: list[Any]) -> Any:
         """The function's results (the first :attr:`n_results` of ``values``) as it returns them."""
@@ -174,6 +184,7 @@ class Fused:
         self._signature = inspect.signature(fn)
         self.static_argnames = _static_names(self._signature, self.name, static_argnames, static_argnums)
         self._auto_static: frozenset[str] = frozenset()  # runtime scalars found to decide the trace
+        self._class_read: frozenset[str] = frozenset()  # runtime scalars whose class a trace read: keyed by it
         self._traces: LRU[tuple, TracedFunction] = LRU(_SIGNATURES_KEPT)
         self._plans: dict[tuple[Graph, bool], Plan] = {}
         # each trace's (for one set of shapes) executable of its plan, with how the call returns and writes back
@@ -313,8 +324,8 @@ class Fused:
         for name, value in params:
             if arguments.backend_of(value) is not None or (isinstance(value, np.ndarray)):
                 key.append(("array", np.dtype(value.dtype).str, _dim_pattern(tuple(value.shape))))
-            elif name in runtime:
-                key.append(("scalar", scalar_class(value)))
+            elif name in runtime:  # an int's whole class only where a trace read it (TracedFunction.class_read)
+                key.append(("scalar", scalar_class(value) if name in self._class_read else coarse_class(value)))
             else:
                 key.append(("value", _scalar_key(value)))
         return tuple(key)
@@ -372,6 +383,9 @@ class Fused:
                         traced = self._timed_trace(params, frozenset(), key, earlier)
                         self._auto_static |= runtime
                     traced.by_shapes[shapes] = traced
+                    if traced.class_read - self._class_read:  # keyed by those arguments' whole class from now on
+                        self._class_read |= traced.class_read
+                        key = self._key(params, traced.runtime)
                     self._traces.put(key, traced)
                 entry = traced.by_shapes.get(shapes)
                 if entry is None:
@@ -445,7 +459,8 @@ class Fused:
         # the checks' extents are this trace's sizes: a new size traces again
         return TracedFunction(graph, structure, specialized or bool(index_checks), tuple(scalars),
                               tuple(i for i, _ in updates), runtime, parts=tuple(parts), index_checks=index_checks,
-                              guards=traced.guards, nones=nones, array_module=traced.array_module)
+                              guards=traced.guards, nones=nones, array_module=traced.array_module,
+                              class_read=traced.class_read)
 
     def plan(self, *args: Any, **kwargs: Any) -> Plan:
         """The kernels these arguments (arrays or :class:`fusec.ArraySpec`) run as, with bytes moved."""

@@ -55,7 +55,7 @@ def float_loop(ufunc: np.ufunc, name: str, *args: Any) -> tuple[list[Node], np.d
     """The operands of ``ufunc``'s NumPy loop, as nodes, in the dtype to compute in (float32 for a
     float16 loop, which NumPy computes in float and rounds once), with the loop's result dtype."""
     xs = [operand(a, f"argument of {name}") for a in args]
-    probe = tuple(type(x.probe) if isinstance(x, WeakScalar) else x.dtype for x in xs)
+    probe = tuple(x.probe_type if isinstance(x, WeakScalar) else x.dtype for x in xs)
     try:
         loop = ufunc.resolve_dtypes(probe + (None,))
     except TypeError:
@@ -461,7 +461,7 @@ def fill_node(fill_value: Any, dtype: Any, what: str) -> Node:
     NumPy's ``copyto`` (a Python int that does not fit: OverflowError)."""
     value = operand(fill_value, f"fill value of {what}")
     if dtype is None:
-        dt = dtypes.as_dtype(np.asarray(value.probe).dtype) if isinstance(value, WeakScalar) else value.dtype
+        dt = dtypes.as_dtype(np.result_type(value.probe_type)) if isinstance(value, WeakScalar) else value.dtype
     else:
         dt = dtypes.as_dtype(np.dtype(dtype))
     if not isinstance(value, WeakScalar):

@@ -194,7 +194,7 @@ def copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) ->
     if not (isinstance(where, (bool, np.bool_)) and bool(where)):
         mask = operand(where, "where= of copyto")
         if isinstance(mask, WeakScalar) or mask.dtype != dtypes.BOOL:
-            shown = type(mask.probe).__name__ if isinstance(mask, WeakScalar) else mask.dtype
+            shown = mask.probe_type.__name__ if isinstance(mask, WeakScalar) else mask.dtype
             raise FusecTypeError(f"Cannot cast array data from dtype('{shown}') to dtype('bool') according to the rule "
                                  "'safe' (where= of numpy.copyto)", hint="pass a boolean mask")
         node = new_node("where", [_broadcast_into(mask, dst.node.shape, "where= mask"), node, dst.node])

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from fusec.frontend.scalars import INT_CLASSES
 from fusec.support import counters, logs
 from fusec.support.errors import library_file
 
@@ -84,7 +85,10 @@ def show_entry(entry: tuple) -> str:
         if cls and cls[0] == "numpy":
             return f"runtime {np.dtype(cls[1]).name}"
         if cls and cls[0] == "int":
-            return "runtime int" + (" < 0" if cls[2] else " >= 0")
+            if len(cls) < 3:  # the coarse class: any int (no value-based rule read it)
+                return "runtime int"
+            fitting = [dt.name for dt, fits in zip(INT_CLASSES, cls[1]) if fits]
+            return "runtime int" + (" < 0" if cls[2] else " >= 0") + (f" fitting {fitting[0]}" if fitting else "")
         return f"runtime {cls[0] if cls else 'number'}"
     return " ".join(str(x) for x in entry)
 

@@ -26,7 +26,7 @@ import numpy as np
 from fusec.frontend.nodes import TracedArray
 from fusec.ir import dtypes
 
-_INT_CLASSES = tuple(np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"))
+INT_CLASSES = tuple(np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"))
 _EXACT_INT = 2 ** 53  # Python ints beyond this convert to float differently from int64 (double rounding): static
 
 
@@ -52,10 +52,18 @@ def scalar_class(value: Any) -> tuple | None:
     if isinstance(value, int):
         if abs(value) > _EXACT_INT:
             return None
-        return ("int", tuple(dtypes.fits(value, dt) for dt in _INT_CLASSES), value < 0)
+        return ("int", tuple(dtypes.fits(value, dt) for dt in INT_CLASSES), value < 0)
     if isinstance(value, float):
         return ("float",)
     return None
+
+
+def coarse_class(value: Any) -> tuple | None:
+    """:func:`scalar_class` without what only value-based rules read (which integer dtypes a Python int fits, its
+    sign): what a trace depends on when none of them read it (:func:`read_class`). A step counter crossing 127 or
+    32767 then reuses its trace."""
+    cls = scalar_class(value)
+    return cls[:1] if cls is not None and cls[0] == "int" else cls
 
 
 def is_runtime_candidate(value: Any) -> bool:
@@ -85,6 +93,7 @@ class _Session(threading.local):
         self.scalars: list[Scalar] = []
         self.names: set[str] = set()  # input names taken
         self.make_input: Callable[[str, int, np.dtype], Any] | None = None
+        self.class_read: set[str] = set()  # arguments whose class a value-based rule read (see read_class)
 
 
 _session = _Session()
@@ -95,6 +104,18 @@ def begin(first_index: int, make_input: Callable[[str, int, np.dtype], Any], tak
     and names not in ``taken`` (the arguments' names)."""
     _session.active, _session.first_index, _session.scalars, _session.make_input = True, first_index, [], make_input
     _session.names = set(taken)
+    _session.class_read = set()
+
+
+def read_class(scalar: Scalar) -> None:
+    """Note that a value-based rule read ``scalar``'s class (``u8_array + n`` checks that ``n`` fits uint8): the trace
+    holds only for values of the same :func:`scalar_class` of the arguments it is computed from."""
+    _session.class_read |= scalar.names
+
+
+def classes_read() -> frozenset[str]:
+    """The arguments whose class the trace in progress read (:func:`read_class`)."""
+    return frozenset(_session.class_read)
 
 
 def end() -> list[Scalar]:

@@ -39,7 +39,7 @@ import fusec.frontend.join_functions  # noqa: F401
 import fusec.frontend.scan_functions  # noqa: F401
 import fusec.frontend.shift_functions  # noqa: F401
 import fusec.frontend.view_functions  # noqa: F401
-from fusec.frontend import aliases, arguments, indexing, registry, scalars, slice_assign
+from fusec.frontend import aliases, arguments, call_site, indexing, registry, scalars, slice_assign
 from fusec.frontend.hints import KEYWORD_HINTS
 from fusec.frontend.nodes import ShapeGuard, reset_shape_read, shape_guards, shape_was_read
 from fusec.frontend.scalars import Scalar
@@ -138,14 +138,69 @@ def created_functions() -> tuple[tuple[str, str, str], ...]:
 
 
 def _creator_wrapper(original: Any, qualified: str, impl: str, thread: int) -> Callable[..., Any]:
+    name = qualified.rsplit(".", 1)[-1]
+
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        caller = sys._getframe(1).f_code.co_filename
-        if threading.get_ident() != thread or library_file(caller):
+        frame = sys._getframe(1)
+        if threading.get_ident() != thread or library_file(frame.f_code.co_filename):
+            return original(*args, **kwargs)
+        if _called_from_compiled_code(frame, name, (wrapper, original)):
             return original(*args, **kwargs)
         return call_function(impl, qualified, args, kwargs)
 
     wrapper.__wrapped__ = original  # type: ignore[attr-defined]
     return wrapper
+
+
+def _called_from_compiled_code(frame: types.FrameType, name: str, creator: tuple[Any, ...]) -> bool:
+    """Whether the user's ``frame`` calls the creator ``name`` through compiled code (``np.random.rand(3)``, whose
+    Cython calls ``np.empty`` with no Python frame of its own): its call instruction calls another name, which
+    holds no ``creator`` (an alias, ``empty = np.empty``, is the user's own call). A random draw is refused
+    (:func:`_refuse_random`): drawn once while tracing, it would repeat on every call."""
+    called = call_site.called_name(frame)
+    if called is None or called == name:
+        return False
+    value = frame.f_locals.get(called, frame.f_globals.get(called, frame.f_builtins.get(called)))
+    if any(value is c for c in creator):
+        return False
+    if called in _RANDOM_METHODS:
+        _refuse_random(called)
+    return True
+
+
+# numpy.random's functions, its Generator's and RandomState's methods, and cupy.random's: refused while tracing
+_RANDOM_MODULES = ("numpy.random", "cupy.random")
+_RANDOM_METHODS = frozenset(
+    name for cls in (np.random.Generator, np.random.RandomState) for name in dir(cls) if not name.startswith("_"))
+
+
+def _refuse_random(name: str) -> None:
+    raise UnsupportedError(
+        f"random numbers ({name}) cannot be drawn inside a fused function: they would be drawn once, while "
+        "tracing, and the same numbers returned by every call",
+        hint="draw them outside and pass them in as an argument (mask = rng.random(x.shape) < p; f(x, mask))")
+
+
+def _random_wrapper(original: Any, name: str, thread: int) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if threading.get_ident() != thread or library_file(sys._getframe(1).f_code.co_filename):
+            return original(*args, **kwargs)
+        _refuse_random(name)
+
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _random_functions() -> list[tuple[Any, str, Any]]:
+    """(module, attribute, function) of the public callables of the random modules already imported."""
+    found = []
+    for module_name in _RANDOM_MODULES:
+        module = sys.modules.get(module_name)
+        for name in getattr(module, "__all__", ()) if module is not None else ():
+            value = getattr(module, name, None)
+            if callable(value) and not isinstance(value, type):
+                found.append((module, name, value))
+    return found
 
 
 def _wrapper(original: Any, qualified: str, impl: str) -> Callable[..., Any]:
@@ -177,6 +232,10 @@ def _patch_libraries(fn: Callable[..., Any]) -> list[tuple[Any, str, Any]]:
         else:
             wrapper = _wrapper(original, f"{module_name}.{name}", impl)
         originals[id(original)] = wrapper
+        patched.append((module, name, original))
+        setattr(module, name, wrapper)
+    for module, name, original in _random_functions():
+        wrapper = originals.setdefault(id(original), _random_wrapper(original, name, thread))
         patched.append((module, name, original))
         setattr(module, name, wrapper)
     user_fn = inspect.unwrap(fn)
@@ -233,6 +292,7 @@ class Traced(NamedTuple):
     gathers: list[Node] = []  # every gather made, read or not (fusec.frontend.indexing.unread_index_checks)
     guards: tuple[ShapeGuard, ...] = ()  # fusec's own decisions taken from sizes (fusec.frontend.nodes.ShapeGuard)
     array_module: str | None = None  # the backend a module query answered for ("numpy", "cupy"), None if none asked
+    class_read: frozenset[str] = frozenset()  # runtime scalar arguments whose class a rule read (scalars.read_class)
 
 
 def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_positional: int | None = None,
@@ -284,6 +344,7 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
                 raise
             raise _located(exc) from exc
         finally:
+            class_read = scalars.classes_read()
             runtime_inputs = scalars.end()
             aliases.end()
             gathers = indexing.end()
@@ -293,7 +354,7 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
             _active.module, _active.asked = outer
         updates, parts = slice_assign.final_updates(tracers, inputs, parts, before, new_values)
         return Traced(inputs + [s.node() for s in runtime_inputs], result, shape_was_read(), runtime_inputs, updates,
-                      parts, gathers, shape_guards(), asked)
+                      parts, gathers, shape_guards(), asked, class_read)
 
 
 def _scalar_input(name: str, index: int, dt: np.dtype) -> Node:

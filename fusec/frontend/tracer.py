@@ -46,7 +46,7 @@ from fusec.frontend.indexing import index, is_view_index
 from fusec.frontend.nodes import TracedArray, cast, const, mark_shape_read, new_node, squeeze_axes
 from fusec.frontend.part_update import updated
 from fusec.frontend.registry import implements
-from fusec.frontend.scalars import Scalar
+from fusec.frontend.scalars import Scalar, read_class
 from fusec.ir import dtypes
 from fusec.ir.graph import Node
 from fusec.ir.infer import broadcast_shapes, normalize_axes, reduced_shape
@@ -71,11 +71,24 @@ class WeakScalar:
     (its type; for an int, the dtypes it fits and its sign: see :func:`fusec.frontend.scalars.scalar_class`);
     ``value`` is the value to fold, which a runtime scalar does not have (it asks for a static one)."""
 
-    __slots__ = ("probe", "scalar")
+    __slots__ = ("_probe", "scalar")
 
     def __init__(self, value: int | float, scalar: Scalar | None = None):
-        self.probe = value
+        self._probe = value
         self.scalar = scalar
+
+    @property
+    def probe(self) -> int | float:
+        """The value, for a rule that reads more than its type: of a runtime scalar, it ties the trace to its class
+        (:func:`fusec.frontend.scalars.read_class`)."""
+        if self.scalar is not None:
+            read_class(self.scalar)
+        return self._probe
+
+    @property
+    def probe_type(self) -> type:
+        """The value's type (``int`` or ``float``), which every value of a runtime scalar shares."""
+        return type(self._probe)
 
     @property
     def value(self) -> int | float:
@@ -129,12 +142,16 @@ def numpy_refuses(value: Any) -> bool:
 
 
 def _dtype_or_weak(x: Node | WeakScalar) -> Any:
-    return type(x.probe) if isinstance(x, WeakScalar) else x.dtype
+    return x.probe_type if isinstance(x, WeakScalar) else x.dtype
 
 
 def _result_type(*xs: Node | WeakScalar) -> np.dtype:
-    """``np.result_type`` with weak Python scalars passed by value (by type they would be strong)."""
-    return dtypes.as_dtype(np.result_type(*(x.probe if isinstance(x, WeakScalar) else x.dtype for x in xs)))
+    """``np.result_type`` with weak Python scalars passed by value (by type they would be strong). Only beside an
+    integer or bool array does the value matter (``u8 + 300`` raises): elsewhere it is read without tying the trace
+    to its class."""
+    by_value = any(isinstance(x, Node) and x.dtype.kind in "biu" for x in xs)
+    return dtypes.as_dtype(np.result_type(*((x.probe if by_value else x._probe) if isinstance(x, WeakScalar)
+                                            else x.dtype for x in xs)))
 
 
 def to_dtype(x: Node | WeakScalar, dt: np.dtype) -> Node:
@@ -142,7 +159,7 @@ def to_dtype(x: Node | WeakScalar, dt: np.dtype) -> Node:
     cast."""
     if isinstance(x, WeakScalar):
         if x.scalar is not None:  # NumPy's checks of the value (u8 + 300) hold for its whole class
-            dtypes.scalar_constant(x.probe, dt)
+            dtypes.scalar_constant(x.probe if dt.kind in "biu" else x._probe, dt)  # a float takes any int
             return cast(x.scalar.node(), dt)
         return const(x.value, dt)
     return cast(x, dt)
@@ -150,7 +167,7 @@ def to_dtype(x: Node | WeakScalar, dt: np.dtype) -> Node:
 
 def weak_default(x: WeakScalar) -> Node:
     """A weak Python scalar on its own: int64 or float64, as ``np.asarray`` makes it."""
-    return to_dtype(x, dtypes.as_dtype(np.result_type(type(x.probe))))
+    return to_dtype(x, dtypes.as_dtype(np.result_type(x.probe_type)))
 
 
 def static_number(value: Any, what: str) -> Any:
@@ -656,7 +673,7 @@ def _value_node(value: Any, dt: np.dtype, where: str) -> Node:
     """The assigned value as a node of ``dt``, cast as NumPy's setitem casts it."""
     x = operand(value, f"value assigned to {where}")
     if isinstance(x, WeakScalar):
-        if isinstance(x.scalar, Scalar) and dt.kind in "biu" and isinstance(x.probe, float):
+        if isinstance(x.scalar, Scalar) and dt.kind in "biu" and x.probe_type is float:
             x.scalar.concrete("a float assigned into an integer array")  # NaN raises, 1.7 truncates: by value
         return to_dtype(x, dt)
     return cast(x, dt)

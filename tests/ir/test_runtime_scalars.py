@@ -53,6 +53,34 @@ def test_runtime_scalars_training_loop_of_100_steps_traces_once_and_matches_nump
     assert len(fused._plans) == 1
 
 
+def test_runtime_scalars_70000_steps_of_an_int_counter_trace_once():
+    """A step counter crossing 127, 255, 32767 and 65535 (the int dtypes a Python int fits) and a changing float
+    trace once: no rule reads an int's class beside float arrays (NumPy 2's weak scalars make the value irrelevant
+    to the types)."""
+    fused, calls = _counted(lambda x, step, lr: x * (lr / (1 - 0.9 ** step)) + step)
+    x = np.random.default_rng(3).standard_normal(5).astype(np.float32)
+    for step in range(1, 70_001):
+        got = fused(x, step, 1e-3 * (1 + step % 7))
+    want = x * (1e-3 * (1 + 70_000 % 7) / (1 - 0.9 ** 70_000)) + 70_000
+    assert_matches_numpy(got, want, exact=True)
+    assert len(calls) == 1 and fused.cache_info().traces == 1
+
+
+def test_runtime_scalars_an_int_beside_an_int_array_retraces_per_class_and_says_which():
+    """Beside a uint8 array an int's value decides (u8 + 300 raises, u8 < 300 is all True): the trace holds for
+    the ints of one class, and the retrace reason names the narrowest dtype each fits."""
+    fused, calls = _counted(lambda x, n: (x + n, x < n))
+    x = np.arange(250, 256, dtype=np.uint8)
+    for n in (1, 100, 3, 200, 7):
+        for got, want in zip(fused(x, n), (x + n, x < n)):
+            assert_matches_numpy(got, want, exact=True)
+    assert len(calls) == 2  # 1, 100, 3 and 7 fit int8; 200 fits uint8, not int8
+    with pytest.raises(FusecOverflowError, match="300"):
+        fused(x, 300)
+    reasons = [str(r) for r in fused._recompiles.reasons]
+    assert any("runtime int >= 0 fitting int8 -> runtime int >= 0 fitting uint8" in r for r in reasons), reasons
+
+
 def test_runtime_scalars_training_loop_compiles_once_on_the_nvrtc_path(tmp_path, monkeypatch):
     pytest.importorskip("cuda.bindings")
     from fusec.runtime import cubin_cache
