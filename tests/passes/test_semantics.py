@@ -12,6 +12,7 @@ agree too, and so must every example in ``examples/``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -20,12 +21,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 import fusec
 from fusec.ir.graph import Graph
 from fusec.ir.interpret import interpret
+from fusec.ir.printer import print_graph
 from fusec.ir.text import parse
 from fusec.passes.manager import DEFAULT_PIPELINE, run_pipeline
 from fusec.runtime.plan import execute_numpy, make_plan
@@ -68,6 +71,8 @@ def _assert_same(got: list[Any] | type[BaseException], want: list[Any] | type[Ba
 
 
 def _check_passes(graph: Graph, seed: int) -> None:
+    with contextlib.suppress(InvalidArgument):  # a falsifying example's report shows the graph as IR text
+        note(f"the graph as IR text (FOUND takes it):\n{print_graph(graph)}")
     args = _inputs(graph, seed)
     want = _run(graph, args)
     for names in [(name,) for name in DEFAULT_PIPELINE] + [DEFAULT_PIPELINE]:
