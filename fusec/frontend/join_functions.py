@@ -117,7 +117,9 @@ def _cast_all(nodes: list[Node], dtype: Any, casting: str, what: str) -> list[No
 
 
 def _arrays(arrays: Any, what: str) -> list[Node]:
-    if isinstance(arrays, Tracer) or not isinstance(arrays, (list, tuple)):
+    """The joined arrays: a list or tuple of arrays, numbers or nested lists (each as ``np.asarray`` makes it), or
+    one traced array's entries along its first axis (NumPy iterates it)."""
+    if not isinstance(arrays, (list, tuple, Tracer)):
         raise UnsupportedError(f"{what} takes a list or tuple of arrays",
                                hint=f"write np.{what}([a, b, ...]); to split one array use np.split")
     nodes = [as_node(a, what) for a in arrays]

@@ -64,6 +64,9 @@ def implements_ufunc(*names: str) -> Callable[[F], F]:
     return register
 
 
+ORIGINAL = "_fusec_original"  # the attribute of tracing's wrapper of a library function that holds the function
+
+
 def numpy_module(function: Any) -> str:
     """The module users call ``function`` from: ``numpy`` for NumPy's own (``numpy._core.fromnumeric`` too),
     ``numpy.linalg`` for ``np.linalg.norm``."""
@@ -73,7 +76,8 @@ def numpy_module(function: Any) -> str:
 
 def name_of(function: Any) -> str:
     """The name ``function`` (a NumPy function) is registered under: its ``__name__``, after its submodule for a
-    NumPy submodule's (``linalg.norm``)."""
+    NumPy submodule's (``linalg.norm``); NumPy's own function for tracing's wrapper of it (:data:`ORIGINAL`)."""
+    function = getattr(function, ORIGINAL, function)
     module = numpy_module(function)
     return function.__name__ if module == "numpy" else f"{module.removeprefix('numpy.')}.{function.__name__}"
 

@@ -117,10 +117,11 @@ WRAPPED: tuple[tuple[str, str, str], ...] = (
 
 def wrapped_functions() -> tuple[tuple[str, str, str], ...]:
     """What tracing wraps: :data:`WRAPPED` and every dotless name of the registry (:data:`fusec.frontend.registry.
-    FUNCTIONS`) in ``cupy``."""
+    FUNCTIONS`) in ``cupy`` and in ``numpy``: NumPy's own dispatch finds a traced array only where the function's
+    dispatcher lists it, not inside a list (``np.mean([a, b], axis=0)``, ``np.max((a, b))``)."""
     created = set(registry.CREATORS)
-    return (*(("cupy", name, name) for name in sorted(registry.FUNCTIONS) if "." not in name and name not in created),
-            *WRAPPED)
+    names = [name for name in sorted(registry.FUNCTIONS) if "." not in name and name not in created]
+    return (*(("cupy", name, name) for name in names), *(("numpy", name, name) for name in names), *WRAPPED)
 
 
 def _has_tracer(args: tuple, kwargs: dict) -> bool:
@@ -149,6 +150,7 @@ def _creator_wrapper(original: Any, qualified: str, impl: str, thread: int) -> C
         return call_function(impl, qualified, args, kwargs)
 
     wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    setattr(wrapper, registry.ORIGINAL, original)
     return wrapper
 
 
@@ -188,6 +190,7 @@ def _random_wrapper(original: Any, name: str, thread: int) -> Callable[..., Any]
         _refuse_random(name)
 
     wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    setattr(wrapper, registry.ORIGINAL, original)
     return wrapper
 
 
@@ -210,6 +213,7 @@ def _wrapper(original: Any, qualified: str, impl: str) -> Callable[..., Any]:
         return original(*args, **kwargs)
 
     wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    setattr(wrapper, registry.ORIGINAL, original)
     return wrapper
 
 

@@ -64,6 +64,8 @@ _UFUNC_OPS = {op.ufunc.__name__: op for op in OPS.values() if op.ufunc is not No
 _UFUNC_OPS["true_divide"] = OPS["div"]  # CuPy's divide is named cupy_true_divide (NumPy 2's is "divide")
 
 
+ITERATION_LIMIT = 64  # entries a loop over a traced array (or unpacking it) unrolls into the trace
+
 # --- operands ------------------------------------------------------------------------------------
 class WeakScalar:
     """A Python int/float operand: NEP 50's weak scalar. ``probe`` is its value, or for a runtime scalar
@@ -121,6 +123,8 @@ def operand(value: Any, what: str = "operand") -> Node | WeakScalar:
             f"{getattr(value, 'shape', '?')}) is used as an {what}",
             hint="pass every array as an argument of the fused function",
         )
+    if isinstance(value, (list, tuple)) and not numpy_refuses(value):  # NumPy takes it as np.asarray does
+        return registry.FUNCTIONS["asarray"](value).node  # traced arrays in it stacked, numbers a constant array
     if numpy_refuses(value):  # None, a string, any object: NumPy raises TypeError, so does fusec (a FusecTypeError)
         raise FusecTypeError(f"{type(value).__name__} {value!r} as an {what} is not a number or an array (NumPy "
                              "refuses it too)", hint="use arrays, NumPy scalars or Python numbers")
@@ -130,8 +134,7 @@ def operand(value: Any, what: str = "operand") -> Node | WeakScalar:
 
 def numpy_refuses(value: Any) -> bool:
     """Whether NumPy's ufuncs refuse ``value`` as a numeric operand with a TypeError: None, strings, bytes and objects
-    that do not convert to a numeric or boolean array (a list of numbers converts: fusec does not take it, but NumPy
-    does, so that refusal is fusec's own)."""
+    that do not convert to a numeric or boolean array (a list of numbers converts, in NumPy and in fusec)."""
     if value is None:
         return True
     try:
@@ -793,8 +796,17 @@ class Tracer(TracedArray):
         return self._conversion("complex")
 
     def __iter__(self) -> Any:
-        raise TraceError("iterating over a traced array is not supported",
-                         hint="use vectorized operations (reductions with axis=...)")
+        """Its first axis's entries, ``self[0]``, ``self[1]``, ... (views, as NumPy's): ``q, k, v = qkv``. The
+        count is the first axis's size, which the trace then depends on; at most :data:`ITERATION_LIMIT`."""
+        if self.node.ndim == 0:
+            raise FusecTypeError("iteration over a 0-d array")
+        n = len(self)
+        if n > ITERATION_LIMIT:
+            raise TraceError(f"iterating over a traced array of {n} entries along its first axis (fusec unrolls "
+                             f"at most {ITERATION_LIMIT})",
+                             hint="use vectorized operations (reductions with axis=..., broadcasting) instead of a "
+                                  "Python loop over the entries")
+        return iter([self[i] for i in range(n)])
 
     def __getitem__(self, key: Any) -> Tracer:
         result = Tracer(index(self.node, key))  # basic indexing, or a gather for integer-array indices

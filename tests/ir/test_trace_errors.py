@@ -63,13 +63,6 @@ def int_of_traced(x):
     return x + int(np.max(x))  # <- error
 
 
-def iterating_traced(x):
-    total = 0
-    for v in x:  # <- error
-        total = total + v
-    return total
-
-
 def while_on_traced(x):
     while np.any(x > 10):  # <- error
         x = x / 2
@@ -91,7 +84,6 @@ def range_of_traced(x):
         bool_of_traced,
         float_of_traced,
         int_of_traced,
-        iterating_traced,
         while_on_traced,
         and_of_traced,
         range_of_traced,
