@@ -256,7 +256,10 @@ def _array_node(obj: Any, what: str) -> Node:
             return stack([Tracer(_array_node(o, what)) for o in obj]).node
     if isinstance(obj, Scalar):  # a runtime scalar argument: a 0-d traced value
         return as_node(obj, what)
-    values = np.array(obj)
+    try:
+        values = np.array(obj)
+    except ValueError as exc:  # a ragged nesting: NumPy's ValueError, at the user's line
+        raise FusecValueError(str(exc), hint="nest lists of equal lengths") from None
     if dtypes.kind(values.dtype) not in "biuf":
         raise UnsupportedError(f"np.{what} of {values.dtype} values is not traced", hint="use numbers")
     if values.size > CONSTANT_LIMIT:

@@ -86,3 +86,28 @@ def test_python_lists_where_numpy_takes_an_array_match_numpy(name, dtype) -> Non
     got = fusec.fuse(fn)(a, b)
     assert got.dtype == want.dtype
     assert_matches_numpy(got, want)
+
+
+ZERO_D = {
+    "sum": lambda x: x.sum(),
+    "max_and_argmax": lambda x: (x.max(), x.argmax()),
+    "scalar_index": lambda x: x[1, 2],
+    "ufunc_of_a_reduction": lambda x: np.sqrt(x.sum() ** 2),
+    "mean_in_a_list": lambda x: [x.mean(), x * 2],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ZERO_D))
+def test_zero_d_results_on_the_numpy_backend_are_numpy_scalars_as_numpys(name) -> None:
+    fn = ZERO_D[name]
+    x = _data((2, 3))
+    want, got = fn(x), fusec.fuse(fn)(x)
+    for w, g in zip(want if isinstance(want, (tuple, list)) else [want], got if isinstance(got, (tuple, list))
+                    else [got]):
+        assert type(g) is type(w) and g.dtype == w.dtype
+        assert_matches_numpy(np.asarray(g), np.asarray(w))
+
+
+def test_a_returned_zero_d_argument_is_the_argument_itself() -> None:
+    x = np.array(3.5, np.float32)
+    assert fusec.fuse(lambda x: x)(x) is x
