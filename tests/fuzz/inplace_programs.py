@@ -206,9 +206,13 @@ class _Writer:
         return self.pick(options)
 
     def copy(self, x: str) -> str:
-        return self.pick([f"{x}.copy()", f"np.array({x})", f"{x}.astype({x}.dtype)", f"{x}.astype(np.float64)",
-                          f"{x} * 1", f"{x} + 0", f"np.asarray({x}, dtype=np.float32)", f"np.ascontiguousarray({x})",
-                          f"{x}.flatten()", f"np.copy({x})"])
+        options = [f"{x}.copy()", f"np.array({x})", f"{x}.astype({x}.dtype)", f"{x}.astype(np.float64)",
+                   f"{x} * 1", f"{x} + 0", f"np.asarray({x}, dtype=np.float32)", f"np.ascontiguousarray({x})",
+                   f"{x}.flatten()", f"np.copy({x})"]
+        a = self.env_value(x)
+        if a.ndim and a.shape[0] <= 8:  # a loop over the first axis, and the rows in a list
+            options += [f"np.stack(list({x}))", f"np.array([r for r in {x}])"]
+        return self.pick(options)
 
     def arithmetic(self, x: str, y: str) -> str:
         a = self.env_value(x)
@@ -217,6 +221,10 @@ class _Writer:
                    f"np.where({x} > 0, {x}, {y})", f"{x} * {y}", f"{x} + {self.scalar(a.dtype)}"]
         if axis is not None:
             options += [f"{x}.sum(axis={axis})", f"{x}.max(axis={axis}, keepdims=True)", f"np.cumsum({x}, axis={axis})"]
+        # Python lists where NumPy takes an array (NumPy refuses mismatched shapes: such candidates are dropped)
+        options += [f"np.mean([{x}, {y}], axis=0)", f"np.max(({x}, {y}), axis=0)"]
+        if a.ndim and a.shape[-1] <= 8:
+            options.append(f"{x} + {[int(v) for v in self.rng.integers(-3, 4, a.shape[-1])]}")
         return self.pick(options)
 
     def operand(self) -> str:
