@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from fusec.frontend import arguments, foreign, lazy_arrays
+from fusec.frontend import arguments, foreign, lazy_arrays, pytrees
 from fusec.frontend.aliases import check_unread
 from fusec.frontend.indexing import unread_index_checks
 from fusec.frontend.nodes import ShapeGuard
@@ -39,6 +39,7 @@ from fusec.ir.region import MATMUL, contraction_of
 from fusec.passes.manager import DEFAULT_PIPELINE, UNFUSED_PIPELINE
 from fusec.runtime.executable import Executable, pack_results
 from fusec.runtime.plan import Plan, make_plan
+from fusec.runtime.results import DictStructure
 from fusec.runtime.write_backs import PartialUpdate
 from fusec.schedule import Schedule, ScheduleRequest
 from fusec.support import counters, logs
@@ -151,12 +152,13 @@ class Fused:
     inspect it with ``trace``, ``plan``, ``explain``, ``cuda_source`` and ``ptxas``.
 
     - ``f(*arrays)`` with CuPy arrays runs the fused kernels on the GPU and returns CuPy arrays; with
-      NumPy arrays it runs the NumPy reference backend and returns NumPy arrays (results of full
-      reductions are 0-d arrays).
+      NumPy arrays it runs the NumPy reference backend and returns NumPy arrays (a 0-d result as a NumPy
+      scalar, as NumPy gives it).
     - ``f(..., out=arrays)`` writes the results into the given arrays (same-kind casting) and
       returns them.
     - It returns what the function returns: None for ``return None`` (in-place updates still happen),
-      None at the positions of a returned tuple's or list's None entries, ``()`` for ``return ()``.
+      None at the positions of a returned tuple's, list's or dict's None entries, ``()`` for ``return ()``.
+    - Lists, tuples and dicts of arrays (and numbers) are arguments like arrays (:mod:`fusec.frontend.pytrees`).
     - PyTorch tensors (and other DLPack arrays) are taken without a copy: CUDA ones run the kernels on
       PyTorch's current stream, CPU ones the NumPy backend; results come back as tensors.
     - Python and NumPy scalar arguments are runtime scalars (kernel inputs) unless static; in-place
@@ -249,13 +251,15 @@ class Fused:
                 params.extend(value.items())
             else:
                 params.append((name, value))
+        # a container of arrays: one parameter per leaf (fusec.frontend.pytrees), built again for the traced call
+        params = [leaf for n, v in params for leaf in (pytrees.flatten(n, v) if pytrees.is_tree(v) else [(n, v)])]
         # a torch tensor (or another DLPack array) given to trace/plan/explain: its NumPy or CuPy view
         return [(n, foreign.as_native(v, f"argument '{n}'") if foreign.is_foreign(v) else v) for n, v in params]
 
     def _positional_count(self, params: list[tuple[str, Any]]) -> int:
         """How many of ``params`` (in :meth:`_params`' order) the function takes by position: its positional
         parameters and ``*args`` (named ``args0``, ``args1``, ...); keyword-only ones and ``**kwargs`` follow."""
-        names = [name for name, _ in params]
+        names = list(dict.fromkeys(getattr(name, "root", name) for name, _ in params))  # a container's leaves: one
         keyword_only = {p.name for p in self._signature.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY}
         i = 0
         for p in self._signature.parameters.values():
@@ -275,7 +279,8 @@ class Fused:
         for name, value in params:
             backend = arguments.backend_of(value)
             if backend is None:
-                if isinstance(value, (list, tuple, dict, set, str, bytes)) or (
+                if isinstance(value, (set, bytes)) or (isinstance(value, str) and not isinstance(
+                        name, pytrees.LeafName)) or (
                         hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, np.generic)):
                     raise FusecTypeError(
                         f"argument '{name}' of {self.name} is a {_type_name(value)}",
@@ -323,11 +328,16 @@ class Fused:
         key = []
         for name, value in params:
             if arguments.backend_of(value) is not None or (isinstance(value, np.ndarray)):
-                key.append(("array", np.dtype(value.dtype).str, _dim_pattern(tuple(value.shape))))
+                entry: tuple = ("array", np.dtype(value.dtype).str, _dim_pattern(tuple(value.shape)))
             elif name in runtime:  # an int's whole class only where a trace read it (TracedFunction.class_read)
-                key.append(("scalar", scalar_class(value) if name in self._class_read else coarse_class(value)))
+                entry = ("scalar", scalar_class(value) if name in self._class_read else coarse_class(value))
+            elif isinstance(value, (list, tuple, dict)):  # a container of no array: by value
+                entry = ("value", pytrees.static_key(value))
             else:
-                key.append(("value", _scalar_key(value)))
+                entry = ("value", _scalar_key(value))
+            if isinstance(name, pytrees.LeafName):  # where in its container: another structure traces again
+                entry = (*entry, ("leaf", tuple((kind.__name__, k) for kind, k in name.path)))
+            key.append(entry)
         return tuple(key)
 
     # -- tracing -------------------------------------------------------------------------------
@@ -438,11 +448,16 @@ class Fused:
     def _trace_new(self, params: list[tuple[str, Any]], runtime: frozenset[str]) -> TracedFunction:
         traced = trace_function(self.fn, params, self._positional_count(params), runtime)
         inputs, result, specialized, scalars, updates, parts = traced[:6]
-        if isinstance(result, dict):
-            raise UnsupportedError(f"{self.name} returned a dict", loc=return_site(self.fn, returning_dict=True),
-                                   hint="return a tuple (or a list) of arrays; name them at the call site")
         nones: tuple[int, ...] = ()
-        if result is None:  # returns None, as the function does (its in-place updates still run)
+        if isinstance(result, dict):  # a dict of arrays (and None), keyed by strings or ints: returned as one
+            if not all(type(k) in (str, int) for k in result):
+                raise UnsupportedError(f"{self.name} returned a dict with keys other than strings and ints",
+                                       loc=return_site(self.fn, returning_dict=True),
+                                       hint="key the returned dict by strings")
+            structure: str = DictStructure(list(result))
+            nones = tuple(i for i, v in enumerate(result.values()) if v is None)
+            values = [v for v in result.values() if v is not None]
+        elif result is None:  # returns None, as the function does (its in-place updates still run)
             structure, values = "none", []
         elif isinstance(result, (tuple, list)):  # None entries are returned as None where they are
             structure = "tuple" if isinstance(result, tuple) else "list"

@@ -40,7 +40,33 @@ def is_foreign(value: Any) -> bool:
 
 
 def any_foreign(args: tuple, kwargs: dict) -> bool:
-    return any(is_foreign(a) for a in args) or any(is_foreign(v) for v in kwargs.values())
+    """Whether a foreign array is among the arguments, or inside a list, tuple or dict among them."""
+    return any(_holds_foreign(a) for a in args) or any(_holds_foreign(v) for v in kwargs.values())
+
+
+def _holds_foreign(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_holds_foreign(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_foreign(v) for v in value)
+    return is_foreign(value)
+
+
+def _first_array(value: Any) -> Any:
+    """The first array (foreign or not) in an argument, a container's leaves in order; None if none."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return next((a for a in map(_first_array, value) if a is not None), None)
+    return value if is_foreign(value) or (hasattr(value, "shape") and not isinstance(value, np.generic)) else None
+
+
+def _foreign_leaves(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [leaf for v in value for leaf in _foreign_leaves(v)]
+    return [value] if is_foreign(value) else []
 
 
 def library_of(value: Any) -> Any:
@@ -102,13 +128,16 @@ def call(fn: Callable[..., Any], args: tuple, kwargs: dict, out: Any) -> Any:
     """``fn(*args, out=out, **kwargs)`` with the foreign arrays among them viewed as NumPy/CuPy arrays, on the
     first CUDA tensor's device and stream; the results in the first array argument's library."""
     values = [*args, *kwargs.values(), *(out if isinstance(out, (tuple, list)) else [out])]
-    first = next((v for v in values if is_foreign(v) or (hasattr(v, "shape") and not isinstance(v, np.generic))),
-                 None)
-    cuda = next((v for v in values if is_foreign(v) and v.__dlpack_device__()[0] in (_CUDA, _CUDA_MANAGED)), None)
+    first = _first_array(values)
+    cuda = next((v for v in _foreign_leaves(values) if v.__dlpack_device__()[0] in (_CUDA, _CUDA_MANAGED)), None)
     with _stream(cuda) if cuda is not None else contextlib.nullcontext():
         originals: dict[int, Any] = {}
 
         def native(value: Any, what: str) -> Any:
+            if isinstance(value, dict):  # a container's leaves, each viewed
+                return type(value)({k: native(v, f"{what}[{k!r}]") for k, v in value.items()})
+            if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+                return type(value)(native(v, f"{what}[{i}]") for i, v in enumerate(value))
             if not is_foreign(value):
                 return value
             view = as_native(value, what)
@@ -132,10 +161,14 @@ def call(fn: Callable[..., Any], args: tuple, kwargs: dict, out: Any) -> Any:
             original = originals.get(id(value))
             if original is not None:
                 return original
+            if isinstance(value, np.generic):  # a 0-d result (NumPy's scalar): a 0-d tensor, as the library gives
+                value = np.asarray(value)
             if value.dtype == BFLOAT16 and hasattr(library, "bfloat16"):  # its bits through DLPack, as it came in
                 return library.from_dlpack(value.view(np.int16)).view(library.bfloat16)
             return library.from_dlpack(value)
 
+        if isinstance(result, dict):
+            return {k: back(r) for k, r in result.items()}
         if isinstance(result, (tuple, list)):
             return type(result)(back(r) for r in result)
         return back(result)

@@ -156,8 +156,9 @@ class Scalar:
             if self.cls is None or not _session.active:
                 self.concrete("this value as a kernel parameter")
             index = _session.first_index + len(_session.scalars)
-            label = self.label if self.label.isidentifier() else "s"
-            if not self.direct:  # computed from arguments: a name of its own
+            label = getattr(self.label, "ident", self.label)  # a container's leaf: its identifier (values_0)
+            label = label if label.isidentifier() else "s"
+            if not self.direct or (label != self.label and label in _session.names):  # computed, or a leaf's taken
                 label, k = f"{label}_1", 1
                 while label in _session.names:
                     k += 1

@@ -39,7 +39,7 @@ import fusec.frontend.join_functions  # noqa: F401
 import fusec.frontend.scan_functions  # noqa: F401
 import fusec.frontend.shift_functions  # noqa: F401
 import fusec.frontend.view_functions  # noqa: F401
-from fusec.frontend import aliases, arguments, call_site, indexing, registry, scalars, slice_assign
+from fusec.frontend import aliases, arguments, call_site, indexing, pytrees, registry, scalars, slice_assign
 from fusec.frontend.hints import KEYWORD_HINTS
 from fusec.frontend.nodes import ShapeGuard, reset_shape_read, shape_guards, shape_was_read
 from fusec.frontend.scalars import Scalar
@@ -315,20 +315,26 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
     """
     inputs: list[Node] = []
     tracers: list[Tracer] = []
-    call_args: list[Any] = []
+    values: list[Any] = []
+    taken = {name for name, _ in params}
     for name, value in params:
         if name in runtime:
-            call_args.append(Scalar.argument(name, value))
+            values.append(Scalar.argument(name, value))
         elif _is_array_like(value):
-            node = make_node("input", (), {"name": name, "index": len(inputs)},
+            label = getattr(name, "ident", name)  # a container's leaf: an identifier for its input
+            while label != name and label in taken:
+                label += "_"
+            taken.add(label)
+            node = make_node("input", (), {"name": label, "index": len(inputs)},
                              dtype=dtypes.as_dtype(value.dtype), shape=tuple(value.shape))
             inputs.append(node)
             tracers.append(Tracer(node))
-            call_args.append(tracers[-1])
+            values.append(tracers[-1])
         else:
-            call_args.append(value)
-    n = len(params) if n_positional is None else n_positional
-    keywords = {name: value for (name, _), value in zip(params[n:], call_args[n:])}
+            values.append(value)
+    names, call_args = _arguments_of(params, values)
+    n = len(names) if n_positional is None else n_positional
+    keywords = dict(zip(names[n:], call_args[n:]))
     with _trace_lock:
         outer = (getattr(_active, "module", None), getattr(_active, "asked", False))
         _active.module, _active.asked = array_module(params), False
@@ -359,6 +365,25 @@ def trace_function(fn: Callable[..., Any], params: list[tuple[str, Any]], n_posi
         updates, parts = slice_assign.final_updates(tracers, inputs, parts, before, new_values)
         return Traced(inputs + [s.node() for s in runtime_inputs], result, shape_was_read(), runtime_inputs, updates,
                       parts, gathers, shape_guards(), asked, class_read)
+
+
+def _arguments_of(params: list[tuple[str, Any]], values: list[Any]) -> tuple[list[str], list[Any]]:
+    """The traced call's argument names and values from one value per parameter: the leaves of a container argument
+    (:class:`fusec.frontend.pytrees.LeafName`) built again into it."""
+    names: list[str] = []
+    grouped: dict[str, list[tuple[Any, Any]]] = {}
+    for (name, _), value in zip(params, values):
+        root = getattr(name, "root", None)
+        if root is None:
+            names.append(name)
+            grouped[name] = [(None, value)]
+        else:
+            if root not in grouped:
+                names.append(root)
+                grouped[root] = []
+            grouped[root].append((name, value))
+    return names, [group[0][1] if group[0][0] is None else pytrees.rebuild(group) for group in
+                   (grouped[name] for name in names)]
 
 
 def _scalar_input(name: str, index: int, dt: np.dtype) -> Node:

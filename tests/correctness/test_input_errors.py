@@ -68,7 +68,7 @@ ERRORS: list[ErrorCase] = [
     ErrorCase("non_native_byte_order_says_how_to_convert", add,
               lambda xp: ((_f32(xp), np.zeros((3, 4), ">f4")), {}), TypeError,
               r"argument 'b' .*byte order(.|\n)*newbyteorder", kinds=("numpy",)),
-    ErrorCase("list_argument_names_it", add, lambda xp: ((_f32(xp), [1.0, 2.0]), {}), TypeError, r"argument 'b'"),
+    ErrorCase("set_argument_names_it", add, lambda xp: ((_f32(xp), {1.0, 2.0}), {}), TypeError, r"argument 'b'"),
     ErrorCase("foreign_array_type_names_it", add, lambda xp: ((_f32(xp), _Foreign()), {}), TypeError,
               r"argument 'b' of add is a tests\._Foreign(.|\n)*asarray"),
     # out=
