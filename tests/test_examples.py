@@ -66,7 +66,7 @@ def test_example_matches_numpy(name, rng):
     assert len(got) == len(want)
     rtol, atol = TOLERANCE.get(name, (1e-5, 1e-6))
     for g, w in zip(got, want):
-        assert isinstance(g, np.ndarray)
+        assert isinstance(g, np.ndarray) == isinstance(w, np.ndarray), (type(g), type(w))  # 0-d: NumPy's scalar
         assert_matches_numpy(g, w, rtol=rtol, atol=atol)
     for a, b in zip(args, before):  # inputs are never modified
         np.testing.assert_array_equal(a, b)

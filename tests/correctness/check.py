@@ -69,7 +69,10 @@ def compare(case: Case, actual: Any, expected: Any, to_host: Callable[[Any], np.
         assert len(actual) == len(expected), f"{what}{len(actual)} outputs, NumPy has {len(expected)}"
     references = _outputs(ref64) if ref64 is not None else [None] * len(_outputs(expected))
     for i, (got, want, r64) in enumerate(zip(_outputs(actual), _outputs(expected), references)):
-        assert is_array(got), f"{what}output {i} is a {type(got).__name__}, not an array"
+        if isinstance(got, np.generic):  # the NumPy backend's 0-d result: a NumPy scalar, as NumPy's
+            assert not is_array(want), f"{what}output {i} is a NumPy scalar where NumPy gives an array"
+        else:
+            assert is_array(got), f"{what}output {i} is a {type(got).__name__}, not an array"
         host, want = to_host(got), np.asarray(want)
         try:
             _compare_one(case, host, want, r64)

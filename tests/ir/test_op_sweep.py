@@ -255,7 +255,7 @@ def _check_reduction(fn: Callable[[Any], Any], x: np.ndarray, tolerant: bool,
         assert isinstance(info.value, fusec.FusecError), repr(info.value)
         return
     actual = fusec.fuse(fn)(x)
-    assert isinstance(actual, np.ndarray)
+    assert isinstance(actual, np.ndarray) == isinstance(expected, np.ndarray), (type(actual), type(expected))
     assert_matches_numpy(actual, expected, exact=not tolerant)
 
 
