@@ -36,6 +36,7 @@ The command line ``fusec`` (``python -m fusec``) has ``demo``, ``explain``, ``op
 """
 
 import fusec.dask as _dask  # noqa: F401  (registers Dask arrays with the frontend; imports no Dask)
+from fusec.frontend import random_numbers as random
 from fusec.frontend.api import Fused, fuse
 from fusec.frontend.recompile import RecompileWarning
 from fusec.ir.arrayspec import ArraySpec
@@ -76,5 +77,6 @@ __all__ = [
     "VerifyError",
     "cache_info",
     "fuse",
+    "random",
     "set_logs",
 ]

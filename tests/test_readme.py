@@ -109,6 +109,7 @@ CLAIMS = {
     ("def adamw(p, g, m, v, lr, step", 0): "test_adamw_block_is_one_kernel_updating_its_arguments",
     ("pytest -m gpu           #", 0): "test_tests_block_commands",
     ('@register("mypass"', 0): "test_extending_with_a_pass_block_registers_a_pass",
+    ("keep = fusec.random.bernoulli(key", 0): "test_random_block_is_one_kernel_with_new_numbers_each_step",
 }
 # blocks no test runs, each with the reason (a test fails when one of these is gone, so the list stays current)
 NOT_RUN = {
@@ -353,6 +354,18 @@ def test_runtime_scalars_block_traces_once():
     assert (info.traces, info.retraces) == (1, 0), "the README: 'traced and compiled once'"
     for name in ("p", "m", "v"):
         np.testing.assert_allclose(namespace[name], plain[name], rtol=1e-5, atol=1e-7)
+
+
+def test_random_block_is_one_kernel_with_new_numbers_each_step():
+    snippet = block("keep = fusec.random.bernoulli(key")
+    x = np.random.default_rng(2).standard_normal((32, 40)).astype(np.float32)
+    namespace = {"x": x, "seed": 5, "range": lambda n: range(3)}  # three of its steps
+    exec(snippet.text, namespace)  # noqa: S102
+    dropout = namespace["dropout"]
+    assert dropout.cache_info().traces == 1 and len(dropout.plan(x, (5, 0), 0.1).kernels) == 1
+    masks = [dropout(x, (5, step), 0.1) != 0 for step in range(3)]
+    assert not np.array_equal(masks[0], masks[1]) and abs(masks[0].mean() - 0.9) < 0.05
+    assert np.array_equal(namespace["y"], dropout.fn(x, (5, 2), 0.1))  # the last step's, as NumPy computes it
 
 
 def test_adamw_block_is_one_kernel_updating_its_arguments():

@@ -180,7 +180,8 @@ def _refuse_random(name: str) -> None:
     raise UnsupportedError(
         f"random numbers ({name}) cannot be drawn inside a fused function: they would be drawn once, while "
         "tracing, and the same numbers returned by every call",
-        hint="draw them outside and pass them in as an argument (mask = rng.random(x.shape) < p; f(x, mask))")
+        hint="draw them in the kernel with an explicit key, a new one per call: fusec.random.uniform((seed, step), "
+             "x.shape) (normal, bernoulli, integers too); or draw them outside and pass them in as an argument")
 
 
 def _random_wrapper(original: Any, name: str, thread: int) -> Callable[..., Any]:
