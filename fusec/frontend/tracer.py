@@ -162,7 +162,10 @@ def to_dtype(x: Node | WeakScalar, dt: np.dtype) -> Node:
     cast."""
     if isinstance(x, WeakScalar):
         if x.scalar is not None:  # NumPy's checks of the value (u8 + 300) hold for its whole class
-            dtypes.scalar_constant(x.probe if dt.kind in "biu" else x._probe, dt)  # a float takes any int
+            # the value decides only for a narrower int, an unsigned one (the sign) or bool: a float or int64 takes
+            # every runtime int (within +-2**53)
+            by_value = dt.kind in "bu" or (dt.kind == "i" and dt.itemsize < 8)
+            dtypes.scalar_constant(x.probe if by_value else x._probe, dt)
             return cast(x.scalar.node(), dt)
         return const(x.value, dt)
     return cast(x, dt)
