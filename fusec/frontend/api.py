@@ -158,7 +158,8 @@ class Fused:
       returns them.
     - It returns what the function returns: None for ``return None`` (in-place updates still happen),
       None at the positions of a returned tuple's, list's or dict's None entries, ``()`` for ``return ()``.
-    - Lists, tuples and dicts of arrays (and numbers) are arguments like arrays (:mod:`fusec.frontend.pytrees`).
+    - Lists, tuples, dicts and dataclasses of arrays (and numbers) are arguments like arrays
+      (:mod:`fusec.frontend.pytrees`).
     - PyTorch tensors (and other DLPack arrays) are taken without a copy: CUDA ones run the kernels on
       PyTorch's current stream, CPU ones the NumPy backend; results come back as tensors.
     - Python and NumPy scalar arguments are runtime scalars (kernel inputs) unless static; in-place

@@ -1,5 +1,5 @@
-"""Containers of arrays as arguments: lists, tuples (named ones too) and dicts, nested, flattened into one parameter
-per leaf and built again, of traced values, for the traced call.
+"""Containers of arrays as arguments: lists, tuples (named ones too), dicts and dataclasses, nested, flattened into
+one parameter per leaf and built again, of traced values, for the traced call.
 
 ``f(params, grads)`` with ``params = {"w": w, "b": b}`` is traced as if called with the leaves ``params['w']`` and
 ``params['b']`` (each an array argument: a graph input), and the function receives a dict of traced arrays. A leaf's
@@ -12,6 +12,7 @@ value, cached by value.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -39,19 +40,34 @@ class LeafName(str):
         return self
 
 
+def _is_dataclass(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+def _items(value: Any) -> Any:
+    """A container's (key, item) pairs: a dict's, a dataclass's fields by name, a list's or tuple's by position."""
+    if isinstance(value, dict):
+        return value.items()
+    if _is_dataclass(value):
+        return ((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
+    return enumerate(value)
+
+
+def _is_container(value: Any) -> bool:
+    return isinstance(value, _CONTAINERS) or _is_dataclass(value)
+
+
 def holds_array(value: Any) -> bool:
     """Whether ``value`` is, or is a container with somewhere inside, an array (NumPy, CuPy, ArraySpec) or a number
     (a runtime scalar unless its value decides the trace)."""
-    if isinstance(value, dict):
-        return any(holds_array(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(holds_array(v) for v in value)
+    if _is_container(value):
+        return any(holds_array(v) for _, v in _items(value))
     return arguments.backend_of(value) is not None or is_runtime_candidate(value)
 
 
 def is_tree(value: Any) -> bool:
-    """Whether an argument is flattened: a list, tuple or dict holding an array or a number."""
-    return isinstance(value, _CONTAINERS) and holds_array(value)
+    """Whether an argument is flattened: a list, tuple, dict or dataclass holding an array or a number."""
+    return _is_container(value) and holds_array(value)
 
 
 def flatten(root: str, value: Any) -> list[tuple[LeafName, Any]]:
@@ -60,9 +76,8 @@ def flatten(root: str, value: Any) -> list[tuple[LeafName, Any]]:
 
 
 def _leaves(root: str, path: tuple[tuple[type, Any], ...], value: Any) -> Iterator[tuple[LeafName, Any]]:
-    if isinstance(value, _CONTAINERS) and holds_array(value):
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        for key, item in items:
+    if is_tree(value):
+        for key, item in _items(value):
             yield from _leaves(root, (*path, (type(value), key)), item)
     else:
         yield LeafName(root, path), value
@@ -81,6 +96,8 @@ def _build(depth: int, leaves: list[tuple[LeafName, Any]]) -> Any:
     for name, value in leaves:
         groups.setdefault(name.path[depth][1], []).append((name, value))
     children = {key: _build(depth + 1, group) for key, group in groups.items()}
+    if dataclasses.is_dataclass(kind):  # its fields by name (every field an argument of its __init__)
+        return kind(**children)
     if issubclass(kind, dict):
         return kind(children) if kind is dict else _dict_like(kind, children)
     items = [children[k] for k in range(len(children))]

@@ -105,3 +105,26 @@ def test_a_dict_result_on_the_gpu_path_and_its_fast_path(monkeypatch) -> None:
 def test_a_set_argument_is_still_refused_with_its_name() -> None:
     with pytest.raises(fusec.FusecTypeError, match="argument 'x'"):
         fusec.fuse(lambda x: x)({1.0})
+
+
+def test_a_dataclass_of_arrays_is_an_argument() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Adam:
+        m: np.ndarray
+        v: np.ndarray
+        beta: float = 0.9
+        name: str = "adam"
+
+    def step(state, g):
+        assert state.name == "adam"
+        return state.beta * state.m + (1 - state.beta) * g, state.v + g * g
+
+    f = fusec.fuse(step)
+    g = _data((6,), 5)
+    for beta in (0.9, 0.8):
+        state = Adam(_data((6,), 1), _data((6,), 2), beta)
+        for got, want in zip(f(state, g), step(state, g)):
+            assert_matches_numpy(got, want)
+    assert f.cache_info().traces == 1  # beta: a runtime scalar
