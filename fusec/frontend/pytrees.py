@@ -41,7 +41,8 @@ class LeafName(str):
 
 
 def _is_dataclass(value: Any) -> bool:
-    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+    """A dataclass instance that is not itself an array argument (an ArraySpec is a dataclass)."""
+    return dataclasses.is_dataclass(value) and not isinstance(value, type) and arguments.backend_of(value) is None
 
 
 def _items(value: Any) -> Any:
