@@ -17,6 +17,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import numpy as np
+
 from fusec.frontend import arguments
 from fusec.frontend.scalars import is_runtime_candidate
 
@@ -42,7 +44,7 @@ class LeafName(str):
 
 def _is_dataclass(value: Any) -> bool:
     """A dataclass instance that is not itself an array argument (an ArraySpec is a dataclass)."""
-    return dataclasses.is_dataclass(value) and not isinstance(value, type) and arguments.backend_of(value) is None
+    return dataclasses.is_dataclass(value) and not isinstance(value, type) and not _array_like(value)
 
 
 def _items(value: Any) -> Any:
@@ -63,7 +65,13 @@ def holds_array(value: Any) -> bool:
     (a runtime scalar unless its value decides the trace)."""
     if _is_container(value):
         return any(holds_array(v) for _, v in _items(value))
-    return arguments.backend_of(value) is not None or is_runtime_candidate(value)
+    return _array_like(value) or is_runtime_candidate(value)
+
+
+def _array_like(value: Any) -> bool:
+    """An array of any library (NumPy, CuPy, an ArraySpec, a Dask array, a PyTorch tensor), not a NumPy scalar."""
+    return arguments.backend_of(value) is not None or (
+        hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, (np.generic, type)))
 
 
 def is_tree(value: Any) -> bool:

@@ -128,3 +128,17 @@ def test_a_dataclass_of_arrays_is_an_argument() -> None:
         for got, want in zip(f(state, g), step(state, g)):
             assert_matches_numpy(got, want)
     assert f.cache_info().traces == 1  # beta: a runtime scalar
+
+
+def test_a_dict_of_dask_arrays_runs_lazily_and_returns_a_dict_of_dask_arrays() -> None:
+    da = pytest.importorskip("dask.array")
+    fn = lambda p, g, lr: {k: p[k] - lr * g[k] for k in p}  # noqa: E731
+    host = {"w": _data((64, 32), 1), "b": _data((32,), 2)}
+    grads = {"w": _data((64, 32), 3), "b": _data((32,), 4)}
+    lazy = {k: da.from_array(v, chunks=16) for k, v in host.items()}
+    lazy_g = {k: da.from_array(v, chunks=16) for k, v in grads.items()}
+    got = fusec.fuse(fn)(lazy, lazy_g, 0.5)
+    assert set(got) == {"w", "b"} and all(isinstance(v, da.Array) for v in got.values())
+    want = fn(host, grads, 0.5)
+    for k in got:
+        assert_matches_numpy(got[k].compute(), want[k])
