@@ -218,6 +218,9 @@ def _wrapper(original: Any, qualified: str, impl: str) -> Callable[..., Any]:
     return wrapper
 
 
+_WRAPPERS: dict[tuple, Callable[..., Any]] = {}  # (function, qualified name, implementation, thread) -> its wrapper
+
+
 def _patch_libraries(fn: Callable[..., Any]) -> list[tuple[Any, str, Any]]:
     """Wrap the :func:`wrapped_functions` of the libraries already imported, in their modules and where the
     traced function's globals (``from scipy.special import softmax``) or closure cells hold them. A function
@@ -232,15 +235,22 @@ def _patch_libraries(fn: Callable[..., Any]) -> list[tuple[Any, str, Any]]:
         original = getattr(module, name, None) if module is not None else None
         if original is None or not callable(original) or hasattr(original, "nin"):  # absent, or a ufunc
             continue
-        if creator:
-            wrapper = _creator_wrapper(original, f"{module_name}.{name}", impl, thread)
-        else:
-            wrapper = _wrapper(original, f"{module_name}.{name}", impl)
+        key = (original, f"{module_name}.{name}", impl, thread if creator else None)
+        wrapper = _WRAPPERS.get(key)
+        if wrapper is None:
+            if len(_WRAPPERS) > 8192:  # (many short-lived threads tracing: bounded)
+                _WRAPPERS.clear()  # made once per function (and thread, for a creator's): tracing a small function is
+            # mostly this loop
+            wrapper = _WRAPPERS[key] = (_creator_wrapper(original, key[1], impl, thread) if creator
+                                        else _wrapper(original, key[1], impl))
         originals[id(original)] = wrapper
         patched.append((module, name, original))
         setattr(module, name, wrapper)
     for module, name, original in _random_functions():
-        wrapper = originals.setdefault(id(original), _random_wrapper(original, name, thread))
+        key = (original, name, "random", thread)
+        if key not in _WRAPPERS:
+            _WRAPPERS[key] = _random_wrapper(original, name, thread)
+        wrapper = originals.setdefault(id(original), _WRAPPERS[key])
         patched.append((module, name, original))
         setattr(module, name, wrapper)
     user_fn = inspect.unwrap(fn)
