@@ -165,3 +165,20 @@ def test_foreign_bfloat16_tensor_travels_as_its_bits_without_a_copy(fake_torch):
     assert_matches_numpy(tx.numpy(), host, exact=True)  # the update wrote the tensor's own memory
     assert_matches_numpy(doubled.numpy(), want_doubled, exact=True)
     assert_matches_numpy(e.numpy(), want_e)
+
+
+def test_foreign_tensors_inside_dicts_and_dataclasses_are_taken_and_results_come_back_as_tensors():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class State:
+        m: object
+        beta: float = 0.9
+
+    rng = np.random.default_rng(8)
+    m, g, w = (random_array(rng, (5,), np.float64) for _ in range(3))
+    fn = lambda s, p: {"m": s.beta * s.m + p["g"], "w": p["w"] * 2}  # noqa: E731
+    got = fusec.fuse(fn)(State(FakeTensor(m)), {"g": FakeTensor(g), "w": FakeTensor(w)})
+    assert isinstance(got, dict) and all(isinstance(v, FakeTensor) for v in got.values())
+    assert_matches_numpy(got["m"].numpy(), 0.9 * m + g, exact=True)
+    assert_matches_numpy(got["w"].numpy(), w * 2, exact=True)

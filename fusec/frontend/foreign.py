@@ -17,6 +17,7 @@ A PyTorch bfloat16 tensor travels as its bits: NumPy's DLPack has no bfloat16, s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -44,7 +45,17 @@ def any_foreign(args: tuple, kwargs: dict) -> bool:
     return any(_holds_foreign(a) for a in args) or any(_holds_foreign(v) for v in kwargs.values())
 
 
+def _fields(value: Any) -> dict[str, Any] | None:
+    """A dataclass instance's init fields by name, else None."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+    return None
+
+
 def _holds_foreign(value: Any) -> bool:
+    fields = _fields(value)
+    if fields is not None:
+        value = fields
     if isinstance(value, dict):
         return any(_holds_foreign(v) for v in value.values())
     if isinstance(value, (list, tuple)):
@@ -134,6 +145,9 @@ def call(fn: Callable[..., Any], args: tuple, kwargs: dict, out: Any) -> Any:
         originals: dict[int, Any] = {}
 
         def native(value: Any, what: str) -> Any:
+            fields = _fields(value)
+            if fields is not None and _holds_foreign(value):  # a dataclass's fields, each viewed
+                return dataclasses.replace(value, **{k: native(v, f"{what}.{k}") for k, v in fields.items()})
             if isinstance(value, dict):  # a container's leaves, each viewed
                 return type(value)({k: native(v, f"{what}[{k!r}]") for k, v in value.items()})
             if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
