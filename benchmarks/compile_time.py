@@ -401,11 +401,16 @@ def nvrtc_main(args: argparse.Namespace) -> int:
                 slow_at[(kind, mix)] = min(n, slow_at.get((kind, mix), n))
         rows.append(row)
         print(nvrtc_markdown([row]).splitlines()[-1], file=sys.stderr, flush=True)
-    print(nvrtc_markdown(rows))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"python": sys.version.split()[0], "nvrtc_rows": rows}, f, indent=1)
+    _report(rows, nvrtc_markdown, args.out, "nvrtc_rows")
     return 0
+
+
+def _report(rows: list[dict], table: Callable[[list[dict]], str], out: str | None, key: str) -> None:
+    """The rows as a markdown table on stdout, and as JSON (under ``key``, with the Python version) in ``out``."""
+    print(table(rows))
+    if out:
+        with open(out, "w") as f:
+            json.dump({"python": sys.version.split()[0], key: rows}, f, indent=1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -439,10 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 row = measure(family, size, nvrtc=True, seed=args.seed)
             rows.append(row)
             print(markdown([row]).splitlines()[-1], file=sys.stderr, flush=True)
-    print(markdown(rows))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"python": sys.version.split()[0], "rows": rows}, f, indent=1)
+    _report(rows, markdown, args.out, "rows")
     return 0
 
 

@@ -12,6 +12,7 @@ from fusec.codegen.spec import KernelSpec
 from fusec.ir.graph import Node
 from fusec.schedule.base import Schedule
 from fusec.schedule.contract import LaunchContract
+from fusec.support.errors import FusecValueError
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,12 @@ class LibraryCall:
                 if tuple(a.shape) != node.shape or a.dtype != node.dtype:
                     return f"an {what} is {a.dtype}{list(a.shape)}, the call takes {node.dtype}{list(node.shape)}"
         return None
+
+    def check(self, arrays: Sequence[Any], outs: Sequence[Any]) -> None:
+        """A FusecValueError (fusec's own bug) where :meth:`violation` finds one."""
+        problem = self.violation(arrays, outs)
+        if problem is not None:
+            raise FusecValueError(f"{self.name}: {problem}", hint="this is a bug in fusec: please report it")
 
 
 @dataclass(frozen=True)

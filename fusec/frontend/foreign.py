@@ -17,13 +17,13 @@ A PyTorch bfloat16 tensor travels as its bits: NumPy's DLPack has no bfloat16, s
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from fusec.frontend import pytrees
 from fusec.ir.dtypes import BFLOAT16
 from fusec.support.errors import FusecTypeError
 
@@ -41,43 +41,12 @@ def is_foreign(value: Any) -> bool:
 
 
 def any_foreign(args: tuple, kwargs: dict) -> bool:
-    """Whether a foreign array is among the arguments, or inside a list, tuple or dict among them."""
+    """Whether a foreign array is among the arguments, or inside a list, tuple, dict or dataclass among them."""
     return any(_holds_foreign(a) for a in args) or any(_holds_foreign(v) for v in kwargs.values())
 
 
-def _fields(value: Any) -> dict[str, Any] | None:
-    """A dataclass instance's init fields by name, else None."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
-    return None
-
-
 def _holds_foreign(value: Any) -> bool:
-    fields = _fields(value)
-    if fields is not None:
-        value = fields
-    if isinstance(value, dict):
-        return any(_holds_foreign(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_holds_foreign(v) for v in value)
-    return is_foreign(value)
-
-
-def _first_array(value: Any) -> Any:
-    """The first array (foreign or not) in an argument, a container's leaves in order; None if none."""
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (list, tuple)):
-        return next((a for a in map(_first_array, value) if a is not None), None)
-    return value if is_foreign(value) or (hasattr(value, "shape") and not isinstance(value, np.generic)) else None
-
-
-def _foreign_leaves(value: Any) -> list[Any]:
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (list, tuple)):
-        return [leaf for v in value for leaf in _foreign_leaves(v)]
-    return [value] if is_foreign(value) else []
+    return any(is_foreign(leaf) for leaf in pytrees.leaves(value))
 
 
 def library_of(value: Any) -> Any:
@@ -139,24 +108,22 @@ def call(fn: Callable[..., Any], args: tuple, kwargs: dict, out: Any) -> Any:
     """``fn(*args, out=out, **kwargs)`` with the foreign arrays among them viewed as NumPy/CuPy arrays, on the
     first CUDA tensor's device and stream; the results in the first array argument's library."""
     values = [*args, *kwargs.values(), *(out if isinstance(out, (tuple, list)) else [out])]
-    first = _first_array(values)
-    cuda = next((v for v in _foreign_leaves(values) if v.__dlpack_device__()[0] in (_CUDA, _CUDA_MANAGED)), None)
+    first = next((v for v in pytrees.leaves(values)
+                  if is_foreign(v) or (hasattr(v, "shape") and not isinstance(v, np.generic))), None)
+    cuda = next((v for v in pytrees.leaves(values)
+                 if is_foreign(v) and v.__dlpack_device__()[0] in (_CUDA, _CUDA_MANAGED)), None)
     with _stream(cuda) if cuda is not None else contextlib.nullcontext():
         originals: dict[int, Any] = {}
 
-        def native(value: Any, what: str) -> Any:
-            fields = _fields(value)
-            if fields is not None and _holds_foreign(value):  # a dataclass's fields, each viewed
-                return dataclasses.replace(value, **{k: native(v, f"{what}.{k}") for k, v in fields.items()})
-            if isinstance(value, dict):  # a container's leaves, each viewed
-                return type(value)({k: native(v, f"{what}[{k!r}]") for k, v in value.items()})
-            if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-                return type(value)(native(v, f"{what}[{i}]") for i, v in enumerate(value))
-            if not is_foreign(value):
-                return value
-            view = as_native(value, what)
-            originals[id(view)] = value
-            return view
+        def view(leaf: Any, what: str) -> Any:
+            if not is_foreign(leaf):
+                return leaf
+            viewed = as_native(leaf, what)
+            originals[id(viewed)] = leaf
+            return viewed
+
+        def native(value: Any, what: str) -> Any:  # a container's foreign leaves each viewed (others as they are)
+            return pytrees.map_leaves(view, value, what) if _holds_foreign(value) else value
 
         n_args = [native(a, f"argument {i}") for i, a in enumerate(args)]
         n_kwargs = {k: native(v, f"argument '{k}'") for k, v in kwargs.items()}

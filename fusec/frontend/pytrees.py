@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -51,9 +51,33 @@ def _items(value: Any) -> Any:
     """A container's (key, item) pairs: a dict's, a dataclass's fields by name, a list's or tuple's by position."""
     if isinstance(value, dict):
         return value.items()
-    if _is_dataclass(value):
-        return ((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
+    if _is_dataclass(value):  # the fields its __init__ takes (what building it again passes)
+        return ((f.name, getattr(value, f.name)) for f in dataclasses.fields(value) if f.init)
     return enumerate(value)
+
+
+def leaves(value: Any) -> Iterator[Any]:
+    """Every leaf of ``value`` through lists, tuples, dicts and dataclasses (an array is a leaf), in order."""
+    if _is_container(value):
+        for _, item in _items(value):
+            yield from leaves(item)
+    else:
+        yield value
+
+
+def map_leaves(fn: Callable[[Any, str], Any], value: Any, what: str) -> Any:
+    """``value`` with each leaf replaced by ``fn(leaf, its path)`` (``what``, then ``[key]``/``.field``), every
+    container built again of its type."""
+    if not _is_container(value):
+        return fn(value, what)
+    if _is_dataclass(value):
+        return dataclasses.replace(value, **{k: map_leaves(fn, v, f"{what}.{k}") for k, v in _items(value)})
+    children = {k: map_leaves(fn, v, f"{what}[{k!r}]") for k, v in _items(value)}
+    if isinstance(value, dict):
+        return _dict_like(type(value), children)
+    if hasattr(value, "_fields"):  # a namedtuple
+        return type(value)(*children.values())
+    return type(value)(children.values())
 
 
 def _is_container(value: Any) -> bool:
@@ -135,4 +159,4 @@ def static_key(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-__all__ = ["LeafName", "flatten", "holds_array", "is_tree", "rebuild", "static_key"]
+__all__ = ["LeafName", "flatten", "holds_array", "is_tree", "leaves", "map_leaves", "rebuild", "static_key"]

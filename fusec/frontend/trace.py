@@ -138,6 +138,14 @@ def created_functions() -> tuple[tuple[str, str, str], ...]:
     return tuple((module, name, name) for module in ("numpy", "cupy") for name in registry.CREATORS)
 
 
+def _wrapping(wrapper: Callable[..., Any], original: Any) -> Callable[..., Any]:
+    """``wrapper``, marked as tracing's wrapper of ``original`` (``inspect.unwrap`` and :func:`registry.name_of`
+    find the function through it)."""
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    setattr(wrapper, registry.ORIGINAL, original)
+    return wrapper
+
+
 def _creator_wrapper(original: Any, qualified: str, impl: str, thread: int) -> Callable[..., Any]:
     name = qualified.rsplit(".", 1)[-1]
 
@@ -149,9 +157,7 @@ def _creator_wrapper(original: Any, qualified: str, impl: str, thread: int) -> C
             return original(*args, **kwargs)
         return call_function(impl, qualified, args, kwargs)
 
-    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
-    setattr(wrapper, registry.ORIGINAL, original)
-    return wrapper
+    return _wrapping(wrapper, original)
 
 
 def _called_from_compiled_code(frame: types.FrameType, name: str, creator: tuple[Any, ...]) -> bool:
@@ -190,9 +196,7 @@ def _random_wrapper(original: Any, name: str, thread: int) -> Callable[..., Any]
             return original(*args, **kwargs)
         _refuse_random(name)
 
-    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
-    setattr(wrapper, registry.ORIGINAL, original)
-    return wrapper
+    return _wrapping(wrapper, original)
 
 
 def _random_functions() -> list[tuple[Any, str, Any]]:
@@ -213,9 +217,7 @@ def _wrapper(original: Any, qualified: str, impl: str) -> Callable[..., Any]:
             return call_function(impl, qualified, args, kwargs)
         return original(*args, **kwargs)
 
-    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
-    setattr(wrapper, registry.ORIGINAL, original)
-    return wrapper
+    return _wrapping(wrapper, original)
 
 
 _WRAPPERS: dict[tuple, Callable[..., Any]] = {}  # (function, qualified name, implementation, thread) -> its wrapper

@@ -105,10 +105,11 @@ class Executable:
             results = commit(self.plan, self.updates, self.parts, arrays, results, np)
         if out is not None:
             results = write_out(results[:self.n_results], out, np)
-        else:  # NumPy returns a 0-d result of a reduction, a ufunc or a scalar index as a NumPy scalar
+        else:  # a 0-d result is a NumPy scalar, as NumPy's reductions, ufuncs and scalar indexing (x[i, j]) give it;
+            # a returned argument stays itself. (NumPy's rarer 0-d views, x.reshape(()), are arrays there: the IR
+            # does not tell them from x[i, j])
             returned = self.plan.graph.outputs[:self.n_results]
-            results = [r[()] if r.ndim == 0 and node.op not in _ZERO_D_ARRAY_OPS else r
-                       for r, node in zip(results, returned)]
+            results = [r[()] if r.ndim == 0 and node.op != "input" else r for r, node in zip(results, returned)]
         return pack_results(results[:self.n_results], self.structure, self.nones)
 
     def runner(self, arrays: list[Any]) -> Callable[[Sequence[Any]], Any] | None:
@@ -125,11 +126,6 @@ class Executable:
             autotune=self.autotune)
         return None if runner is None else runner.run
 
-
-# a 0-d result returned as an array: an argument itself (NumPy gives it back as it is). Every other 0-d result is a
-# NumPy scalar, as NumPy's reductions, ufuncs and scalar indexing (x[i, j]) give it; NumPy's rarer 0-d views
-# (x.reshape(()), np.squeeze of one element) are arrays there, which the IR does not tell from x[i, j]
-_ZERO_D_ARRAY_OPS = frozenset({"input"})
 
 
 def write_out(results: list[Any], outs: list[Any], xp: Any) -> list[Any]:

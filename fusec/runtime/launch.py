@@ -70,7 +70,6 @@ from fusec.schedule import ArrayLayout, DeviceProperties, ForcedSchedule, Schedu
 from fusec.schedule.contract import ContractViolation, LaunchContract
 from fusec.schedule.device import device_properties
 from fusec.support import logs
-from fusec.support.errors import FusecValueError
 from fusec.support.lru import LRU
 from fusec.support.progress import progress
 
@@ -431,9 +430,7 @@ class KernelLauncher:
         for node in call.outputs:
             given = out.get(node) if out else None
             outs.append(given if given is not None else cp.empty(node.shape, node.dtype))
-        problem = call.violation(arrays, outs)
-        if problem is not None:
-            raise FusecValueError(f"{call.name}: {problem}", hint="this is a bug in fusec: please report it")
+        call.check(arrays, outs)
         if self.poison is not None:
             self._poison(cp, outs, arrays)
         call.run(cp, arrays, outs)
@@ -538,9 +535,7 @@ class KernelLauncher:
             slot[node] = len(slot)
             values[node] = cp.empty(node.shape, node.dtype)
             outputs.append((slot[node], node.shape, node.dtype, recycler_for(node.shape, node.dtype)))
-        problem = call.violation(arrays, [values[n] for n in call.outputs])
-        if problem is not None:
-            raise FusecValueError(f"{call.name}: {problem}", hint="this is a bug in fusec: please report it")
+        call.check(arrays, [values[n] for n in call.outputs])
         run = call.run
         return PlanStep(None, tuple(slot[n] for n in inputs), tuple(outputs), None,
                         call=lambda ins, outs: run(cp, ins, outs))
